@@ -1,0 +1,209 @@
+"""A private MariaDB for the quickstart, the tests and the benchmarks.
+
+It runs from Debian's ``mariadb-server`` binaries with its own data directory,
+socket and port on 127.0.0.1, with the binlog settings CDC needs
+(``log-bin``, ``binlog_format=ROW``, ``binlog_row_image=FULL``,
+``binlog_row_metadata=FULL``). Starting it twice is safe: a running instance
+is reused.
+
+    >>> server = DevServer.from_env()          # doctest: +SKIP
+    >>> server.start()                         # doctest: +SKIP
+    >>> server.settings.port                   # doctest: +SKIP
+    33061
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+
+from sparkcdc.errors import SourceError
+
+DEFAULT_PORT = 33061
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+# Credentials of the private, loopback-only development server (not a secret).
+DEV_USER = "cdc"
+DEV_PASSWORD = "cdc-dev-password"
+
+
+@dataclass(frozen=True)
+class DevSettings:
+    host: str
+    port: int
+    user: str
+    password: str
+    socket: str
+
+
+class DevServer:
+    """Start, reuse and stop the private MariaDB."""
+
+    def __init__(self, base_dir: Path = DEFAULT_DIR, port: int = DEFAULT_PORT) -> None:
+        self.base_dir = base_dir / f"mariadb-{port}"
+        self.port = port
+        self.datadir = self.base_dir / "data"
+        self.socket = self.base_dir / "mysqld.sock"
+        self.pid_file = self.base_dir / "mysqld.pid"
+        self.log_file = self.base_dir / "error.log"
+        self.settings = DevSettings("127.0.0.1", port, DEV_USER, DEV_PASSWORD, str(self.socket))
+
+    @classmethod
+    def from_env(cls) -> DevServer:
+        port = int(os.environ.get("SPARKCDC_DEV_PORT", DEFAULT_PORT))
+        return cls(DEFAULT_DIR, port)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, timeout_s: float = 60.0) -> DevSettings:
+        if self.is_running():
+            self._ensure_users()
+            return self.settings
+        mariadbd = _binary("mariadbd", "/usr/sbin/mariadbd")
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.datadir / "mysql").exists():
+            self._install_db()
+        args = [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--socket={self.socket}",
+            f"--pid-file={self.pid_file}",
+            f"--log-error={self.log_file}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            "--skip-name-resolve",
+            "--log-bin=mysql-bin",
+            "--server-id=1",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            "--binlog-checksum=CRC32",
+            "--max-connections=500",
+            "--innodb-buffer-pool-size=512M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--sync-binlog=0",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+        ]
+        if os.geteuid() == 0:
+            args.append("--user=root")
+        # detached: the server outlives the command that started it (quickstart, tests)
+        subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.is_running():
+                self._ensure_users()
+                return self.settings
+            time.sleep(0.2)
+        tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
+        raise SourceError(
+            f"the private MariaDB on port {self.port} did not start within {timeout_s:.0f}s; "
+            f"its log {self.log_file} ends with:\n{tail}"
+        )
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        if not self.is_running():
+            return
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("SHUTDOWN")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.is_running():
+            time.sleep(0.2)
+
+    def is_running(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            with self.root_connection(connect_timeout=2):
+                return True
+        except pymysql.MySQLError:
+            return False
+
+    def root_connection(self, connect_timeout: int = 10) -> pymysql.connections.Connection:
+        """A connection as root over the private socket (root has no password there)."""
+        return pymysql.connect(
+            unix_socket=str(self.socket),
+            user="root",
+            connect_timeout=connect_timeout,
+            autocommit=True,
+        )
+
+    def connection(self, database: str | None = None) -> pymysql.connections.Connection:
+        """A TCP connection as the development user."""
+        return pymysql.connect(
+            host=self.settings.host,
+            port=self.port,
+            user=DEV_USER,
+            password=DEV_PASSWORD,
+            database=database,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _install_db(self) -> None:
+        install = _binary("mariadb-install-db", "/usr/bin/mariadb-install-db")
+        cmd = [
+            install,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ]
+        if os.geteuid() == 0:
+            cmd.append("--user=root")
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SourceError(
+                f"mariadb-install-db failed for {self.datadir} (exit {result.returncode}):\n"
+                f"{result.stderr[-2000:]}"
+            )
+
+    def _ensure_users(self) -> None:
+        with self.root_connection() as conn, conn.cursor() as cur:
+            for host in ("127.0.0.1", "localhost"):
+                cur.execute(
+                    f"CREATE USER IF NOT EXISTS '{DEV_USER}'@'{host}' IDENTIFIED BY %s",
+                    (DEV_PASSWORD,),
+                )
+                cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{DEV_USER}'@'{host}' WITH GRANT OPTION")
+
+
+def _binary(name: str, fallback: str) -> str:
+    found = shutil.which(name) or (fallback if Path(fallback).exists() else None)
+    if not found:
+        raise SourceError(
+            f"'{name}' is not installed; run 'bash scripts/setup.sh' (it installs Debian's "
+            "mariadb-server) or 'apt-get install mariadb-server'"
+        )
+    return found
+
+
+def main() -> None:
+    """``python -m sparkcdc.devserver [start|stop]``."""
+    import sys
+
+    server = DevServer.from_env()
+    if len(sys.argv) > 1 and sys.argv[1] == "stop":
+        server.stop()
+        print("stopped")
+        return
+    s = server.start()
+    print(f"MariaDB running on {s.host}:{s.port} (user {s.user})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""One exception root for sparkcdc, with a subclass per area.
+
+Messages say what was received, what was expected, where, and what to do.
+Every exception pickles (it may cross from a Spark executor to the driver): each
+subclass keeps the single-message constructor of ``Exception``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SparkCdcError(Exception):
+    """Root of every error sparkcdc raises on purpose."""
+
+
+class ConfigError(SparkCdcError):
+    """An option or pipeline file is wrong (name, value, combination)."""
+
+
+class SourceError(SparkCdcError):
+    """The source server is unreachable, misconfigured, or refuses what we need."""
+
+
+class ProtocolError(SparkCdcError):
+    """The replication stream broke or carried bytes we cannot decode."""
+
+
+class PositionError(SourceError):
+    """A binlog position is malformed or no longer available on the server."""
+
+
+class SnapshotError(SparkCdcError):
+    """The chunked snapshot cannot go on (no primary key, DDL conflict, ...)."""
+
+
+class SinkError(SparkCdcError):
+    """A sink refused or lost a write."""
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """Return the candidate closest to ``name``, or None if nothing is near.
+
+    >>> closest("hostnme", ["hostname", "port"])
+    'hostname'
+    """
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A ' Did you mean 'x'?' suffix for an error message, or ''."""
+    match = closest(name, candidates)
+    return f" Did you mean '{match}'?" if match else ""

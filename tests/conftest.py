@@ -1,0 +1,48 @@
+"""Shared fixtures: the private MariaDB (started once per session) and fresh databases."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Iterator
+
+import pymysql
+import pytest
+
+from sparkcdc.devserver import DevServer, DevSettings
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def dev_server() -> Iterator[DevServer]:
+    """The private MariaDB of DESIGN.md §8 (log-bin, ROW, FULL image and metadata)."""
+    server = DevServer.from_env()
+    server.start()
+    yield server
+
+
+@pytest.fixture(scope="session")
+def dev_settings(dev_server: DevServer) -> DevSettings:
+    return dev_server.settings
+
+
+@pytest.fixture
+def database(dev_server: DevServer) -> Iterator[str]:
+    """A fresh, uniquely named database, dropped after the test."""
+    name = f"t_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+    with dev_server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    yield name
+    with dev_server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def sql(dev_server: DevServer, database: str) -> Iterator[pymysql.cursors.Cursor]:
+    """An autocommit cursor on the fresh database."""
+    conn = dev_server.connection(database)
+    with conn.cursor() as cur:
+        yield cur
+    conn.close()
