@@ -179,7 +179,9 @@ class DevServer:
                     f"CREATE USER IF NOT EXISTS '{DEV_USER}'@'{host}' IDENTIFIED BY %s",
                     (DEV_PASSWORD,),
                 )
-                cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{DEV_USER}'@'{host}' WITH GRANT OPTION")
+                cur.execute(
+                    f"GRANT ALL PRIVILEGES ON *.* TO '{DEV_USER}'@'{host}' WITH GRANT OPTION"
+                )
 
 
 def _binary(name: str, fallback: str) -> str:

@@ -93,7 +93,9 @@ class GtidSet:
         return self._order_key() >= other._order_key()
 
 
-_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
 
 
 def _merge_intervals(intervals: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -234,6 +236,8 @@ class BinlogPosition:
 
     def __post_init__(self) -> None:
         binlog_file_number(self.file)  # validates the name
+        if self.gtids is not None and not str(self.gtids):
+            object.__setattr__(self, "gtids", None)  # an empty set says nothing more than None
         if not 0 <= self.pos < (1 << _SEQ_POS_BITS):
             raise PositionError(
                 f"binlog position {self.pos} in {self.file!r} is out of range (0 .. 2^32-1)"
@@ -319,6 +323,8 @@ class BinlogPosition:
         number = self.file_number
         if number > _SEQ_MAX_FILE:
             raise PositionError(f"binlog file number {number} is too large for seq (max 524287)")
-        return (number << (_SEQ_POS_BITS + _SEQ_ROW_BITS)) | (self.pos << _SEQ_ROW_BITS) | min(
-            row_index, _SEQ_MAX_ROW
+        return (
+            (number << (_SEQ_POS_BITS + _SEQ_ROW_BITS))
+            | (self.pos << _SEQ_ROW_BITS)
+            | min(row_index, _SEQ_MAX_ROW)
         )

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything sparkcdc needs on a fresh Debian machine. Safe to run twice.
+#   - Debian packages: mariadb-server (the private test/quickstart server), a JDK for Spark
+#   - the Python package with its dev extras (pyspark from PyPI among them)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+
+packages=()
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+  packages+=(mariadb-server mariadb-client)
+fi
+if ! command -v java >/dev/null 2>&1; then
+  packages+=(openjdk-17-jre-headless)
+fi
+if [ ${#packages[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+echo "setup: done"

@@ -1,0 +1,179 @@
+"""Source options, parsed once at the edge into a frozen typed model.
+
+Option names are Flink CDC's MySQL connector names (kebab-case / dotted), so a
+Flink CDC user recognises every one. Unknown names are rejected with the closest
+valid name suggested.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from sparkcdc.errors import ConfigError, did_you_mean
+
+StartupMode = Literal["initial", "latest-offset", "earliest-offset", "specific-offset", "timestamp"]
+
+DEFAULT_SERVER_ID_LOW = 5400
+DEFAULT_SERVER_ID_HIGH = 6400
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds from a Flink-style duration: ``30s``, ``500ms``, ``1min``, or a number of seconds.
+
+    >>> parse_duration("500ms")
+    0.5
+    """
+    if isinstance(text, int | float):
+        return float(text)
+    match = _DURATION_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; use e.g. '30s', '500ms' or '1min'")
+    return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+
+
+@dataclass(frozen=True)
+class ServerIdRange:
+    """Replication server ids for one job: one per concurrent binlog connection.
+
+    >>> ServerIdRange.parse("5400-5403").size
+    4
+    """
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str | None) -> ServerIdRange:
+        if text is None or not str(text).strip():
+            # As Flink CDC: a random id in 5400..6400 when none is configured.
+            chosen = random.randint(DEFAULT_SERVER_ID_LOW, DEFAULT_SERVER_ID_HIGH)
+            return cls(chosen, chosen)
+        lo, sep, hi = str(text).strip().partition("-")
+        try:
+            low, high = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise ConfigError(
+                f"server-id {text!r} is not a number or range; use e.g. '5400' or '5400-5408'"
+            ) from None
+        if not 1 <= low <= high <= 2**32 - 1:
+            raise ConfigError(
+                f"server-id {text!r} must be 1 .. 4294967295 with low <= high, e.g. '5400-5408'"
+            )
+        return cls(low, high)
+
+    @property
+    def size(self) -> int:
+        return self.high - self.low + 1
+
+    def pick(self, slot: int) -> int:
+        """The id for concurrent connection number ``slot`` (0-based)."""
+        if slot >= self.size:
+            raise ConfigError(
+                f"server-id range {self} has {self.size} ids but {slot + 1} binlog connections "
+                "run at once; widen the range (e.g. '5400-5408')"
+            )
+        return self.low + slot
+
+    def __str__(self) -> str:
+        return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+
+
+class SourceOptions(BaseModel):
+    """The options of ``spark.readStream.format("mysql-cdc")`` (Flink CDC names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    hostname: str
+    port: int = Field(3306, ge=1, le=65535)
+    username: str
+    password: SecretStr = SecretStr("")
+    database_name: str = Field(alias="database-name")
+    table_name: str = Field(".*", alias="table-name")
+    server_id: str | None = Field(None, alias="server-id")
+    server_time_zone: str = Field("UTC", alias="server-time-zone")
+    scan_startup_mode: StartupMode = Field("latest-offset", alias="scan.startup.mode")
+    specific_offset_file: str | None = Field(None, alias="scan.startup.specific-offset.file")
+    specific_offset_pos: int | None = Field(None, alias="scan.startup.specific-offset.pos", ge=0)
+    specific_offset_gtid_set: str | None = Field(
+        None, alias="scan.startup.specific-offset.gtid-set"
+    )
+    startup_timestamp_millis: int | None = Field(None, alias="scan.startup.timestamp-millis", ge=0)
+    connect_timeout_s: float = Field(30.0, alias="connect.timeout")
+    heartbeat_interval_s: float = Field(30.0, alias="heartbeat.interval")
+    state_location: str | None = Field(None, alias="state.location")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _durations(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("connect.timeout", "heartbeat.interval"):
+                if key in data and isinstance(data[key], str):
+                    data = {**data, key: parse_duration(data[key])}
+        return data
+
+    @model_validator(mode="after")
+    def _startup(self) -> SourceOptions:
+        mode = self.scan_startup_mode
+        if mode == "specific-offset" and not (
+            self.specific_offset_gtid_set
+            or (self.specific_offset_file and self.specific_offset_pos is not None)
+        ):
+            raise ValueError(
+                "scan.startup.mode=specific-offset needs scan.startup.specific-offset.file and "
+                ".pos, or scan.startup.specific-offset.gtid-set"
+            )
+        if mode == "timestamp" and self.startup_timestamp_millis is None:
+            raise ValueError("scan.startup.mode=timestamp needs scan.startup.timestamp-millis")
+        ServerIdRange.parse(self.server_id)  # fail early on a bad range
+        for name, pattern in (
+            ("database-name", self.database_name),
+            ("table-name", self.table_name),
+        ):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"{name} {pattern!r} is not a valid regular expression: {exc}"
+                ) from None
+        return self
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Validate raw string options (from Spark or YAML) into the model.
+
+        >>> SourceOptions.from_options({"hostname": "h", "username": "u",
+        ...     "database-name": "app"}).port
+        3306
+        """
+        known = option_names()
+        # Spark lower-cases option keys; Flink CDC's names are lower-case already.
+        data: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in known:
+                raise ConfigError(
+                    f"unknown option '{key}' for format 'mysql-cdc'.{did_you_mean(key, known)} "
+                    f"Valid options: {', '.join(sorted(known))}"
+                )
+            data[key] = value
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"invalid mysql-cdc options: {problems}") from None
+
+
+def option_names() -> set[str]:
+    """Every option name SourceOptions accepts (its aliases)."""
+    return {field.alias or name for name, field in SourceOptions.model_fields.items()}

@@ -1,0 +1,242 @@
+"""Table schemas and the MySQL → Spark type mapping (as Flink CDC maps them).
+
+| MySQL type                         | Spark type          | value                          |
+|------------------------------------|---------------------|--------------------------------|
+| TINYINT(1)                         | BOOLEAN             | 0 → false, else true           |
+| TINYINT                            | TINYINT             |                                |
+| TINYINT UNSIGNED, SMALLINT         | SMALLINT            |                                |
+| SMALLINT UNSIGNED, MEDIUMINT [U], INT | INT              |                                |
+| INT UNSIGNED, BIGINT               | BIGINT              |                                |
+| BIGINT UNSIGNED                    | DECIMAL(20,0)       |                                |
+| FLOAT                              | FLOAT               |                                |
+| DOUBLE, REAL                       | DOUBLE              |                                |
+| DECIMAL(p,s), p <= 38              | DECIMAL(p,s)        |                                |
+| DECIMAL(p,s), p > 38               | STRING              | plain decimal text             |
+| BIT(1)                             | BOOLEAN             |                                |
+| BIT(n), n > 1                      | BINARY              | big-endian, ceil(n/8) bytes    |
+| YEAR                               | INT                 |                                |
+| DATE                               | DATE                | zero date → NULL               |
+| DATETIME(p)                        | TIMESTAMP_NTZ       | zero date → NULL               |
+| TIMESTAMP(p)                       | TIMESTAMP           | an instant (UTC in the binlog) |
+| TIME(p)                            | STRING              | '[-]HH:MM:SS[.ffffff]'         |
+| CHAR, VARCHAR, *TEXT               | STRING              |                                |
+| BINARY, VARBINARY, *BLOB           | BINARY              |                                |
+| ENUM, SET                          | STRING              | labels; SET joined by ','      |
+| JSON                               | STRING              | JSON text                      |
+| GEOMETRY and its subtypes          | BINARY              | 4-byte SRID + WKB              |
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sparkcdc.errors import SourceError
+
+Converter = Callable[[Any], Any]
+
+_INT_TYPES = {
+    # data_type: (signed spark type, unsigned spark type)
+    "tinyint": ("TINYINT", "SMALLINT"),
+    "smallint": ("SMALLINT", "INT"),
+    "mediumint": ("INT", "INT"),
+    "int": ("INT", "BIGINT"),
+    "integer": ("INT", "BIGINT"),
+    "bigint": ("BIGINT", "DECIMAL(20,0)"),
+}
+_STRING_TYPES = {
+    "char",
+    "varchar",
+    "tinytext",
+    "text",
+    "mediumtext",
+    "longtext",
+    "enum",
+    "set",
+    "json",
+    "time",
+}
+_BINARY_TYPES = {
+    "binary",
+    "varbinary",
+    "tinyblob",
+    "blob",
+    "mediumblob",
+    "longblob",
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
+}
+_SIMPLE = {
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "real": "DOUBLE",
+    "year": "INT",
+    "date": "DATE",
+    "datetime": "TIMESTAMP_NTZ",
+    "timestamp": "TIMESTAMP",
+}
+MAX_SPARK_DECIMAL_PRECISION = 38
+
+
+@dataclass(frozen=True)
+class Column:
+    """One source column: its MySQL definition and the Spark type it maps to."""
+
+    name: str
+    data_type: str  # information_schema DATA_TYPE, e.g. 'bigint'
+    column_type: str  # information_schema COLUMN_TYPE, e.g. 'bigint(20) unsigned'
+    nullable: bool
+    spark_type: str  # Spark DDL type, e.g. 'DECIMAL(20,0)'
+
+    @classmethod
+    def from_mysql(
+        cls, name: str, data_type: str, column_type: str, nullable: bool, *, table: str = ""
+    ) -> Column:
+        return cls(
+            name,
+            data_type.lower(),
+            column_type.lower(),
+            nullable,
+            spark_type_for(data_type, column_type, where=f"{table}.{name}"),
+        )
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A table's columns (in ordinal order) and primary key column names."""
+
+    database: str
+    table: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def spark_ddl(self) -> str:
+        return ", ".join(f"`{c.name}` {c.spark_type}" for c in self.columns)
+
+
+def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
+    """The Spark DDL type of a MySQL column, as Flink CDC maps it.
+
+    >>> spark_type_for("bigint", "bigint(20) unsigned")
+    'DECIMAL(20,0)'
+    >>> spark_type_for("tinyint", "tinyint(1)")
+    'BOOLEAN'
+    """
+    data_type = data_type.lower()
+    column_type = column_type.lower()
+    unsigned = "unsigned" in column_type
+    if data_type == "tinyint" and re.match(r"tinyint\(1\)", column_type):
+        return "BOOLEAN"
+    if data_type in _INT_TYPES:
+        return _INT_TYPES[data_type][1 if unsigned else 0]
+    if data_type in ("decimal", "numeric"):
+        precision, scale = _precision_scale(column_type)
+        if precision > MAX_SPARK_DECIMAL_PRECISION:
+            return "STRING"
+        return f"DECIMAL({precision},{scale})"
+    if data_type == "bit":
+        return "BOOLEAN" if _length(column_type, 1) == 1 else "BINARY"
+    if data_type in _SIMPLE:
+        return _SIMPLE[data_type]
+    if data_type in _STRING_TYPES:
+        return "STRING"
+    if data_type in _BINARY_TYPES:
+        return "BINARY"
+    raise SourceError(
+        f"column {where or '?'} has type {column_type!r}, which sparkcdc cannot map to a Spark "
+        "type; exclude the table (table-name / tables.exclude) or report the type"
+    )
+
+
+def _precision_scale(column_type: str) -> tuple[int, int]:
+    match = re.search(r"\((\d+)(?:\s*,\s*(\d+))?\)", column_type)
+    if not match:
+        return 10, 0
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def _length(column_type: str, default: int) -> int:
+    match = re.search(r"\((\d+)\)", column_type)
+    return int(match.group(1)) if match else default
+
+
+# ------------------------------------------------------------------------- value conversion
+
+
+def _to_bool(value: Any) -> bool:
+    return bool(value)
+
+
+def _time_text(value: dt.timedelta) -> str:
+    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, frac = divmod(micros, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{text}.{frac:06d}" if frac else text
+
+
+def _decimal_text(value: Any) -> str:
+    return format(value, "f") if isinstance(value, Decimal) else str(value)
+
+
+def _to_decimal(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(value)
+
+
+def _bits_to_bytes(width: int) -> Converter:
+    size = (width + 7) // 8
+
+    def convert(value: Any) -> bytes:
+        return value if isinstance(value, bytes) else int(value).to_bytes(size, "big")
+
+    return convert
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def value_converter(column: Column) -> Converter | None:
+    """How a decoded binlog value becomes the column's Spark value (None: as is).
+
+    >>> value_converter(Column.from_mysql("t", "time", "time(3)", True))(dt.timedelta(hours=-1))
+    '-01:00:00'
+    """
+    spark = column.spark_type
+    data_type = column.data_type
+    if spark == "BOOLEAN":
+        return _to_bool
+    if data_type == "time":
+        return _time_text
+    if data_type == "bit":
+        return _bits_to_bytes(_length(column.column_type, 1))
+    if data_type in ("decimal", "numeric") and spark == "STRING":
+        return _decimal_text
+    if spark.startswith("DECIMAL"):
+        return _to_decimal
+    if spark == "STRING" and data_type in ("enum", "set", "json"):
+        return _to_text
+    return None

@@ -1,0 +1,73 @@
+"""Which tables a job captures, and their schemas, read from information_schema."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sparkcdc.errors import ConfigError, SnapshotError
+from sparkcdc.model.schema import Column, TableSchema
+
+_SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+def match_tables(conn: Any, database_pattern: str, table_pattern: str) -> list[tuple[str, str]]:
+    """Base tables whose database and name fully match the regexes, sorted.
+
+    Raises ConfigError listing what exists when nothing matches.
+    """
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+            "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN %s "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME",
+            (_SYSTEM_DATABASES,),
+        )
+        rows = [(str(db), str(name)) for db, name in cur.fetchall()]
+    db_re, table_re = re.compile(database_pattern), re.compile(table_pattern)
+    matched = [(db, t) for db, t in rows if db_re.fullmatch(db) and table_re.fullmatch(t)]
+    if not matched:
+        shown = ", ".join(f"{db}.{t}" for db, t in rows[:20]) or "(none)"
+        more = f" and {len(rows) - 20} more" if len(rows) > 20 else ""
+        raise ConfigError(
+            f"database-name {database_pattern!r} with table-name {table_pattern!r} matches no "
+            f"table (both are regular expressions that must match the whole name). "
+            f"Tables that exist: {shown}{more}"
+        )
+    return matched
+
+
+def load_schema(conn: Any, database: str, table: str) -> TableSchema:
+    """The current schema of one table from information_schema."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION",
+            (database, table),
+        )
+        rows = cur.fetchall()
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' "
+            "ORDER BY ORDINAL_POSITION",
+            (database, table),
+        )
+        primary_key = tuple(str(r[0]) for r in cur.fetchall())
+    if not rows:
+        raise SnapshotError(f"table {database}.{table} does not exist (or has no columns)")
+    columns = tuple(
+        Column.from_mysql(
+            str(name),
+            _text(data_type),
+            _text(column_type),
+            nullable == "YES",
+            table=f"{database}.{table}",
+        )
+        for name, data_type, column_type, nullable, _key in rows
+    )
+    return TableSchema(database, table, columns, primary_key)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,291 @@
+"""Change rows as Arrow record batches: the typed changelog and the envelope (DESIGN.md §4).
+
+Typed changelog (one table): ``_op, _op_ts, _seq, _database, _table`` then the
+table's columns. An update gives a ``-U`` row (before image) then a ``+U`` row.
+
+Envelope (several tables): ``database, table, op, before, after, op_ts, seq,
+schema_version, ddl`` with row images as JSON text; ``op`` is ``r``/``c``/``u``/``d``,
+or ``ddl`` for a schema change (its statement in ``ddl``).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.errors import SourceError
+from sparkcdc.model.events import EnvelopeOp, RowKind
+from sparkcdc.model.schema import TableSchema, _time_text, value_converter
+from sparkcdc.mysql.binlog_range import MISSING, RowChanges, SchemaChange
+from sparkcdc.mysql.events import RowsKind, TableMapEvent
+
+BATCH_ROWS = 8192
+
+METADATA_DDL = (
+    "`_op` STRING, `_op_ts` TIMESTAMP, `_seq` BIGINT, `_database` STRING, `_table` STRING"
+)
+ENVELOPE_DDL = (
+    "`database` STRING, `table` STRING, `op` STRING, `before` STRING, `after` STRING, "
+    "`op_ts` TIMESTAMP, `seq` BIGINT, `schema_version` INT, `ddl` STRING"
+)
+
+_SIMPLE_ARROW = {
+    "BOOLEAN": pa.bool_(),
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "STRING": pa.string(),
+    "BINARY": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP_NTZ": pa.timestamp("us"),
+}
+_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+def arrow_type(spark_ddl_type: str) -> pa.DataType:
+    """The Arrow type Spark reads as the given Spark DDL type.
+
+    >>> arrow_type("DECIMAL(20,0)")
+    Decimal128Type(decimal128(20, 0))
+    """
+    match = _DECIMAL_RE.fullmatch(spark_ddl_type)
+    if match:
+        return pa.decimal128(int(match.group(1)), int(match.group(2)))
+    return _SIMPLE_ARROW[spark_ddl_type]
+
+
+def record_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
+    """Transpose rows into one Arrow record batch of ``schema``."""
+    columns = list(zip(*rows, strict=True))
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def typed_ddl(schema: TableSchema) -> str:
+    return f"{METADATA_DDL}, {schema.spark_ddl()}"
+
+
+def _typed_arrow_schema(schema: TableSchema) -> pa.Schema:
+    fields = [
+        pa.field("_op", pa.string()),
+        pa.field("_op_ts", pa.timestamp("us", tz="UTC")),
+        pa.field("_seq", pa.int64()),
+        pa.field("_database", pa.string()),
+        pa.field("_table", pa.string()),
+    ]
+    fields += [pa.field(c.name, arrow_type(c.spark_type)) for c in schema.columns]
+    return pa.schema(fields)
+
+
+_ENVELOPE_SCHEMA = pa.schema(
+    [
+        pa.field("database", pa.string()),
+        pa.field("table", pa.string()),
+        pa.field("op", pa.string()),
+        pa.field("before", pa.string()),
+        pa.field("after", pa.string()),
+        pa.field("op_ts", pa.timestamp("us", tz="UTC")),
+        pa.field("seq", pa.int64()),
+        pa.field("schema_version", pa.int32()),
+        pa.field("ddl", pa.string()),
+    ]
+)
+
+
+class _ImageMapper:
+    """Turns a binlog row image (table-map column order) into the schema's column order.
+
+    Columns are matched by name when the binlog carries names
+    (binlog_row_metadata=FULL), else by position. A column the stream's schema
+    lacks means the table changed shape after the query started: stop, with what
+    to do (the restart picks the new schema up).
+    """
+
+    def __init__(self, schema: TableSchema, table_map: TableMapEvent) -> None:
+        names = [c.name for c in table_map.columns]
+        wanted = schema.column_names
+        if all(n is not None for n in names):
+            index = {n: i for i, n in enumerate(names)}
+            extra = [n for n in names if n not in set(wanted)]
+            if extra:
+                raise SourceError(
+                    f"table {schema.qualified_name} changed while streaming: the binlog at "
+                    f"this point has column(s) {extra} that the stream's schema "
+                    f"{list(wanted)} lacks. Restart the query to stream with the new schema "
+                    "(sparkcdc run restarts it by itself)."
+                )
+            self.positions: list[int | None] = [index.get(n) for n in wanted]
+        else:
+            if len(names) != len(wanted):
+                raise SourceError(
+                    f"table {schema.qualified_name} has {len(names)} columns in the binlog but "
+                    f"{len(wanted)} in the stream's schema, and the binlog has no column names "
+                    "(set binlog_row_metadata=FULL). Restart the query after the schema change."
+                )
+            self.positions = list(range(len(wanted)))
+        self.converters = [value_converter(c) for c in schema.columns]
+
+    def __call__(self, image: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for pos, convert in zip(self.positions, self.converters, strict=True):
+            value = None if pos is None else image[pos]
+            if value is MISSING:
+                value = None
+            if value is not None and convert is not None:
+                value = convert(value)
+            out.append(value)
+        return out
+
+
+class TypedChangelogBuilder:
+    """Builds typed-changelog record batches for one table."""
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.arrow_schema = _typed_arrow_schema(schema)
+        self._mappers: dict[int, tuple[TableMapEvent, _ImageMapper]] = {}
+
+    def _mapper(self, table_map: TableMapEvent) -> _ImageMapper:
+        cached = self._mappers.get(id(table_map))
+        if cached is None or cached[0] is not table_map:
+            cached = (table_map, _ImageMapper(self.schema, table_map))
+            self._mappers[id(table_map)] = cached
+        return cached[1]
+
+    def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
+        rows: list[list[Any]] = []
+        for change in changes:
+            if isinstance(change, SchemaChange):
+                continue  # the image mapper notices a shape it cannot follow
+            mapper = self._mapper(change.table_map)
+            ts = change.timestamp * 1_000_000
+            meta_db, meta_table = change.database, change.table
+            index = 0
+            for before, after in change.rows:
+                if change.kind is RowsKind.INSERT:
+                    parts = ((RowKind.INSERT, after),)
+                elif change.kind is RowsKind.DELETE:
+                    parts = ((RowKind.DELETE, before),)
+                else:
+                    parts = ((RowKind.UPDATE_BEFORE, before), (RowKind.UPDATE_AFTER, after))
+                for kind, image in parts:
+                    assert image is not None
+                    seq = change.position.seq(index)
+                    index += 1
+                    rows.append([kind.value, ts, seq, meta_db, meta_table, *mapper(image)])
+            if len(rows) >= BATCH_ROWS:
+                yield record_batch(rows, self.arrow_schema)
+                rows = []
+        if rows:
+            yield record_batch(rows, self.arrow_schema)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _time_text(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def image_json(names: Sequence[str], image: Sequence[Any]) -> str:
+    """A row image as JSON text (decimals as strings, bytes as base64, times ISO).
+
+    >>> image_json(["id", "price"], [1, Decimal("9.50")])
+    '{"id":1,"price":"9.50"}'
+    """
+    return json.dumps(
+        {n: v for n, v in zip(names, image, strict=True) if v is not MISSING},
+        default=_json_default,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+_ENVELOPE_OPS = {
+    RowsKind.INSERT: EnvelopeOp.CREATE,
+    RowsKind.UPDATE: EnvelopeOp.UPDATE,
+    RowsKind.DELETE: EnvelopeOp.DELETE,
+}
+
+
+class EnvelopeBuilder:
+    """Builds envelope record batches for any number of tables."""
+
+    arrow_schema = _ENVELOPE_SCHEMA
+
+    def __init__(self, schemas: Iterable[TableSchema]) -> None:
+        self._names = {(s.database, s.table): s.column_names for s in schemas}
+        self._versions: dict[tuple[str, str], int] = {}
+
+    def _column_names(self, table_map: TableMapEvent) -> Sequence[str]:
+        names = [c.name for c in table_map.columns]
+        if all(n is not None for n in names):
+            return names  # type: ignore[return-value]
+        known = self._names.get((table_map.database, table_map.table))
+        if known is not None and len(known) == len(names):
+            return known
+        return [f"col_{i}" for i in range(len(names))]
+
+    def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
+        rows: list[tuple[Any, ...]] = []
+        for change in changes:
+            key = (change.database, change.table)
+            ts = change.timestamp * 1_000_000
+            version = self._versions.get(key, 0)
+            if isinstance(change, SchemaChange):
+                self._versions[key] = version + 1
+                rows.append(
+                    (
+                        change.database,
+                        change.table,
+                        EnvelopeOp.DDL.value,
+                        None,
+                        None,
+                        ts,
+                        change.position.seq(),
+                        version + 1,
+                        change.ddl,
+                    )
+                )
+                continue
+            names = self._column_names(change.table_map)
+            op = _ENVELOPE_OPS[change.kind].value
+            for index, (before, after) in enumerate(change.rows):
+                rows.append(
+                    (
+                        change.database,
+                        change.table,
+                        op,
+                        None if before is None else image_json(names, before),
+                        None if after is None else image_json(names, after),
+                        ts,
+                        change.position.seq(index),
+                        version,
+                        None,
+                    )
+                )
+            if len(rows) >= BATCH_ROWS:
+                yield record_batch(rows, self.arrow_schema)
+                rows = []
+        if rows:
+            yield record_batch(rows, self.arrow_schema)
+
+
+Builder = TypedChangelogBuilder | EnvelopeBuilder
+BuilderFactory = Callable[[], Builder]

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.model.options import ServerIdRange, SourceOptions, parse_duration
+
+BASE = {"hostname": "127.0.0.1", "username": "u", "password": "p", "database-name": "app"}
+
+
+def test_defaults_follow_flink_cdc() -> None:
+    o = SourceOptions.from_options(BASE)
+    assert o.port == 3306
+    assert o.table_name == ".*"
+    assert o.connect_timeout_s == 30.0
+
+
+def test_unknown_option_suggests_closest() -> None:
+    with pytest.raises(ConfigError, match=r"unknown option 'scan.startup.mod'.*'scan.startup.mode'"):
+        SourceOptions.from_options({**BASE, "scan.startup.mod": "latest-offset"})
+
+
+def test_bad_startup_mode_lists_choices() -> None:
+    with pytest.raises(ConfigError, match=r"scan.startup.mode.*latest-offset"):
+        SourceOptions.from_options({**BASE, "scan.startup.mode": "newest"})
+
+
+def test_specific_offset_needs_file_and_pos() -> None:
+    with pytest.raises(ConfigError, match=r"specific-offset.file"):
+        SourceOptions.from_options({**BASE, "scan.startup.mode": "specific-offset"})
+
+
+def test_password_never_shows() -> None:
+    o = SourceOptions.from_options({**BASE, "password": "hunter2"})
+    assert "hunter2" not in repr(o) and "hunter2" not in str(o)
+
+
+def test_bad_regex() -> None:
+    with pytest.raises(ConfigError, match=r"table-name.*regular expression"):
+        SourceOptions.from_options({**BASE, "table-name": "orders("})
+
+
+def test_server_id_range() -> None:
+    r = ServerIdRange.parse("5400-5402")
+    assert [r.pick(i) for i in range(3)] == [5400, 5401, 5402]
+    with pytest.raises(ConfigError, match=r"widen the range"):
+        r.pick(3)
+    with pytest.raises(ConfigError, match=r"5400-5408"):
+        ServerIdRange.parse("abc")
+    default = ServerIdRange.parse(None)
+    assert 5400 <= default.low == default.high <= 6400
+
+
+def test_durations() -> None:
+    assert parse_duration("1min") == 60.0
+    assert parse_duration("250ms") == 0.25
+    with pytest.raises(ValueError, match=r"duration"):
+        parse_duration("soon")
