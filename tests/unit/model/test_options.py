@@ -16,7 +16,8 @@ def test_defaults_follow_flink_cdc() -> None:
 
 
 def test_unknown_option_suggests_closest() -> None:
-    with pytest.raises(ConfigError, match=r"unknown option 'scan.startup.mod'.*'scan.startup.mode'"):
+    expected = r"unknown option 'scan.startup.mod'.*'scan.startup.mode'"
+    with pytest.raises(ConfigError, match=expected):
         SourceOptions.from_options({**BASE, "scan.startup.mod": "latest-offset"})
 
 

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from sparkcdc.spark.session import spark_session
+
+    session = spark_session("sparkcdc-tests", "local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

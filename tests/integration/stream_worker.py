@@ -1,0 +1,58 @@
+"""A streaming query in its own process, for kill-and-restart tests.
+
+    python stream_worker.py CONFIG_JSON
+
+Each batch is written to ``<out>/batch-<id>.pkl`` (temp file + rename). If the
+file of a replayed batch exists, the replay's rows are compared with it and a
+``mismatch-<id>`` file is left when they differ (a replay must yield the same rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    out = Path(config["out"])
+    out.mkdir(parents=True, exist_ok=True)
+
+    from sparkcdc.spark.session import spark_session
+
+    spark = spark_session("stream-worker", "local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in config["options"].items():
+        reader = reader.option(key, value)
+
+    def write(batch: Any, batch_id: int) -> None:
+        rows = [r.asDict() for r in batch.collect()]
+        target = out / f"batch-{batch_id:06d}.pkl"
+        if target.exists():
+            if pickle.loads(target.read_bytes()) != rows:
+                (out / f"mismatch-{batch_id:06d}").write_text("replay differs")
+            return
+        tmp = out / f".tmp-{batch_id}-{os.getpid()}"
+        tmp.write_bytes(pickle.dumps(rows))
+        tmp.rename(target)
+
+    writer = reader.load().writeStream.foreachBatch(write).option(
+        "checkpointLocation", config["checkpoint"]
+    )
+    if config.get("available_now"):
+        writer.trigger(availableNow=True).start().awaitTermination()
+    else:
+        query = writer.trigger(processingTime="300 milliseconds").start()
+        query.processAllAvailable()
+        (out / "ready").write_text(str(os.getpid()))
+        query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The mysql-cdc streaming source against the private MariaDB and local Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkcdc.devserver import DevServer
+from sparkcdc.testing.oracle import compare, replay
+from workload import ITEMS_DDL, Workload, source_state
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).parent
+
+
+def options(server: DevServer, database: str, table: str, **extra: str) -> dict[str, str]:
+    s = server.settings
+    return {
+        "hostname": s.host,
+        "port": str(s.port),
+        "username": s.user,
+        "password": s.password,
+        "database-name": database,
+        "table-name": table,
+        "server-id": "5500-5504",
+        **extra,
+    }
+
+
+def start_collecting(spark: Any, opts: dict[str, str]) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    query = reader.load().writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
+    query.processAllAvailable()  # the first offset is taken: later writes are captured
+    return query, batches
+
+
+def changelog(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for batch_id in sorted(batches):
+        rows.extend(sorted(batches[batch_id], key=lambda r: r["_seq"]))
+    return rows
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def test_changelog_replays_to_the_source(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+    sql.execute(ITEMS_DDL)
+    query, batches = start_collecting(spark, options(dev_server, database, "items"))
+    try:
+        workload = Workload(dev_server.connection(database), seed=1)
+        for _ in range(300):
+            workload.step()
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    log = changelog(batches)
+    assert {r["_op"] for r in log} == {"+I", "-U", "+U", "-D"}
+    assert all(r["_database"] == database and r["_table"] == "items" for r in log)
+    result = replay(log, ["id"])
+    assert result.violations == []
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+def test_update_gives_before_and_after_rows(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+    query, batches = start_collecting(spark, options(dev_server, database, "t"))
+    try:
+        sql.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        sql.execute("UPDATE t SET v = 'c' WHERE id = 1")
+        sql.execute("DELETE FROM t WHERE id = 2")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    got = [(r["_op"], r["id"], r["v"]) for r in changelog(batches)]
+    assert got == [("+I", 1, "a"), ("+I", 2, "b"), ("-U", 1, "a"), ("+U", 1, "c"), ("-D", 2, "b")]
+
+
+def test_several_tables_give_the_envelope(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+    sql.execute("CREATE TABLE a1 (id INT PRIMARY KEY, price DECIMAL(6,2))")
+    sql.execute("CREATE TABLE a2 (k VARCHAR(5) PRIMARY KEY, b VARBINARY(4))")
+    sql.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+    query, batches = start_collecting(spark, options(dev_server, database, "a[0-9]"))
+    try:
+        sql.execute("INSERT INTO a1 VALUES (1, 9.50)")
+        sql.execute("INSERT INTO a2 VALUES ('x', x'00ff')")
+        sql.execute("INSERT INTO other VALUES (1)")
+        sql.execute("UPDATE a1 SET price = 10 WHERE id = 1")
+        sql.execute("DELETE FROM a2")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = [r for b in sorted(batches) for r in sorted(batches[b], key=lambda r: r["seq"])]
+    got = [(r["table"], r["op"], r["before"], r["after"]) for r in rows]
+    assert got == [
+        ("a1", "c", None, '{"id":1,"price":"9.50"}'),
+        ("a2", "c", None, '{"k":"x","b":"AP8="}'),
+        ("a1", "u", '{"id":1,"price":"9.50"}', '{"id":1,"price":"10.00"}'),
+        ("a2", "d", '{"k":"x","b":"AP8="}', None),
+    ]
+    assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
+
+
+def test_earliest_and_specific_offsets(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    sql.execute("SHOW MASTER STATUS")
+    file, pos = sql.fetchone()[:2]
+    sql.execute("INSERT INTO t VALUES (1), (2)")
+    opts = options(dev_server, database, "t", **{
+        "scan.startup.mode": "specific-offset",
+        "scan.startup.specific-offset.file": file,
+        "scan.startup.specific-offset.pos": str(pos),
+    })
+    query, batches = start_collecting(spark, opts)
+    query.stop()
+    assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
+    query, batches = start_collecting(spark, options(dev_server, database, "t", **{"scan.startup.mode": "earliest-offset"}))
+    query.stop()
+    assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
+
+
+def test_available_now_and_kill_restart_lose_and_duplicate_nothing(dev_server: DevServer, database: str, sql: Any, tmp_path: Path) -> None:
+    sql.execute(ITEMS_DDL)
+    config = {
+        "out": str(tmp_path / "out"),
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "options": options(dev_server, database, "items"),
+    }
+    out = Path(config["out"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    stop = threading.Event()
+    workload = Workload(dev_server.connection(database), seed=42)
+    writer: threading.Thread | None = None
+    kills = 3
+    for attempt in range(kills):
+        proc = subprocess.Popen([sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)], env=env)
+        try:
+            wait_for(lambda: (out / "ready").exists() or proc.poll() is not None, 180, "the worker to start")
+            assert proc.poll() is None, "worker exited early"
+            (out / "ready").unlink()
+            if writer is None:
+                writer = threading.Thread(target=workload.run, args=(600, stop, 60_000), daemon=True)
+                writer.start()
+            seen = len(list(out.glob("batch-*.pkl")))
+            wait_for(lambda: len(list(out.glob("batch-*.pkl"))) >= seen + 2 + attempt, 120, "more batches")
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    stop.set()
+    assert writer is not None
+    writer.join()
+    # the last run drains everything up to now and ends by itself (Trigger.AvailableNow)
+    final = subprocess.run(
+        [sys.executable, str(HERE / "stream_worker.py"), json.dumps({**config, "available_now": True})],
+        env=env, timeout=300, check=False,
+    )
+    assert final.returncode == 0
+    assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
+    batches = {int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")}
+    assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
+    result = replay(changelog(batches), ["id"])
+    assert result.violations == []
+    assert workload.operations > 100
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
