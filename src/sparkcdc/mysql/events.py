@@ -106,6 +106,10 @@ class ColumnInfo:
     length; BLOB/TEXT/JSON/GEOMETRY length-prefix size; FLOAT/DOUBLE size; NEWDECIMAL
     ``precision << 8 | scale``; BIT ``bytes << 8 | bits``; TIME2/DATETIME2/TIMESTAMP2 the
     fractional-second precision; 0 for the rest.
+
+    ``charset`` is the collation id of character, ENUM and SET columns (63 = binary) from
+    the optional metadata; when it is None (no ``binlog_row_metadata=FULL``) string and BLOB
+    values are returned as bytes.
     """
 
     name: str | None

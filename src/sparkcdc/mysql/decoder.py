@@ -1,0 +1,842 @@
+"""The binlog event decoder: pure functions of bytes plus the context a binlog carries.
+
+:class:`BinlogDecoder` turns one event (19-byte header + body, checksum already stripped)
+into a dataclass of :mod:`sparkcdc.mysql.events`. The only state it keeps is what the
+binlog itself establishes: the last FORMAT_DESCRIPTION (post-header lengths) and the
+TABLE_MAPs by table id. Row images are decoded by functions generated per table map
+(:mod:`sparkcdc.mysql.rowcodec`), cached by the table map's bytes.
+
+Byte layouts: https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_replication_binlog_event.html
+and https://mariadb.com/kb/en/replication-protocol/ (MariaDB events and compression).
+
+>>> decoder = BinlogDecoder()
+>>> header = EVENT_HEADER.pack(0, EventType.XID, 1, EVENT_HEADER_SIZE + 8, 500, 0)
+>>> decoder.decode(header + (42).to_bytes(8, "little")).xid
+42
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+
+from sparkcdc.errors import ProtocolError
+from sparkcdc.mysql.charsets import codec_for_collation
+from sparkcdc.mysql.constants import (
+    BINLOG_MAGIC,
+    CHECKSUM_SIZE,
+    EVENT_HEADER,
+    EVENT_HEADER_SIZE,
+    FIRST_EVENT_POS,
+    BinlogChecksum,
+    ColumnType,
+    EventType,
+)
+from sparkcdc.mysql.events import (
+    AnnotateRowsEvent,
+    BinlogEvent,
+    ColumnInfo,
+    EventHeader,
+    FormatDescriptionEvent,
+    GtidEvent,
+    HeartbeatEvent,
+    MariaGtidEvent,
+    MariaGtidListEvent,
+    PreviousGtidsEvent,
+    QueryEvent,
+    RotateEvent,
+    RowsEvent,
+    RowsKind,
+    TableMapEvent,
+    UnknownEvent,
+    XidEvent,
+)
+from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
+
+TableFilter = Callable[[str, str], bool]
+
+# ------------------------------------------------------------------------ byte layouts
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
+# FORMAT_DESCRIPTION body: binlog_version u16, server_version char[50], create_timestamp u32,
+# header_length u8, then one post-header length per event type, then (checksum-aware
+# servers) the checksum algorithm byte.
+_FDE_FIXED = struct.Struct("<H50sIB")
+_CHECKSUM_ALG_SIZE = 1
+# QUERY post-header: thread_id u32, exec_time u32, db_len u8, error_code u16, status_vars_len u16
+_QUERY_POST_HEADER = struct.Struct("<IIBHH")
+# ROTATE post-header: position of the first event in the next file, u64
+_ROTATE_POST_HEADER = _U64
+# MySQL GTID body: flags u8, server uuid 16 bytes, gno i64
+_MYSQL_GTID = struct.Struct("<B16sq")
+# MariaDB GTID body: sequence u64, domain_id u32, flags u8
+_MARIA_GTID = struct.Struct("<QIB")
+# MariaDB GTID_LIST: count u32 (low 28 bits), then per GTID domain u32, server_id u32, seq u64
+_MARIA_GTID_LIST_COUNT = _U32
+_MARIA_GTID_LIST_ENTRY = struct.Struct("<IIQ")
+_MARIA_GTID_LIST_COUNT_MASK = (1 << 28) - 1
+# PREVIOUS_GTIDS: n_sids u64, per sid: uuid 16 bytes, n_intervals u64, per interval
+# start i64, end i64 (end exclusive)
+_PREV_GTIDS_SID = struct.Struct("<16sQ")
+_PREV_GTIDS_INTERVAL = struct.Struct("<qq")
+# table ids are 6 bytes; a post-header of 6 (MySQL < 5.1.4) means 4-byte table ids
+_TABLE_ID_BYTES = 6
+_OLD_TABLE_ID_BYTES = 4
+_OLD_TABLE_MAP_POST_HEADER = 6
+_TABLE_MAP_POST_HEADER = 8
+_ROWS_V1_POST_HEADER = 8
+_ROWS_V2_POST_HEADER = 10
+_ROWS_FLAGS = _U16
+_ROWS_EXTRA_LEN = _U16
+# ROWS events with this table id and no table map are "dummy" statement-end markers
+_DUMMY_TABLE_ID = 0x00FFFFFF
+# length-encoded ("packed") integers: < 251 inline; 252, 253, 254 prefix 2, 3, 8 bytes
+_LENENC_2, _LENENC_3, _LENENC_8 = 0xFC, 0xFD, 0xFE
+_LENENC_INLINE_MAX = 0xFA
+# MariaDB compressed payload: header byte 0b1AAA0LLL (A = algorithm, 0 = zlib;
+# L = bytes of the big-endian uncompressed length that follow), then the zlib stream.
+_COMPRESSED_MARK_MASK = 0xE0
+_COMPRESSED_MARK = 0x80
+_COMPRESSED_LEN_BYTES_MASK = 0x07
+# versions from which FORMAT_DESCRIPTION carries the checksum algorithm byte
+_MYSQL_CHECKSUM_VERSION = (5, 6, 1)
+_MARIADB_CHECKSUM_VERSION = (5, 3, 0)
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+_HEARTBEAT_V2_LOG_FILENAME = 1
+# common header: flags u16 is the last field; LOG_EVENT_BINLOG_IN_USE_F marks an open file
+_HEADER_FLAGS_OFFSET = EVENT_HEADER_SIZE - 2
+_BINLOG_IN_USE_FLAG = 0x0001
+
+
+class MariaGtidFlag(IntFlag):
+    """Flags byte of the MariaDB GTID event."""
+
+    STANDALONE = 0x01
+    GROUP_COMMIT_ID = 0x02
+    TRANSACTIONAL = 0x04
+    ALLOW_PARALLEL = 0x08
+    WAITED = 0x10
+    DDL = 0x20
+
+
+class OptionalMetadata(IntEnum):
+    """TLV field types of TABLE_MAP optional metadata (``binlog_row_metadata=FULL``)."""
+
+    SIGNEDNESS = 1
+    DEFAULT_CHARSET = 2
+    COLUMN_CHARSET = 3
+    COLUMN_NAME = 4
+    SET_STR_VALUE = 5
+    ENUM_STR_VALUE = 6
+    GEOMETRY_TYPE = 7
+    SIMPLE_PRIMARY_KEY = 8
+    PRIMARY_KEY_WITH_PREFIX = 9
+    ENUM_AND_SET_DEFAULT_CHARSET = 10
+    ENUM_AND_SET_COLUMN_CHARSET = 11
+    COLUMN_VISIBILITY = 12
+
+
+_ROWS_KINDS: dict[int, RowsKind] = {
+    EventType.WRITE_ROWS_V1: RowsKind.INSERT,
+    EventType.UPDATE_ROWS_V1: RowsKind.UPDATE,
+    EventType.DELETE_ROWS_V1: RowsKind.DELETE,
+    EventType.WRITE_ROWS_V2: RowsKind.INSERT,
+    EventType.UPDATE_ROWS_V2: RowsKind.UPDATE,
+    EventType.DELETE_ROWS_V2: RowsKind.DELETE,
+    EventType.MARIA_WRITE_ROWS_COMPRESSED_V1: RowsKind.INSERT,
+    EventType.MARIA_UPDATE_ROWS_COMPRESSED_V1: RowsKind.UPDATE,
+    EventType.MARIA_DELETE_ROWS_COMPRESSED_V1: RowsKind.DELETE,
+    EventType.MARIA_WRITE_ROWS_COMPRESSED: RowsKind.INSERT,
+    EventType.MARIA_UPDATE_ROWS_COMPRESSED: RowsKind.UPDATE,
+    EventType.MARIA_DELETE_ROWS_COMPRESSED: RowsKind.DELETE,
+}
+_ROWS_V2_TYPES = frozenset(
+    {
+        EventType.WRITE_ROWS_V2,
+        EventType.UPDATE_ROWS_V2,
+        EventType.DELETE_ROWS_V2,
+        EventType.MARIA_WRITE_ROWS_COMPRESSED,
+        EventType.MARIA_UPDATE_ROWS_COMPRESSED,
+        EventType.MARIA_DELETE_ROWS_COMPRESSED,
+    }
+)
+_COMPRESSED_ROWS_TYPES = frozenset(
+    {
+        EventType.MARIA_WRITE_ROWS_COMPRESSED_V1,
+        EventType.MARIA_UPDATE_ROWS_COMPRESSED_V1,
+        EventType.MARIA_DELETE_ROWS_COMPRESSED_V1,
+        EventType.MARIA_WRITE_ROWS_COMPRESSED,
+        EventType.MARIA_UPDATE_ROWS_COMPRESSED,
+        EventType.MARIA_DELETE_ROWS_COMPRESSED,
+    }
+)
+
+# column metadata sizes in the TABLE_MAP metadata block, by binlog column type
+_META_ONE_BYTE = frozenset(
+    {
+        ColumnType.FLOAT,
+        ColumnType.DOUBLE,
+        ColumnType.BLOB,
+        ColumnType.TINY_BLOB,
+        ColumnType.MEDIUM_BLOB,
+        ColumnType.LONG_BLOB,
+        ColumnType.GEOMETRY,
+        ColumnType.JSON,
+        ColumnType.TIME2,
+        ColumnType.DATETIME2,
+        ColumnType.TIMESTAMP2,
+        ColumnType.VECTOR,
+    }
+)
+_META_TWO_BYTES_LE = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING})
+_META_TWO_BYTES_BE = frozenset(
+    {ColumnType.NEWDECIMAL, ColumnType.BIT, ColumnType.STRING, ColumnType.ENUM, ColumnType.SET}
+)
+_NUMERIC_TYPES = frozenset(
+    {
+        ColumnType.TINY,
+        ColumnType.SHORT,
+        ColumnType.INT24,
+        ColumnType.LONG,
+        ColumnType.LONGLONG,
+        ColumnType.NEWDECIMAL,
+        ColumnType.FLOAT,
+        ColumnType.DOUBLE,
+    }
+)
+_CHARACTER_TYPES = frozenset(
+    {
+        ColumnType.STRING,
+        ColumnType.VAR_STRING,
+        ColumnType.VARCHAR,
+        ColumnType.BLOB,
+        ColumnType.TINY_BLOB,
+        ColumnType.MEDIUM_BLOB,
+        ColumnType.LONG_BLOB,
+    }
+)
+# STRING metadata byte 0 holds the real type; bits 4-5 inverted carry length bits 8-9
+_STRING_LENGTH_HIGH_BITS = 0x30
+_STRING_LENGTH_HIGH_SHIFT = 4
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _lenenc(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read a length-encoded integer; returns (value, next position)."""
+    first = buf[pos]
+    if first <= _LENENC_INLINE_MAX:
+        return first, pos + 1
+    if first == _LENENC_2:
+        return buf[pos + 1] | buf[pos + 2] << 8, pos + 3
+    if first == _LENENC_3:
+        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
+    if first == _LENENC_8:
+        return _U64.unpack_from(buf, pos + 1)[0], pos + 9
+    raise ProtocolError(f"invalid length-encoded integer prefix {first:#04x} at byte {pos}")
+
+
+def decompress_mariadb(data: bytes) -> bytes:
+    """Inflate a MariaDB compressed payload (compressed QUERY text or ROWS data).
+
+    >>> payload = b"hello" * 10
+    >>> decompress_mariadb(bytes([0x81, len(payload)]) + zlib.compress(payload)) == payload
+    True
+    """
+    if not data or data[0] & _COMPRESSED_MARK_MASK != _COMPRESSED_MARK:
+        raise ProtocolError(
+            f"compressed MariaDB event payload has header byte "
+            f"{data[:1].hex() or '(none)'}, expected 0b100xxxxx (zlib)"
+        )
+    len_bytes = data[0] & _COMPRESSED_LEN_BYTES_MASK
+    expected = int.from_bytes(data[1 : 1 + len_bytes], "big")
+    try:
+        out = zlib.decompress(data[1 + len_bytes :])
+    except zlib.error as exc:
+        raise ProtocolError(f"cannot inflate compressed MariaDB event payload: {exc}") from None
+    if len(out) != expected:
+        raise ProtocolError(
+            f"compressed MariaDB event payload inflated to {len(out)} bytes, header says {expected}"
+        )
+    return out
+
+
+def _checksum_aware(server_version: str) -> bool:
+    """True when a server of this version ends FORMAT_DESCRIPTION with the checksum byte."""
+    match = _VERSION_RE.match(server_version)
+    if not match:
+        return True
+    version = tuple(int(x) for x in match.groups())
+    if "mariadb" in server_version.lower():
+        return version >= _MARIADB_CHECKSUM_VERSION
+    return version >= _MYSQL_CHECKSUM_VERSION
+
+
+def _bits_msb_first(data: bytes, count: int) -> list[bool]:
+    return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(count)]
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _format_uuid(raw: bytes) -> str:
+    return str(uuid.UUID(bytes=raw))
+
+
+# ----------------------------------------------------------------------- table maps
+
+
+@dataclass
+class _MappedTable:
+    """A parsed TABLE_MAP body (shared by every TABLE_MAP with the same bytes)."""
+
+    table_id: int
+    database: str
+    table: str
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[int, ...]
+    included: bool
+    decoders: dict[tuple[RowsKind, int, int | None], RowsDecoder] = field(default_factory=dict)
+
+
+def _real_string_type(meta0: int, meta1: int) -> tuple[ColumnType, int]:
+    """(real type, length) from STRING metadata; CHAR > 255 bytes hides length bits in byte 0."""
+    if meta0 and meta0 & _STRING_LENGTH_HIGH_BITS != _STRING_LENGTH_HIGH_BITS:
+        length = meta1 | (
+            ((meta0 & _STRING_LENGTH_HIGH_BITS) ^ _STRING_LENGTH_HIGH_BITS)
+            << _STRING_LENGTH_HIGH_SHIFT
+        )
+        return ColumnType(meta0 | _STRING_LENGTH_HIGH_BITS), length
+    try:
+        return ColumnType(meta0), meta1
+    except ValueError:
+        return ColumnType.STRING, meta1
+
+
+def _column_type(code: int) -> ColumnType:
+    try:
+        return ColumnType(code)
+    except ValueError:
+        raise ProtocolError(f"TABLE_MAP names unknown column type {code}") from None
+
+
+def parse_table_map_body(
+    body: bytes, table_id_bytes: int, mariadb: bool
+) -> tuple[int, str, str, tuple[ColumnInfo, ...], tuple[int, ...]]:
+    """Parse a TABLE_MAP post-header + body: ``(table_id, database, table, columns, pk)``.
+
+    ``mariadb`` selects MariaDB's notion of character columns in the charset metadata
+    (it counts GEOMETRY; MySQL does not).
+    """
+    table_id = int.from_bytes(body[:table_id_bytes], "little")
+    pos = table_id_bytes + _ROWS_FLAGS.size
+    db_len = body[pos]
+    database = _text(body[pos + 1 : pos + 1 + db_len])
+    pos += 1 + db_len + 1  # NUL terminator
+    table_len = body[pos]
+    table = _text(body[pos + 1 : pos + 1 + table_len])
+    pos += 1 + table_len + 1
+    count, pos = _lenenc(body, pos)
+    types = [_column_type(code) for code in body[pos : pos + count]]
+    pos += count
+    meta_len, pos = _lenenc(body, pos)
+    meta_end = pos + meta_len
+    real_types: list[ColumnType] = []
+    metas: list[int] = []
+    for t in types:
+        if t in _META_ONE_BYTE:
+            metas.append(body[pos])
+            pos += 1
+            real_types.append(t)
+        elif t in _META_TWO_BYTES_LE:
+            metas.append(body[pos] | body[pos + 1] << 8)
+            pos += 2
+            real_types.append(t)
+        elif t in _META_TWO_BYTES_BE:
+            b0, b1 = body[pos], body[pos + 1]
+            pos += 2
+            if t == ColumnType.STRING:
+                real, length = _real_string_type(b0, b1)
+                real_types.append(real)
+                metas.append(length)
+            elif t == ColumnType.BIT:
+                real_types.append(t)
+                metas.append(b1 << 8 | b0)  # bytes << 8 | bits
+            else:
+                real_types.append(t)
+                metas.append(b0 << 8 | b1)
+        else:
+            real_types.append(t)
+            metas.append(0)
+    if pos != meta_end:
+        raise ProtocolError(
+            f"TABLE_MAP of {database}.{table}: column metadata is {meta_len} bytes but the "
+            f"column types account for {pos - (meta_end - meta_len)}"
+        )
+    null_bytes = (count + 7) // 8
+    nullable = [bool(body[pos + (i >> 3)] >> (i & 7) & 1) for i in range(count)]
+    pos += null_bytes
+
+    # MariaDB's SIGNEDNESS also counts YEAR and its charsets count GEOMETRY; MySQL's do not
+    numeric_types = _NUMERIC_TYPES | {ColumnType.YEAR} if mariadb else _NUMERIC_TYPES
+    numeric = [i for i, t in enumerate(types) if t in numeric_types]
+    character_types = _CHARACTER_TYPES | {ColumnType.GEOMETRY} if mariadb else _CHARACTER_TYPES
+    character = [
+        i
+        for i, (t, real) in enumerate(zip(types, real_types, strict=True))
+        if t in character_types and real not in (ColumnType.ENUM, ColumnType.SET)
+    ]
+    enum_set = [i for i, real in enumerate(real_types) if real in (ColumnType.ENUM, ColumnType.SET)]
+    unsigned = [False] * count
+    charsets: list[int | None] = [None] * count
+    names: list[str | None] = [None] * count
+    enum_values: list[tuple[str, ...] | None] = [None] * count
+    set_values: list[tuple[str, ...] | None] = [None] * count
+    primary_key: tuple[int, ...] = ()
+    label_values: dict[OptionalMetadata, list[tuple[bytes, ...]]] = {}
+
+    while pos < len(body):
+        kind = body[pos]
+        length, pos = _lenenc(body, pos + 1)
+        value = body[pos : pos + length]
+        pos += length
+        if kind == OptionalMetadata.SIGNEDNESS:
+            for i, flag in zip(numeric, _bits_msb_first(value, len(numeric)), strict=True):
+                unsigned[i] = flag
+        elif kind in (OptionalMetadata.DEFAULT_CHARSET, OptionalMetadata.COLUMN_CHARSET):
+            _apply_charsets(value, kind == OptionalMetadata.DEFAULT_CHARSET, character, charsets)
+        elif kind in (
+            OptionalMetadata.ENUM_AND_SET_DEFAULT_CHARSET,
+            OptionalMetadata.ENUM_AND_SET_COLUMN_CHARSET,
+        ):
+            default = kind == OptionalMetadata.ENUM_AND_SET_DEFAULT_CHARSET
+            _apply_charsets(value, default, enum_set, charsets)
+        elif kind == OptionalMetadata.COLUMN_NAME:
+            p = 0
+            for i in range(count):
+                n, p = _lenenc(value, p)
+                names[i] = _text(value[p : p + n])
+                p += n
+        elif kind in (OptionalMetadata.SET_STR_VALUE, OptionalMetadata.ENUM_STR_VALUE):
+            label_values[OptionalMetadata(kind)] = _parse_label_lists(value)
+        elif kind == OptionalMetadata.SIMPLE_PRIMARY_KEY:
+            p, keys = 0, []
+            while p < len(value):
+                index, p = _lenenc(value, p)
+                keys.append(index)
+            primary_key = tuple(keys)
+        elif kind == OptionalMetadata.PRIMARY_KEY_WITH_PREFIX:
+            p, keys = 0, []
+            while p < len(value):
+                index, p = _lenenc(value, p)
+                _prefix, p = _lenenc(value, p)
+                keys.append(index)
+            primary_key = tuple(keys)
+        # GEOMETRY_TYPE, COLUMN_VISIBILITY and later additions are not needed to decode rows
+
+    for kind, target, real in (
+        (OptionalMetadata.ENUM_STR_VALUE, enum_values, ColumnType.ENUM),
+        (OptionalMetadata.SET_STR_VALUE, set_values, ColumnType.SET),
+    ):
+        lists = label_values.get(kind)
+        if lists is None:
+            continue
+        cols = [i for i, r in enumerate(real_types) if r == real]
+        for i, labels in zip(cols, lists, strict=False):
+            collation = charsets[i]
+            codec = codec_for_collation(collation) if collation is not None else "utf-8"
+            target[i] = tuple(label.decode(codec or "utf-8", "replace") for label in labels)
+
+    columns = tuple(
+        ColumnInfo(
+            name=names[i],
+            type=real_types[i],
+            meta=metas[i],
+            nullable=nullable[i],
+            unsigned=unsigned[i],
+            charset=charsets[i],
+            enum_values=enum_values[i],
+            set_values=set_values[i],
+        )
+        for i in range(count)
+    )
+    return table_id, database, table, columns, primary_key
+
+
+def _apply_charsets(
+    value: bytes, default_form: bool, targets: list[int], charsets: list[int | None]
+) -> None:
+    """DEFAULT form: default collation + (index, collation) exceptions; COLUMN form: one
+    collation per target column."""
+    p = 0
+    if default_form:
+        default, p = _lenenc(value, p)
+        for i in targets:
+            charsets[i] = default
+        while p < len(value):
+            index, p = _lenenc(value, p)
+            collation, p = _lenenc(value, p)
+            if index < len(targets):
+                charsets[targets[index]] = collation
+    else:
+        for i in targets:
+            if p >= len(value):
+                break
+            charsets[i], p = _lenenc(value, p)
+
+
+def _parse_label_lists(value: bytes) -> list[tuple[bytes, ...]]:
+    lists: list[tuple[bytes, ...]] = []
+    p = 0
+    while p < len(value):
+        n, p = _lenenc(value, p)
+        labels = []
+        for _ in range(n):
+            size, p = _lenenc(value, p)
+            labels.append(value[p : p + size])
+            p += size
+        lists.append(tuple(labels))
+    return lists
+
+
+# ---------------------------------------------------------------------------- decoder
+
+
+class BinlogDecoder:
+    """Decode binlog events one at a time, keeping FORMAT_DESCRIPTION and TABLE_MAP context.
+
+    ``table_filter(database, table)`` says whether to decode the rows of a table; the ROWS
+    events of other tables come back with ``rows=None`` (cheap: their bytes are not read).
+
+    >>> decoder = BinlogDecoder(table_filter=lambda db, table: db == "shop")
+    >>> decoder.format is None
+    True
+    """
+
+    def __init__(self, table_filter: TableFilter | None = None) -> None:
+        self._filter = table_filter
+        self.format: FormatDescriptionEvent | None = None
+        self._tables: dict[int, tuple[TableMapEvent, _MappedTable]] = {}
+        self._map_cache: dict[bytes, _MappedTable] = {}
+        self._dispatch: dict[int, Callable[[EventHeader, bytes], BinlogEvent]] = {
+            EventType.FORMAT_DESCRIPTION: self._format_description,
+            EventType.ROTATE: self._rotate,
+            EventType.TABLE_MAP: self._table_map,
+            EventType.QUERY: self._query,
+            EventType.MARIA_QUERY_COMPRESSED: self._query,
+            EventType.XID: self._xid,
+            EventType.GTID: self._mysql_gtid,
+            EventType.MARIA_GTID: self._maria_gtid,
+            EventType.MARIA_GTID_LIST: self._maria_gtid_list,
+            EventType.PREVIOUS_GTIDS: self._previous_gtids,
+            EventType.HEARTBEAT: self._heartbeat,
+            EventType.HEARTBEAT_V2: self._heartbeat_v2,
+            EventType.MARIA_ANNOTATE_ROWS: self._annotate_rows,
+        }
+        for code in _ROWS_KINDS:
+            self._dispatch[code] = self._rows
+
+    # -- public ------------------------------------------------------------------------
+
+    def decode(self, buf: bytes | memoryview) -> BinlogEvent:
+        """Decode one event: 19-byte header + body, with any checksum already stripped.
+
+        Raises ProtocolError for bytes that do not form the event their header announces.
+        """
+        data = bytes(buf) if not isinstance(buf, bytes) else buf
+        if len(data) < EVENT_HEADER_SIZE:
+            raise ProtocolError(
+                f"binlog event of {len(data)} bytes is shorter than the {EVENT_HEADER_SIZE}-byte "
+                "event header"
+            )
+        header = EventHeader(*EVENT_HEADER.unpack_from(data, 0))
+        handler = self._dispatch.get(header.type_code)
+        if handler is None:
+            return UnknownEvent(header, data[EVENT_HEADER_SIZE:])
+        try:
+            return handler(header, data)
+        except ProtocolError:
+            raise
+        except (IndexError, ValueError, struct.error, KeyError) as exc:
+            raise ProtocolError(
+                f"cannot decode binlog event type {header.type_code} ending at position "
+                f"{header.log_pos} ({len(data)} bytes): {type(exc).__name__}: {exc}"
+            ) from None
+
+    def table(self, table_id: int) -> TableMapEvent | None:
+        """The current TABLE_MAP for ``table_id``, if one was seen."""
+        entry = self._tables.get(table_id)
+        return entry[0] if entry else None
+
+    # -- context -----------------------------------------------------------------------
+
+    def _post_header_length(self, type_code: int, default: int) -> int:
+        fde = self.format
+        if fde is None:
+            return default
+        length = fde.post_header_length(type_code)
+        return default if length is None else length
+
+    # -- events ------------------------------------------------------------------------
+
+    def _format_description(self, header: EventHeader, data: bytes) -> FormatDescriptionEvent:
+        body = data[EVENT_HEADER_SIZE:]
+        version, raw_server, _created, header_length = _FDE_FIXED.unpack_from(body, 0)
+        server_version = raw_server.split(b"\0", 1)[0].decode("ascii", "replace")
+        rest = body[_FDE_FIXED.size :]
+        checksum = BinlogChecksum.OFF
+        if _checksum_aware(server_version) and rest:
+            alg = rest[-_CHECKSUM_ALG_SIZE]
+            rest = rest[:-_CHECKSUM_ALG_SIZE]
+            try:
+                checksum = BinlogChecksum(alg)
+            except ValueError:
+                raise ProtocolError(
+                    f"FORMAT_DESCRIPTION of {server_version} names checksum algorithm {alg}, "
+                    "expected 0 (OFF) or 1 (CRC32); was its 4-byte checksum left on?"
+                ) from None
+        event = FormatDescriptionEvent(
+            header, version, server_version, header_length, bytes(rest), checksum
+        )
+        self.format = event
+        return event
+
+    def _rotate(self, header: EventHeader, data: bytes) -> RotateEvent:
+        post = self._post_header_length(EventType.ROTATE, _ROTATE_POST_HEADER.size)
+        (position,) = _ROTATE_POST_HEADER.unpack_from(data, EVENT_HEADER_SIZE)
+        name = data[EVENT_HEADER_SIZE + post :].decode("utf-8", "replace")
+        return RotateEvent(header, name, position)
+
+    def _table_map(self, header: EventHeader, data: bytes) -> TableMapEvent:
+        body = data[EVENT_HEADER_SIZE:]
+        mapped = self._map_cache.get(body)
+        if mapped is None:
+            post = self._post_header_length(EventType.TABLE_MAP, _TABLE_MAP_POST_HEADER)
+            id_bytes = (
+                _OLD_TABLE_ID_BYTES if post == _OLD_TABLE_MAP_POST_HEADER else _TABLE_ID_BYTES
+            )
+            mariadb = self.format.is_mariadb if self.format is not None else True
+            table_id, database, table, columns, pk = parse_table_map_body(body, id_bytes, mariadb)
+            included = self._filter(database, table) if self._filter is not None else True
+            mapped = _MappedTable(table_id, database, table, columns, pk, included)
+            if len(self._map_cache) > _MAP_CACHE_LIMIT:
+                self._map_cache.clear()
+            self._map_cache[body] = mapped
+        event = TableMapEvent(
+            header,
+            mapped.table_id,
+            mapped.database,
+            mapped.table,
+            mapped.columns,
+            mapped.primary_key,
+        )
+        self._tables[mapped.table_id] = (event, mapped)
+        return event
+
+    def _rows(self, header: EventHeader, data: bytes) -> RowsEvent:
+        type_code = header.type_code
+        kind = _ROWS_KINDS[type_code]
+        default_post = _ROWS_V2_POST_HEADER if type_code in _ROWS_V2_TYPES else _ROWS_V1_POST_HEADER
+        post = self._post_header_length(type_code, default_post)
+        pos = EVENT_HEADER_SIZE
+        id_bytes = _OLD_TABLE_ID_BYTES if post == _OLD_TABLE_MAP_POST_HEADER else _TABLE_ID_BYTES
+        table_id = int.from_bytes(data[pos : pos + id_bytes], "little")
+        pos += post
+        if post == _ROWS_V2_POST_HEADER:
+            # v2: the extra-data length (which counts its own 2 bytes) ends the post-header
+            (extra_len,) = _ROWS_EXTRA_LEN.unpack_from(data, pos - _ROWS_EXTRA_LEN.size)
+            pos += extra_len - _ROWS_EXTRA_LEN.size
+        entry = self._tables.get(table_id)
+        if entry is None:
+            if table_id == _DUMMY_TABLE_ID:
+                return RowsEvent(header, kind, table_id, None, [])
+            raise ProtocolError(
+                f"ROWS event for table id {table_id} ending at position {header.log_pos} has no "
+                "preceding TABLE_MAP; start reading at a transaction boundary (a GTID or BEGIN "
+                "event), not in the middle of a transaction"
+            )
+        table_map, mapped = entry
+        if not mapped.included:
+            return RowsEvent(header, kind, table_id, table_map, None)
+        width, pos = _lenenc(data, pos)
+        bitmap_bytes = (width + 7) // 8
+        present = int.from_bytes(data[pos : pos + bitmap_bytes], "little")
+        pos += bitmap_bytes
+        present_after: int | None = None
+        if kind is RowsKind.UPDATE:
+            present_after = int.from_bytes(data[pos : pos + bitmap_bytes], "little")
+            pos += bitmap_bytes
+        if width != len(mapped.columns):
+            raise ProtocolError(
+                f"ROWS event for {mapped.database}.{mapped.table} ending at position "
+                f"{header.log_pos} has {width} columns but its TABLE_MAP has "
+                f"{len(mapped.columns)}"
+            )
+        key = (kind, present, present_after)
+        decode_rows = mapped.decoders.get(key)
+        if decode_rows is None:
+            decode_rows = build_rows_decoder(mapped.columns, kind, present, present_after)
+            mapped.decoders[key] = decode_rows
+        if type_code in _COMPRESSED_ROWS_TYPES:
+            data = decompress_mariadb(data[pos:])
+            pos = 0
+        end = len(data)
+        rows, stop = decode_rows(data, pos, end)
+        if stop != end:
+            raise ProtocolError(
+                f"ROWS event for {mapped.database}.{mapped.table} ending at position "
+                f"{header.log_pos}: row images end at byte {stop} of {end}; the TABLE_MAP does "
+                "not describe these rows"
+            )
+        return RowsEvent(header, kind, table_id, table_map, rows)
+
+    def _query(self, header: EventHeader, data: bytes) -> QueryEvent:
+        thread_id, exec_time, db_len, error_code, status_len = _QUERY_POST_HEADER.unpack_from(
+            data, EVENT_HEADER_SIZE
+        )
+        post = self._post_header_length(header.type_code, _QUERY_POST_HEADER.size)
+        pos = EVENT_HEADER_SIZE + post + status_len
+        database = data[pos : pos + db_len].decode("utf-8", "replace")
+        pos += db_len + 1  # NUL terminator
+        query = data[pos:]
+        if header.type_code == EventType.MARIA_QUERY_COMPRESSED:
+            query = decompress_mariadb(query)
+        return QueryEvent(
+            header, thread_id, exec_time, error_code, database, query.decode("utf-8", "replace")
+        )
+
+    def _xid(self, header: EventHeader, data: bytes) -> XidEvent:
+        return XidEvent(header, _U64.unpack_from(data, EVENT_HEADER_SIZE)[0])
+
+    def _mysql_gtid(self, header: EventHeader, data: bytes) -> GtidEvent:
+        _flags, sid, gno = _MYSQL_GTID.unpack_from(data, EVENT_HEADER_SIZE)
+        return GtidEvent(header, _format_uuid(sid), gno)
+
+    def _maria_gtid(self, header: EventHeader, data: bytes) -> MariaGtidEvent:
+        sequence, domain, flags = _MARIA_GTID.unpack_from(data, EVENT_HEADER_SIZE)
+        return MariaGtidEvent(header, domain, sequence, bool(flags & MariaGtidFlag.STANDALONE))
+
+    def _maria_gtid_list(self, header: EventHeader, data: bytes) -> MariaGtidListEvent:
+        (raw_count,) = _MARIA_GTID_LIST_COUNT.unpack_from(data, EVENT_HEADER_SIZE)
+        count = raw_count & _MARIA_GTID_LIST_COUNT_MASK
+        pos = EVENT_HEADER_SIZE + _MARIA_GTID_LIST_COUNT.size
+        gtids = []
+        for _ in range(count):
+            gtids.append(_MARIA_GTID_LIST_ENTRY.unpack_from(data, pos))
+            pos += _MARIA_GTID_LIST_ENTRY.size
+        return MariaGtidListEvent(header, tuple(gtids))
+
+    def _previous_gtids(self, header: EventHeader, data: bytes) -> PreviousGtidsEvent:
+        pos = EVENT_HEADER_SIZE
+        (n_sids,) = _U64.unpack_from(data, pos)
+        pos += _U64.size
+        parts = []
+        for _ in range(n_sids):
+            sid, n_intervals = _PREV_GTIDS_SID.unpack_from(data, pos)
+            pos += _PREV_GTIDS_SID.size
+            text = _format_uuid(sid)
+            for _ in range(n_intervals):
+                start, stop = _PREV_GTIDS_INTERVAL.unpack_from(data, pos)
+                pos += _PREV_GTIDS_INTERVAL.size
+                last = stop - 1  # stored end is exclusive
+                text += f":{start}" if start == last else f":{start}-{last}"
+            parts.append(text)
+        return PreviousGtidsEvent(header, ",".join(parts))
+
+    def _heartbeat(self, header: EventHeader, data: bytes) -> HeartbeatEvent:
+        return HeartbeatEvent(header, data[EVENT_HEADER_SIZE:].decode("utf-8", "replace"))
+
+    def _heartbeat_v2(self, header: EventHeader, data: bytes) -> HeartbeatEvent:
+        # body: TLV fields (type u8, length-encoded length, value)
+        pos = EVENT_HEADER_SIZE
+        name = ""
+        while pos < len(data):
+            kind = data[pos]
+            length, pos = _lenenc(data, pos + 1)
+            if kind == _HEARTBEAT_V2_LOG_FILENAME:
+                name = data[pos : pos + length].decode("utf-8", "replace")
+            pos += length
+        return HeartbeatEvent(header, name)
+
+    def _annotate_rows(self, header: EventHeader, data: bytes) -> AnnotateRowsEvent:
+        return AnnotateRowsEvent(header, data[EVENT_HEADER_SIZE:].decode("utf-8", "replace"))
+
+
+# distinct TABLE_MAP bodies remembered before the cache starts over
+_MAP_CACHE_LIMIT = 4096
+
+
+# ------------------------------------------------------------------------- binlog files
+
+
+def split_binlog_file(data: bytes) -> Iterator[bytes]:
+    """Walk a binlog file's bytes and yield each event with its checksum stripped.
+
+    The file starts with ``b'\\xfebin'``; the FORMAT_DESCRIPTION that follows says whether
+    events carry a CRC32 trailer. Each CRC32 is verified (``zlib.crc32`` of header + body).
+
+    >>> list(split_binlog_file(BINLOG_MAGIC))
+    []
+    """
+    if data[: len(BINLOG_MAGIC)] != BINLOG_MAGIC:
+        raise ProtocolError(
+            f"not a binlog file: it starts with {data[:4].hex()}, expected {BINLOG_MAGIC.hex()}"
+        )
+    pos = FIRST_EVENT_POS
+    crc = False
+    end = len(data)
+    while pos < end:
+        if end - pos < EVENT_HEADER_SIZE:
+            raise ProtocolError(
+                f"binlog file ends inside an event header at byte {pos} ({end - pos} bytes left)"
+            )
+        _ts, type_code, _server, size, _log_pos, _flags = EVENT_HEADER.unpack_from(data, pos)
+        if size < EVENT_HEADER_SIZE or pos + size > end:
+            raise ProtocolError(
+                f"binlog event at byte {pos} announces {size} bytes but the file has "
+                f"{end - pos} left; read the file only up to a position the server reported"
+            )
+        event = data[pos : pos + size]
+        strip = crc
+        if type_code == EventType.FORMAT_DESCRIPTION:
+            version = event[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\0", 1)[0]
+            if _checksum_aware(version.decode("ascii", "replace")):
+                # a checksum-aware server's FDE always has the algorithm byte + 4-byte trailer
+                alg = event[-(CHECKSUM_SIZE + _CHECKSUM_ALG_SIZE)]
+                crc = alg == BinlogChecksum.CRC32
+                strip = True
+            else:
+                crc = strip = False
+        if strip:
+            body, trailer = event[:-CHECKSUM_SIZE], event[-CHECKSUM_SIZE:]
+            if crc:
+                _verify_crc32(body, trailer, type_code, pos)
+            yield body
+        else:
+            yield event
+        pos += size
+
+
+def _verify_crc32(body: bytes, trailer: bytes, type_code: int, pos: int) -> None:
+    checked = body
+    if type_code == EventType.FORMAT_DESCRIPTION:
+        # the server sets "binlog in use" in the FDE flags after computing its checksum
+        flags = _U16.unpack_from(body, _HEADER_FLAGS_OFFSET)[0] & ~_BINLOG_IN_USE_FLAG
+        checked = body[:_HEADER_FLAGS_OFFSET] + _U16.pack(flags) + body[EVENT_HEADER_SIZE:]
+    computed = zlib.crc32(checked)
+    if computed != _U32.unpack(trailer)[0]:
+        raise ProtocolError(
+            f"CRC32 mismatch in binlog event type {type_code} at byte {pos}: stored "
+            f"{trailer[::-1].hex()}, computed {computed:08x}; the file is corrupt or was "
+            "read while being written past the position the server reported"
+        )
