@@ -99,7 +99,8 @@ def sql_connection(
 ) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
     """An autocommit utf8mb4 pymysql connection, or a clear ``SourceError``.
 
-    >>> conn = sql_connection(ConnectionSettings("127.0.0.1", 33061, "cdc", "..."))  # doctest: +SKIP
+    >>> settings = ConnectionSettings("127.0.0.1", 33061, "cdc", "...")
+    >>> conn = sql_connection(settings)  # doctest: +SKIP
     >>> conn.cursor().execute("SELECT 1")  # doctest: +SKIP
     1
     """
@@ -146,10 +147,9 @@ def sql_connection(
         raise SourceError(f"cannot log in to {settings.endpoint}: {message}") from None
     except pymysql.MySQLError as exc:
         raise SourceError(
-            f"cannot connect to MySQL/MariaDB at {settings.endpoint}: "
-            f"{_scrub(str(exc), settings)}"
+            f"cannot connect to MySQL/MariaDB at {settings.endpoint}: {_scrub(str(exc), settings)}"
         ) from None
     # logged in: from now on reads wait up to read_timeout_s (pymysql re-applies
     # ``_read_timeout`` before each read).
-    conn._read_timeout = settings.read_timeout_s
+    conn._read_timeout = settings.read_timeout_s  # type: ignore[attr-defined]
     return conn

@@ -335,7 +335,7 @@ def parse_handshake(payload: bytes) -> Handshake:
             f"unsupported handshake protocol version {version} (expected 10); is this a "
             "MySQL/MariaDB server?"
         )
-    version, offset = read_nul_str(payload, 1)
+    version_raw, offset = read_nul_str(payload, 1)
     connection_id = _U32.unpack_from(payload, offset)[0]
     offset += 4
     nonce = payload[offset : offset + 8]
@@ -350,13 +350,14 @@ def parse_handshake(payload: bytes) -> Handshake:
         capabilities |= caps_high << 16
         if capabilities & Capability.SECURE_CONNECTION:
             part2_len = max(13, data_len - 8)
-            nonce += payload[offset : offset + part2_len].rstrip(b"\x00")
+            part2 = payload[offset : offset + part2_len]
+            nonce += part2[:-1] if part2.endswith(b"\x00") else part2  # NUL-terminated
             offset += part2_len
         if capabilities & Capability.PLUGIN_AUTH:
             name, offset = read_nul_str(payload, offset)
             plugin = name.decode("ascii", "replace") or plugin
     return Handshake(
-        server_version=version.decode("utf-8", "replace"),
+        server_version=version_raw.decode("utf-8", "replace"),
         connection_id=connection_id,
         capabilities=Capability(capabilities),
         charset=charset,
@@ -371,7 +372,9 @@ def handshake_response(
 ) -> bytes:
     """HandshakeResponse41: capability_flags u32, max_packet_size u32, character_set u8,
     filler [23], username NUL-str, auth_response (lenenc), auth_plugin_name NUL-str."""
-    out = bytearray(struct.pack("<IIB23x", capabilities, CLIENT_MAX_PACKET_SIZE, CHARSET_UTF8MB4_GENERAL_CI))
+    out = bytearray(
+        struct.pack("<IIB23x", capabilities, CLIENT_MAX_PACKET_SIZE, CHARSET_UTF8MB4_GENERAL_CI)
+    )
     out += user.encode("utf-8") + b"\x00"
     if capabilities & Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA:
         out += lenenc_int(len(auth_response)) + auth_response
@@ -468,7 +471,9 @@ def rsa_encrypt_password(password: str, nonce: bytes, public_key_pem: bytes) -> 
         raise ProtocolError("the server's public key for caching_sha2_password is not RSA")
     return key.encrypt(
         mixed,
-        padding.OAEP(mgf=padding.MGF1(algorithm=hashes.SHA1()), algorithm=hashes.SHA1(), label=None),
+        padding.OAEP(
+            mgf=padding.MGF1(algorithm=hashes.SHA1()), algorithm=hashes.SHA1(), label=None
+        ),
     )
 
 
@@ -564,7 +569,9 @@ def encode_sid_set(sets: tuple[tuple[str, tuple[tuple[int, int], ...]], ...]) ->
     return bytes(out)
 
 
-def decode_sid_set(data: bytes, offset: int = 0) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+def decode_sid_set(
+    data: bytes, offset: int = 0
+) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
     """Inverse of ``encode_sid_set`` (closed intervals, uuids in lower case)."""
     try:
         (count,) = _U64.unpack_from(data, offset)
@@ -586,9 +593,7 @@ def decode_sid_set(data: bytes, offset: int = 0) -> tuple[tuple[str, tuple[tuple
     return tuple(sets)
 
 
-def com_binlog_dump_gtid(
-    file: str, pos: int, flags: int, server_id: int, sid_set: bytes
-) -> bytes:
+def com_binlog_dump_gtid(file: str, pos: int, flags: int, server_id: int, sid_set: bytes) -> bytes:
     """COM_BINLOG_DUMP_GTID body (without the command byte); THROUGH_GTID is added."""
     name = file.encode("utf-8")
     flags |= GtidDumpFlag.THROUGH_GTID

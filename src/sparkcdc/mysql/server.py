@@ -1,0 +1,323 @@
+"""SQL-side helpers about the source server: flavor and version, binlog positions, files.
+
+All functions take an open pymysql connection (see ``connection.sql_connection``) except
+``position_for_timestamp``, which also reads the binlog through the replication client.
+
+    >>> conn = sql_connection(settings)                        # doctest: +SKIP
+    >>> info = server_info(conn)                               # doctest: +SKIP
+    >>> info.flavor, info.version                              # doctest: +SKIP
+    ('mariadb', (10, 11, 6))
+    >>> str(current_position(conn, info))                      # doctest: +SKIP
+    'mysql-bin.000001:1800@0-1-8'
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sparkcdc.errors import PositionError, SourceError
+from sparkcdc.model.position import (
+    BinlogPosition,
+    GtidSet,
+    MariaDbGtidSet,
+    MySqlGtidSet,
+)
+from sparkcdc.mysql.connection import ConnectionSettings
+from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
+from sparkcdc.mysql.wire import decode_sid_set
+
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+# MariaDB 10.x announces itself as "5.5.5-10.11.6-MariaDB..." to old clients
+_MARIADB_COMPAT_PREFIX = "5.5.5-"
+# MySQL 8.2 added SHOW BINARY LOG STATUS; 8.4 removed SHOW MASTER STATUS.
+_MYSQL_BINARY_LOG_STATUS = (8, 2, 0)
+
+# position_for_timestamp's short binlog reads use a random server id from this range, far
+# from job ranges, so that concurrent look-ups do not kick each other off.
+TIMESTAMP_PROBE_SERVER_IDS = range(4_200_000_000, 4_294_967_295)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Flavor, version and replication identity of the source server."""
+
+    flavor: Literal["mariadb", "mysql"]
+    version: tuple[int, int, int]
+    version_text: str
+    server_id: int
+    gtid_mode: bool
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self.flavor == "mariadb"
+
+
+def parse_version(text: str) -> tuple[Literal["mariadb", "mysql"], tuple[int, int, int]]:
+    """Flavor and version from ``SELECT VERSION()``.
+
+    >>> parse_version("10.11.6-MariaDB-0+deb12u1-log")
+    ('mariadb', (10, 11, 6))
+    >>> parse_version("8.4.3")
+    ('mysql', (8, 4, 3))
+    """
+    flavor: Literal["mariadb", "mysql"] = "mariadb" if "mariadb" in text.lower() else "mysql"
+    body = text.removeprefix(_MARIADB_COMPAT_PREFIX) if flavor == "mariadb" else text
+    match = _VERSION_RE.search(body)
+    if not match:
+        raise SourceError(f"cannot parse the server version {text!r} (expected 'X.Y.Z...')")
+    major, minor, patch = (int(g) for g in match.groups())
+    return flavor, (major, minor, patch)
+
+
+def _rows(conn: Any, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return list(cur.fetchall())
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def variables(conn: Any, *names: str) -> dict[str, str]:
+    """Global server variables by lower-case name; names the server lacks are absent.
+
+    >>> variables(conn, "log_bin", "binlog_format")          # doctest: +SKIP
+    {'binlog_format': 'ROW', 'log_bin': 'ON'}
+    """
+    if not names:
+        return {}
+    wanted = tuple(n.lower() for n in names)
+    placeholders = ", ".join(["%s"] * len(wanted))
+    rows = _rows(
+        conn, f"SHOW GLOBAL VARIABLES WHERE LOWER(Variable_name) IN ({placeholders})", wanted
+    )
+    return {_text(name).lower(): _text(value) for name, value in rows}
+
+
+def server_info(conn: Any) -> ServerInfo:
+    """Flavor, version, server_id and whether GTIDs are usable.
+
+    MariaDB always has GTIDs (10.0+); MySQL has them when ``gtid_mode=ON``.
+    """
+    rows = _rows(conn, "SELECT VERSION(), @@global.server_id")
+    version_text, server_id = _text(rows[0][0]), int(rows[0][1])
+    flavor, version = parse_version(version_text)
+    if flavor == "mariadb":
+        gtid_mode = True
+    else:
+        mode = variables(conn, "gtid_mode").get("gtid_mode", "OFF")
+        gtid_mode = mode.upper() == "ON"
+    return ServerInfo(flavor, version, version_text, server_id, gtid_mode)
+
+
+def _status_sql(info: ServerInfo) -> str:
+    if info.flavor == "mysql" and info.version >= _MYSQL_BINARY_LOG_STATUS:
+        return "SHOW BINARY LOG STATUS"
+    return "SHOW MASTER STATUS"
+
+
+def mariadb_gtid_at(conn: Any, file: str, pos: int) -> MariaDbGtidSet:
+    """The MariaDB GTID position at a transaction boundary (``BINLOG_GTID_POS``)."""
+    rows = _rows(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+    value = rows[0][0] if rows else None
+    if value is None:
+        raise PositionError(
+            f"MariaDB cannot tell the GTID position at {file}:{pos} (BINLOG_GTID_POS returned "
+            "NULL): the file is gone or the position is not at a transaction boundary"
+        )
+    return MariaDbGtidSet.parse(_text(value))
+
+
+def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
+    """The end of the binlog now, a transaction boundary, with its GTID set.
+
+    MySQL: ``Executed_Gtid_Set`` when ``gtid_mode=ON``; MariaDB: ``BINLOG_GTID_POS`` at
+    that file/position.
+    """
+    with conn.cursor() as cur:
+        cur.execute(_status_sql(info))
+        row = cur.fetchone()
+        names = [d[0].lower() for d in cur.description or ()]
+    if not row:
+        raise SourceError(
+            "the binary log is not enabled on the source (SHOW MASTER STATUS is empty): start "
+            "the server with log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL"
+        )
+    record = dict(zip(names, row, strict=False))
+    file, pos = _text(record["file"]), int(record["position"])
+    gtids: GtidSet | None = None
+    if info.flavor == "mariadb":
+        gtids = mariadb_gtid_at(conn, file, pos)
+    elif info.gtid_mode:
+        gtids = MySqlGtidSet.parse(_text(record.get("executed_gtid_set")))
+    return BinlogPosition(file, pos, gtids)
+
+
+def binlog_files(conn: Any) -> list[tuple[str, int]]:
+    """``SHOW BINARY LOGS`` as (name, size) in order.
+
+    >>> binlog_files(conn)                                  # doctest: +SKIP
+    [('mysql-bin.000001', 1800)]
+    """
+    try:
+        rows = _rows(conn, "SHOW BINARY LOGS")
+    except Exception as exc:  # pymysql raises OperationalError 1381 when log_bin is off
+        if "not using binary logging" in str(exc).lower() or "1381" in str(exc):
+            raise SourceError(
+                "the binary log is not enabled on the source: start the server with "
+                "log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL"
+            ) from None
+        raise
+    return [(_text(row[0]), int(row[1])) for row in rows]
+
+
+def earliest_position(conn: Any, info: ServerInfo) -> BinlogPosition:
+    """The first event of the oldest binlog file still on the server (pos 4).
+
+    GTIDs: MariaDB ``BINLOG_GTID_POS(first, 4)``; MySQL ``@@global.gtid_purged`` (what is
+    not in any binlog file any more) when ``gtid_mode=ON``.
+    """
+    files = binlog_files(conn)
+    if not files:
+        raise SourceError("the source has no binlog files (SHOW BINARY LOGS is empty)")
+    first = files[0][0]
+    gtids: GtidSet | None = None
+    if info.flavor == "mariadb":
+        gtids = mariadb_gtid_at(conn, first, FIRST_EVENT_POS)
+    elif info.gtid_mode:
+        gtids = MySqlGtidSet.parse(_text(_rows(conn, "SELECT @@global.gtid_purged")[0][0]))
+    return BinlogPosition(first, FIRST_EVENT_POS, gtids)
+
+
+# ------------------------------------------------------------------ position by timestamp
+
+# Events that open a transaction: the transaction boundary is the start of this event.
+_TRANSACTION_START = frozenset({EventType.GTID, EventType.ANONYMOUS_GTID, EventType.MARIA_GTID})
+# QUERY event post-header: thread_id u32, exec_time u32, db_len u8, error_code u16,
+# status_vars_len u16; then status vars, db name + NUL, the statement.
+_QUERY_POST_HEADER = struct.Struct("<IIBHH")
+# MySQL GTID event body: flags u8, sid [16], gno u64.
+_MYSQL_GTID_BODY = struct.Struct("<B16sQ")
+
+
+def _query_text(event: bytes) -> bytes:
+    _, _, db_len, _, status_len = _QUERY_POST_HEADER.unpack_from(event, EVENT_HEADER_SIZE)
+    start = EVENT_HEADER_SIZE + _QUERY_POST_HEADER.size + status_len + db_len + 1
+    return event[start:]
+
+
+def _events_from(
+    settings: ConnectionSettings, start: BinlogPosition, server_id: int
+) -> Iterator[tuple[BinlogPosition, int, int, bytes]]:
+    """(start position, type, timestamp, event) of the real events from ``start`` on."""
+    from sparkcdc.mysql.replication import BinlogClient, parse_rotate
+
+    file = start.file
+    with BinlogClient(settings, server_id) as client:
+        for event in client.events(start):
+            timestamp, type_code, _, size, log_pos, _ = EVENT_HEADER.unpack_from(event)
+            if type_code == EventType.ROTATE:
+                file = parse_rotate(event).file
+                continue
+            if log_pos == 0 or type_code in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
+                continue  # artificial
+            yield BinlogPosition(file, log_pos - size), type_code, timestamp, event
+
+
+def _first_event_timestamp(settings: ConnectionSettings, file: str, server_id: int) -> int | None:
+    start = BinlogPosition(file, FIRST_EVENT_POS)
+    for _, _, timestamp, _ in _events_from(settings, start, server_id):
+        return timestamp  # the file's FORMAT_DESCRIPTION: when the file was started
+    return None
+
+
+def position_for_timestamp(
+    conn: Any,
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    ts_millis: int,
+    *,
+    server_id: int | None = None,
+) -> BinlogPosition:
+    """The first transaction boundary whose transaction has timestamp >= ``ts_millis``.
+
+    For ``scan.startup.mode=timestamp``. Approach: each binlog file starts with a
+    FORMAT_DESCRIPTION event stamped when the file was opened, so the events of file k
+    all come at or after that stamp. A binary search over the files (one short
+    replication read of the first event per probe) finds the last file opened at or
+    before ``ts``; then one non-blocking read scans from that file's start (crossing
+    into later files if needed) for the first transaction-opening event (GTID /
+    ANONYMOUS_GTID / MariaDB GTID, or a ``BEGIN`` / DDL QUERY without one) whose
+    timestamp (seconds) is >= ``ts``. Its start is the answer. If no transaction is
+    that recent, the answer is the current end of the binlog. Event timestamps are
+    statement start times in whole seconds: an event counts when ``timestamp * 1000 >=
+    ts_millis`` (as Flink CDC compares), so the cut is exact to the second. The reads use
+    ``server_id``, by default a random one from ``TIMESTAMP_PROBE_SERVER_IDS``.
+
+    >>> position_for_timestamp(conn, settings, info, 1767225600000)   # doctest: +SKIP
+    BinlogPosition(file='mysql-bin.000003', pos=1234, ...)
+    """
+    ts_s = (ts_millis + 999) // 1000  # event timestamps are whole seconds: ceil
+    if server_id is None:
+        server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)
+    files = [name for name, _ in binlog_files(conn)]
+    if not files:
+        raise SourceError("the source has no binlog files (SHOW BINARY LOGS is empty)")
+    lo, hi = 0, len(files) - 1  # answer: last file whose first timestamp <= ts (or 0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        first_ts = _first_event_timestamp(settings, files[mid], server_id)
+        if first_ts is not None and first_ts <= ts_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    found = _scan_for_timestamp(settings, info, files[lo], ts_s, server_id)
+    if found is None:
+        return current_position(conn, info)
+    if info.flavor == "mariadb":
+        return found.with_gtids(mariadb_gtid_at(conn, found.file, found.pos))
+    return found
+
+
+def _scan_for_timestamp(
+    settings: ConnectionSettings, info: ServerInfo, file: str, ts_s: int, server_id: int
+) -> BinlogPosition | None:
+    """Scan from ``file``'s start; MySQL GTID sets are rebuilt from PREVIOUS_GTIDS + GTIDs."""
+    mysql_gtids: MySqlGtidSet | None = None
+    in_gtid_transaction = False
+    for position, type_code, timestamp, event in _events_from(
+        settings, BinlogPosition(file, FIRST_EVENT_POS), server_id
+    ):
+        starts = False
+        if type_code in _TRANSACTION_START:
+            starts = True
+        elif type_code == EventType.QUERY and not in_gtid_transaction:
+            starts = True  # BEGIN, or a DDL statement, without a GTID event before it
+        if starts and timestamp >= ts_s:
+            gtids = mysql_gtids if info.flavor == "mysql" and info.gtid_mode else None
+            return position.with_gtids(gtids)
+        if type_code == EventType.PREVIOUS_GTIDS and info.flavor == "mysql":
+            mysql_gtids = MySqlGtidSet(decode_sid_set(event, EVENT_HEADER_SIZE))
+        elif type_code == EventType.GTID and mysql_gtids is not None:
+            _, sid, gno = _MYSQL_GTID_BODY.unpack_from(event, EVENT_HEADER_SIZE)
+            mysql_gtids = mysql_gtids.add(str(uuid.UUID(bytes=sid)), gno)
+        if type_code in _TRANSACTION_START:
+            in_gtid_transaction = True
+        elif type_code in (EventType.XID, EventType.QUERY) and in_gtid_transaction:
+            if type_code == EventType.XID or _query_text(event).strip().upper() in (
+                b"COMMIT",
+                b"ROLLBACK",
+            ):
+                in_gtid_transaction = False
+            elif not _query_text(event).strip().upper().startswith(b"BEGIN"):
+                in_gtid_transaction = False  # a DDL: its own transaction
+    return None

@@ -1,0 +1,312 @@
+"""Does the source server have what CDC needs? Version, binlog settings, privileges.
+
+Structure: ``read_source_facts`` runs the queries; the ``check_*`` functions judge the
+facts and are pure (unit-tested with made-up variables and grants). Every issue carries
+the exact statement that fixes it.
+
+    >>> issues = check_binlog_settings({"log_bin": "ON", "binlog_format": "MIXED",
+    ...     "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}, "mariadb")
+    >>> [(i.setting, i.severity) for i in issues]
+    [('binlog_format', 'error')]
+    >>> print(issues[0].fix)
+    SET GLOBAL binlog_format = 'ROW';  -- and binlog_format = ROW under [mysqld] in my.cnf
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sparkcdc.errors import SourceError
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.server import ServerInfo, server_info, variables
+
+log = logging.getLogger(__name__)
+
+MIN_MYSQL = (5, 7, 0)
+MIN_MARIADB = (10, 4, 0)
+# MariaDB 10.5.2 split REPLICATION CLIENT into BINLOG MONITOR (SHOW BINARY LOGS / MASTER
+# STATUS) and others; SHOW GRANTS then prints the new names.
+MARIADB_BINLOG_MONITOR = (10, 5, 2)
+
+BINLOG_VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class ValidationIssue:
+    """One thing wrong with the source, and the exact statement that fixes it."""
+
+    setting: str
+    found: str
+    expected: str
+    fix: str
+    severity: Severity
+
+    def __str__(self) -> str:
+        return f"{self.setting}: found {self.found}, expected {self.expected}; fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What the validator looks at, read in one go by ``read_source_facts``."""
+
+    info: ServerInfo
+    variables: dict[str, str]
+    grants: tuple[str, ...]
+    current_user: str  # user@host as CURRENT_USER() reports it
+
+
+# -------------------------------------------------------------------- pure judgments
+
+
+def check_version(info: ServerInfo) -> list[ValidationIssue]:
+    """MySQL >= 5.7 or MariaDB >= 10.4.
+
+    >>> check_version(ServerInfo("mysql", (5, 6, 51), "5.6.51", 1, False))[0].expected
+    'MySQL >= 5.7'
+    """
+    minimum, name = (MIN_MARIADB, "MariaDB") if info.is_mariadb else (MIN_MYSQL, "MySQL")
+    if info.version >= minimum:
+        return []
+    wanted = f"{name} >= {minimum[0]}.{minimum[1]}"
+    return [
+        ValidationIssue(
+            "server version",
+            info.version_text,
+            wanted,
+            f"upgrade the server to {wanted} (older servers lack the row events and "
+            "metadata sparkcdc decodes)",
+            "error",
+        )
+    ]
+
+
+def _set_global(name: str, value: str) -> str:
+    return f"SET GLOBAL {name} = '{value}';  -- and {name} = {value} under [mysqld] in my.cnf"
+
+
+def check_binlog_settings(
+    values: dict[str, str], flavor: Literal["mariadb", "mysql"]
+) -> list[ValidationIssue]:
+    """log_bin=ON, binlog_format=ROW, binlog_row_image=FULL (errors) and
+    binlog_row_metadata=FULL (warning).
+
+    >>> check_binlog_settings({"log_bin": "ON", "binlog_format": "ROW",
+    ...     "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}, "mysql")
+    []
+    """
+    issues: list[ValidationIssue] = []
+    log_bin = values.get("log_bin", "OFF").upper()
+    if log_bin not in ("ON", "1"):
+        issues.append(
+            ValidationIssue(
+                "log_bin",
+                values.get("log_bin", "(not set)"),
+                "ON",
+                "log-bin = mysql-bin and server-id = 1 under [mysqld] in my.cnf, then restart "
+                "the server (log_bin cannot be changed at runtime)",
+                "error",
+            )
+        )
+    fmt = values.get("binlog_format", "(not set)")
+    if fmt.upper() != "ROW":
+        issues.append(
+            ValidationIssue(
+                "binlog_format", fmt, "ROW", _set_global("binlog_format", "ROW"), "error"
+            )
+        )
+    image = values.get("binlog_row_image", "FULL")  # FULL is the default where it is absent
+    if image.upper() != "FULL":
+        issues.append(
+            ValidationIssue(
+                "binlog_row_image", image, "FULL", _set_global("binlog_row_image", "FULL"), "error"
+            )
+        )
+    metadata = values.get("binlog_row_metadata")
+    if metadata is None or metadata.upper() != "FULL":
+        server_has_it = metadata is not None
+        fix = (
+            _set_global("binlog_row_metadata", "FULL")
+            if server_has_it
+            else (
+                "upgrade to MariaDB >= 10.5 to get binlog_row_metadata"
+                if flavor == "mariadb"
+                else "upgrade to MySQL >= 8.0.1 to get binlog_row_metadata"
+            )
+        )
+        issues.append(
+            ValidationIssue(
+                "binlog_row_metadata",
+                metadata or "(not supported by this server)",
+                "FULL (recommended)",
+                fix + ". Without it, row events carry no column names, signedness, "
+                "ENUM/SET labels or charsets: those then come from the schema history, and a "
+                "DDL racing the stream can make rows decode with the wrong schema",
+                "warning",
+            )
+        )
+    return issues
+
+
+_GRANT_RE = re.compile(r"^GRANT\s+(?P<privs>.+?)\s+ON\s+(?P<target>\S+)\s+TO\s", re.IGNORECASE)
+_ANY_SELECT_SCOPE = "any"
+
+
+def parse_grants(lines: list[str] | tuple[str, ...]) -> dict[str, set[str]]:
+    """Privileges by target (``*.*``, ``db.*``, ...) from SHOW GRANTS lines.
+
+    Column-level grants (``SELECT (a, b)``) count as the privilege without columns.
+    ``ALL`` is normalised to ``ALL PRIVILEGES``.
+
+    >>> parse_grants(["GRANT SELECT, REPLICATION SLAVE ON *.* TO `u`@`%`"])
+    {'*.*': {'REPLICATION SLAVE', 'SELECT'}}
+    """
+    by_target: dict[str, set[str]] = {}
+    for line in lines:
+        match = _GRANT_RE.match(line.strip())
+        if not match or match.group("privs").strip().upper() == "PROXY":
+            continue  # role grants (no ON) and GRANT PROXY say nothing about privileges
+        target = match.group("target").replace("`", "")
+        privs = re.sub(r"\([^)]*\)", "", match.group("privs"))  # drop column lists
+        for priv in privs.split(","):
+            name = " ".join(priv.split()).upper()
+            if name == "ALL":
+                name = "ALL PRIVILEGES"
+            if name:
+                by_target.setdefault(target, set()).add(name)
+    return by_target
+
+
+def required_privileges(info: ServerInfo) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(name to grant, names that satisfy it) per needed global privilege, as ``info``'s
+    server calls them."""
+    client: tuple[str, tuple[str, ...]]
+    if info.is_mariadb and info.version >= MARIADB_BINLOG_MONITOR:
+        client = ("BINLOG MONITOR", ("BINLOG MONITOR", "REPLICATION CLIENT"))
+    else:
+        client = ("REPLICATION CLIENT", ("REPLICATION CLIENT",))
+    return (
+        ("REPLICATION SLAVE", ("REPLICATION SLAVE", "REPLICATION REPLICA")),
+        client,
+        ("SELECT", ("SELECT",)),
+    )
+
+
+def grantee(current_user: str) -> str:
+    """``'user'@'host'`` from CURRENT_USER()'s ``user@host``.
+
+    >>> grantee("cdc@127.0.0.1")
+    "'cdc'@'127.0.0.1'"
+    """
+    user, _, host = current_user.rpartition("@")
+    if not user:
+        user, host = current_user, "%"
+    return f"'{user}'@'{host}'"
+
+
+def check_privileges(
+    grants: list[str] | tuple[str, ...], info: ServerInfo, current_user: str
+) -> list[ValidationIssue]:
+    """REPLICATION SLAVE + REPLICATION CLIENT (MariaDB >= 10.5.2: BINLOG MONITOR) on ``*.*``
+    and SELECT (on ``*.*``; SELECT only on some databases is a warning).
+    ``ALL PRIVILEGES ON *.*`` covers everything.
+
+    >>> info = ServerInfo("mysql", (8, 0, 36), "8.0.36", 1, True)
+    >>> [i.fix for i in check_privileges(["GRANT USAGE ON *.* TO `u`@`%`"], info, "u@%")]
+    ["GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'u'@'%';"]
+    """
+    by_target = parse_grants(grants)
+    global_privs = by_target.get("*.*", set())
+    if "ALL PRIVILEGES" in global_privs:
+        return []
+    needed = required_privileges(info)
+    missing = [name for name, accepted in needed if not global_privs.intersection(accepted)]
+    issues: list[ValidationIssue] = []
+    select_elsewhere = sorted(
+        t for t, privs in by_target.items() if t != "*.*" and privs & {"SELECT", "ALL PRIVILEGES"}
+    )
+    if "SELECT" in missing and select_elsewhere:
+        missing.remove("SELECT")
+        issues.append(
+            ValidationIssue(
+                "privileges",
+                f"SELECT only on {', '.join(select_elsewhere)}",
+                "SELECT on *.* (or on every captured database)",
+                f"GRANT SELECT ON *.* TO {grantee(current_user)};  -- or per captured "
+                "database: GRANT SELECT ON `db`.* TO ...",
+                "warning",
+            )
+        )
+    if missing:
+        found = ", ".join(sorted(global_privs)) or "USAGE"
+        issues.insert(
+            0,
+            ValidationIssue(
+                "privileges",
+                f"{found} on *.*",
+                ", ".join(name for name, _ in needed) + " on *.*",
+                f"GRANT {', '.join(missing)} ON *.* TO {grantee(current_user)};",
+                "error",
+            ),
+        )
+    return issues
+
+
+def judge(facts: SourceFacts) -> list[ValidationIssue]:
+    """All issues of a source (pure)."""
+    return [
+        *check_version(facts.info),
+        *check_binlog_settings(facts.variables, facts.info.flavor),
+        *check_privileges(facts.grants, facts.info, facts.current_user),
+    ]
+
+
+# ------------------------------------------------------------------------------ queries
+
+
+def read_source_facts(conn: Any) -> SourceFacts:
+    """Everything the checks need, from one SQL connection."""
+    info = server_info(conn)
+    values = variables(conn, *BINLOG_VARIABLES)
+    with conn.cursor() as cur:
+        cur.execute("SELECT CURRENT_USER()")
+        row = cur.fetchone()
+        current_user = str(row[0]) if row else ""
+        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        grants = tuple(str(r[0]) for r in cur.fetchall())
+    return SourceFacts(info, values, grants, current_user)
+
+
+def validate_source(settings: ConnectionSettings) -> list[ValidationIssue]:
+    """Every issue of the source (empty when it is ready for CDC).
+
+    Raises ``SourceError`` only when the server cannot be reached or logged in to.
+
+    >>> validate_source(ConnectionSettings("127.0.0.1", 33061, "cdc", "..."))  # doctest: +SKIP
+    []
+    """
+    with sql_connection(settings) as conn:
+        facts = read_source_facts(conn)
+    return judge(facts)
+
+
+def check_source(settings: ConnectionSettings) -> None:
+    """Raise ``SourceError`` listing every error-severity issue; log the warnings.
+
+    >>> check_source(ConnectionSettings("127.0.0.1", 33061, "cdc", "..."))  # doctest: +SKIP
+    """
+    issues = validate_source(settings)
+    for issue in issues:
+        if issue.severity == "warning":
+            log.warning("source %s: %s", settings.endpoint, issue)
+    errors = [i for i in issues if i.severity == "error"]
+    if errors:
+        listing = "\n".join(f"  - {issue}" for issue in errors)
+        raise SourceError(
+            f"the source {settings.endpoint} is not ready for CDC ({len(errors)} problem"
+            f"{'s' if len(errors) > 1 else ''}):\n{listing}"
+        )

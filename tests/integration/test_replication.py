@@ -1,0 +1,418 @@
+"""The replication client against the private MariaDB: dumps, GTIDs, and every failure mode."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import pymysql
+import pytest
+
+from sparkcdc.devserver import DevServer, DevSettings
+from sparkcdc.errors import PositionError, SourceError
+from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
+from sparkcdc.mysql import server
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.replication import LOG_EVENT_ARTIFICIAL_F, BinlogClient, parse_rotate
+
+pytestmark = pytest.mark.integration
+
+# distinct per test process and per client, far from the ids other suites use
+_ids = itertools.count(3_000_000 + (os.getpid() % 50_000) * 20)
+
+
+def _server_id() -> int:
+    return next(_ids)
+
+
+@pytest.fixture
+def settings(dev_settings: DevSettings) -> ConnectionSettings:
+    return ConnectionSettings(
+        dev_settings.host,
+        dev_settings.port,
+        dev_settings.user,
+        dev_settings.password,
+        connect_timeout_s=5,
+        read_timeout_s=20,
+    )
+
+
+@pytest.fixture
+def admin(dev_server: DevServer) -> Iterator[pymysql.cursors.Cursor]:
+    conn = dev_server.connection()
+    with conn.cursor() as cur:
+        yield cur
+    conn.close()
+
+
+def _position(settings: ConnectionSettings) -> BinlogPosition:
+    """The current position, without GTIDs (so it compares by file and offset only)."""
+    with sql_connection(settings) as conn:
+        return server.current_position(conn, server.server_info(conn)).with_gtids(None)
+
+
+def _bare(position: BinlogPosition) -> BinlogPosition:
+    return position.with_gtids(None)
+
+
+def _write_transactions(sql: pymysql.cursors.Cursor) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+    sql.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    sql.execute("UPDATE t SET v = 'c' WHERE id = 1")
+    sql.execute("DELETE FROM t WHERE id = 2")
+
+
+def _header(event: bytes) -> tuple[int, int, int, int, int, int]:
+    timestamp, type_code, server_id, size, log_pos, flags = EVENT_HEADER.unpack_from(event)
+    return timestamp, type_code, server_id, size, log_pos, flags
+
+
+def _real_events(
+    events: list[bytes], first_file: str
+) -> list[tuple[BinlogPosition, BinlogPosition, bytes]]:
+    """(start, end, event) of the events that are in the binlog files (not made up)."""
+    out = []
+    file = first_file
+    for event in events:
+        _, type_code, _, size, log_pos, _ = _header(event)
+        if type_code == EventType.ROTATE:
+            file = parse_rotate(event).file
+            if log_pos == 0:
+                continue
+        if log_pos == 0 or type_code == EventType.HEARTBEAT:
+            continue
+        out.append((BinlogPosition(file, log_pos - size), BinlogPosition(file, log_pos), event))
+    return out
+
+
+def _table_maps_of(events: list[bytes], database: str) -> list[bytes]:
+    return [e for e in events if e[4] == EventType.TABLE_MAP and database.encode() + b"\x00" in e]
+
+
+def _wait_until(condition: object, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _assert_chain(
+    events: list[bytes], start: BinlogPosition, *, gaps_before_table_maps: bool
+) -> None:
+    """Each event starts where the previous one ended (rotations start a new chain)."""
+    real = [r for r in _real_events(events, start.file) if r[2][4] != EventType.FORMAT_DESCRIPTION]
+    assert real[0][0] == start
+    for (_, prev_end, _), (next_start, _, event) in itertools.pairwise(real):
+        if next_start.file != prev_end.file:
+            continue  # a new file begins with its FORMAT_DESCRIPTION at 4
+        if gaps_before_table_maps and event[4] == EventType.TABLE_MAP:
+            assert next_start >= prev_end
+        else:
+            assert next_start == prev_end, EventType(event[4]).name
+
+
+# --------------------------------------------------------------------------- dumps
+
+
+def test_non_blocking_dump_from_current_position(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, database: str
+) -> None:
+    start = _position(settings)
+    _write_transactions(sql)
+    end = _position(settings)
+
+    with BinlogClient(settings, _server_id()) as client:
+        events = list(client.events(start))  # ends by itself: EOF at the end of the binlog
+        assert client.position is not None and client.position >= end
+
+    # the server first sends a fake ROTATE to the start file, then that file's FDE
+    _, t0, _, _, log_pos0, flags0 = _header(events[0])
+    assert t0 == EventType.ROTATE and log_pos0 == 0 and flags0 & LOG_EVENT_ARTIFICIAL_F
+    rotate = parse_rotate(events[0])
+    assert (rotate.file, rotate.pos) == (start.file, start.pos)
+    assert events[1][4] == EventType.FORMAT_DESCRIPTION
+
+    # checksums were verified and stripped: each event is 4 bytes shorter than event_size
+    for event in events:
+        assert len(event) == _header(event)[3] - 4
+
+    # the log_pos chain: MariaDB skips ANNOTATE_ROWS events unless asked, and only those
+    _assert_chain(events, start, gaps_before_table_maps=True)
+    with BinlogClient(settings, _server_id()) as client:
+        annotated = list(client.events(start, annotate_rows=True))
+    _assert_chain(annotated, start, gaps_before_table_maps=False)
+    assert any(e[4] == EventType.MARIA_ANNOTATE_ROWS for e in annotated)
+
+    # our four transactions are there: CREATE, then insert/update/delete row events
+    ours = _table_maps_of(events, database)
+    assert len(ours) == 3
+    kinds = [
+        e[4]
+        for e in events
+        if e[4]
+        in (
+            EventType.WRITE_ROWS_V1,
+            EventType.UPDATE_ROWS_V1,
+            EventType.DELETE_ROWS_V1,
+            EventType.WRITE_ROWS_V2,
+            EventType.UPDATE_ROWS_V2,
+            EventType.DELETE_ROWS_V2,
+        )
+    ]
+    assert len(kinds) >= 3
+    assert any(e[4] == EventType.QUERY and b"CREATE TABLE t" in e for e in events), (
+        "the CREATE TABLE query event is missing"
+    )
+
+
+def test_reading_stops_where_the_caller_stops(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, admin: pymysql.cursors.Cursor
+) -> None:
+    start = _position(settings)
+    _write_transactions(sql)
+    client = BinlogClient(settings, _server_id())
+    stream = client.events(start, blocking=True)
+    taken = list(itertools.islice(stream, 5))
+    assert len(taken) == 5
+    connection_id = client.connection_id
+    # the fifth event's end is where we stand
+    assert client.position == _real_events(taken, start.file)[-1][1]
+    stream.close()  # generator closed early: the client closes the connection
+    assert client._sock is None
+
+    def gone() -> bool:
+        admin.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (connection_id,)
+        )
+        row = admin.fetchone()
+        return row is not None and row[0] == 0
+
+    _wait_until(gone, "the server to drop the dump thread")
+    client.close()  # safe twice
+
+
+def test_blocking_dump_waits_for_new_events_and_sends_heartbeats(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, database: str
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    start = _position(settings)
+    with BinlogClient(settings, _server_id(), heartbeat_period_s=0.3) as client:
+        stream = client.events(start, blocking=True)
+        inserted = False
+        seen_heartbeat = False
+        deadline = time.monotonic() + 30
+        for event in stream:
+            assert time.monotonic() < deadline, "no heartbeat / new event in time"
+            if event[4] == EventType.HEARTBEAT:
+                seen_heartbeat = True
+                if not inserted:  # caught up with the binlog: now write
+                    sql.execute("INSERT INTO t VALUES (1)")
+                    inserted = True
+            elif event[4] == EventType.TABLE_MAP and database.encode() in event:
+                break
+        assert seen_heartbeat and inserted
+
+
+def test_gtid_dump_yields_the_same_transactions_as_file_position(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, admin: pymysql.cursors.Cursor
+) -> None:
+    admin.execute("SELECT @@global.gtid_binlog_pos")
+    row = admin.fetchone()
+    assert row is not None
+    start_gtid = MariaDbGtidSet.parse(row[0])
+    start = _position(settings)
+    _write_transactions(sql)
+    end = _position(settings)
+
+    with BinlogClient(settings, _server_id()) as client:
+        by_file = list(client.events(start))
+    with BinlogClient(settings, _server_id()) as client:
+        by_gtid = list(client.events(start.with_gtids(start_gtid), use_gtid=True))
+
+    def window(events: list[bytes]) -> list[tuple[BinlogPosition, bytes]]:
+        first_rotate = parse_rotate(events[0])
+        return [
+            (s, e)
+            for s, _, e in _real_events(events, first_rotate.file)
+            if start <= s < end and e[4] != EventType.FORMAT_DESCRIPTION
+        ]
+
+    from_file, from_gtid = window(by_file), window(by_gtid)
+    assert len(from_file) >= 10  # 4 transactions: GTID, QUERY/TABLE_MAP, rows, XID ...
+    # the GTID dump may have started a little before start (it resumes after a GTID that
+    # can be earlier when concurrent tests wrote between the two reads): compare from start
+    assert from_gtid == from_file
+    assert from_gtid[0][0] == start
+
+
+# ----------------------------------------------------------------------- failures
+
+
+def test_wrong_password(settings: ConnectionSettings) -> None:
+    bad = ConnectionSettings(settings.host, settings.port, settings.user, "not-the-password-42")
+    with pytest.raises(SourceError, match=r"access denied for user cdc@127.0.0.1") as raised:
+        BinlogClient(bad, _server_id()).events(BinlogPosition("mysql-bin.000001", 4))
+    assert "check username/password" in str(raised.value)
+    assert "not-the-password-42" not in str(raised.value)
+    with pytest.raises(SourceError, match="check username/password") as raised_sql:
+        sql_connection(bad)
+    assert "not-the-password-42" not in str(raised_sql.value)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_closed_port_is_refused_quickly() -> None:
+    settings = ConnectionSettings("127.0.0.1", _closed_port(), "cdc", "pw", connect_timeout_s=5)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"127\.0\.0\.1:\d+: connection refused"):
+        BinlogClient(settings, _server_id()).events(BinlogPosition("mysql-bin.000001", 4))
+    with pytest.raises(SourceError, match="connection refused"):
+        sql_connection(settings)
+    assert time.monotonic() - started < 5
+
+
+def test_silent_listener_times_out_instead_of_hanging() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # the kernel completes the TCP handshake; nobody ever answers
+        port = listener.getsockname()[1]
+        settings = ConnectionSettings("127.0.0.1", port, "cdc", "pw", connect_timeout_s=1)
+        started = time.monotonic()
+        with pytest.raises(SourceError, match=r"127\.0\.0\.1:\d+.*connect timeout 1s"):
+            BinlogClient(settings, _server_id()).events(BinlogPosition("mysql-bin.000001", 4))
+        assert time.monotonic() - started < 4
+        started = time.monotonic()
+        with pytest.raises(SourceError, match=rf"127\.0\.0\.1:{port}"):
+            sql_connection(settings)
+        assert time.monotonic() - started < 4
+
+
+def test_nonexistent_file_lists_what_exists(settings: ConnectionSettings) -> None:
+    with sql_connection(settings) as conn:
+        files = server.binlog_files(conn)
+    requested = BinlogPosition("mysql-bin.999999", 4)
+    with pytest.raises(PositionError) as raised, BinlogClient(settings, _server_id()) as client:
+        list(client.events(requested))
+    message = str(raised.value)
+    assert "mysql-bin.999999:4" in message
+    assert files[0][0] in message
+    assert "scan.startup.mode=earliest-offset" in message
+
+
+@pytest.mark.parametrize("where", ["beyond the end", "inside an event"])
+def test_invalid_offsets_in_an_existing_file(settings: ConnectionSettings, where: str) -> None:
+    with sql_connection(settings) as conn:
+        first_file, size = server.binlog_files(conn)[0]
+    pos = size + 1000 if where == "beyond the end" else 5
+    with (
+        pytest.raises(PositionError, match=rf"{first_file}:{pos} is not a valid start"),
+        BinlogClient(settings, _server_id()) as client,
+    ):
+        list(client.events(BinlogPosition(first_file, pos)))
+
+
+def test_same_server_id_collision_names_the_server_id(settings: ConnectionSettings) -> None:
+    server_id = _server_id()
+    start = _position(settings)
+    older = BinlogClient(settings, server_id, heartbeat_period_s=1)
+    newer = BinlogClient(settings, server_id, heartbeat_period_s=1)
+    try:
+        old_stream = older.events(start, blocking=True)
+        assert next(old_stream)[4] == EventType.ROTATE
+        assert next(old_stream)[4] == EventType.FORMAT_DESCRIPTION  # streaming now
+        new_stream = newer.events(start, blocking=True)
+        assert next(new_stream)[4] == EventType.ROTATE
+        with pytest.raises(SourceError) as raised:
+            for _ in old_stream:
+                pass
+        message = str(raised.value)
+        assert f"server-id {server_id} collides with another replica connection" in message
+        assert "distinct 'server-id' range" in message
+        assert next(new_stream)[4] == EventType.FORMAT_DESCRIPTION  # the newer one goes on
+    finally:
+        older.close()
+        newer.close()
+
+
+def test_connection_killed_mid_stream(
+    settings: ConnectionSettings, admin: pymysql.cursors.Cursor
+) -> None:
+    start = _position(settings)
+    with BinlogClient(settings, _server_id(), heartbeat_period_s=1) as client:
+        stream = client.events(start, blocking=True)
+        assert next(stream)[4] == EventType.ROTATE
+        assert next(stream)[4] == EventType.FORMAT_DESCRIPTION
+        admin.execute("SHOW PROCESSLIST")
+        dump_ids = [row[0] for row in admin.fetchall() if row[0] == client.connection_id]
+        assert dump_ids and "Binlog Dump" in _command_of(admin, dump_ids[0])
+        admin.execute(f"KILL {dump_ids[0]}")
+        with pytest.raises(SourceError, match=r"connection to 127\.0\.0\.1:\d+ lost at mysql-bin"):
+            for _ in stream:
+                pass
+
+
+def _command_of(admin: pymysql.cursors.Cursor, connection_id: int) -> str:
+    admin.execute(
+        "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = %s", (connection_id,)
+    )
+    row = admin.fetchone()
+    return str(row[0]) if row else ""
+
+
+# ------------------------------------------------------------------ server helpers
+
+
+def test_server_helpers(settings: ConnectionSettings) -> None:
+    with sql_connection(settings) as conn:
+        info = server.server_info(conn)
+        assert info.flavor == "mariadb" and info.version >= (10, 4, 0) and info.gtid_mode
+        current = server.current_position(conn, info)
+        assert isinstance(current.gtids, MariaDbGtidSet)
+        files = server.binlog_files(conn)
+        assert files[-1][0] == current.file
+        earliest = server.earliest_position(conn, info)
+        assert (earliest.file, earliest.pos) == (files[0][0], 4)
+        assert server.variables(conn, "log_bin", "BINLOG_FORMAT", "no_such_variable") == {
+            "log_bin": "ON",
+            "binlog_format": "ROW",
+        }
+
+
+def test_position_for_timestamp(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, database: str
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    sql.execute("INSERT INTO t VALUES (1)")
+    after_a = _position(settings)
+    cut_s = int(time.time()) + 1
+    _wait_until(lambda: time.time() >= cut_s, "the clock to pass a whole second")
+    sql.execute("INSERT INTO t VALUES (2)")
+    after_b = _position(settings)
+
+    with sql_connection(settings) as conn:
+        info = server.server_info(conn)
+        found = server.position_for_timestamp(conn, settings, info, cut_s * 1000)
+        assert after_a <= _bare(found) < after_b
+        # a transaction boundary: MariaDB knows the GTID position there
+        assert found.gtids is not None
+        assert found.gtids == server.mariadb_gtid_at(conn, found.file, found.pos)
+        # and the insert of 2 is the first change of our table from there on
+        with BinlogClient(settings, _server_id()) as client:
+            maps = _table_maps_of(list(client.events(found)), database)
+        assert len(maps) == 1
+
+        future = server.position_for_timestamp(conn, settings, info, (cut_s + 3600) * 1000)
+        assert _bare(future) >= after_b
+        oldest = server.position_for_timestamp(conn, settings, info, 0)
+        assert oldest.file == server.binlog_files(conn)[0][0]
