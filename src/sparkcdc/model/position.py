@@ -5,8 +5,8 @@ the GTID set executed up to that point. Offsets travel through Spark as JSON
 dicts of primitives (``to_offset`` / ``from_offset``), and ``str``/``parse``
 round-trip losslessly too.
 
-Ordering: positions order by (file sequence number, byte offset); the file name
-and GTID set only break ties so that the order stays total and consistent with
+Ordering: positions order by (file sequence number, byte offset), the file name
+breaking ties; the GTID set, derived from the place, takes no part in ordering or
 equality. GTID sets order by the number of transactions they contain, then by
 their canonical text; a strict subset of a set therefore always orders before it.
 """
@@ -247,9 +247,10 @@ class BinlogPosition:
     def file_number(self) -> int:
         return binlog_file_number(self.file)
 
-    def _key(self) -> tuple[int, int, str, tuple[int, str, str]]:
-        gkey = self.gtids._order_key() if self.gtids is not None else (-1, "", "")
-        return (self.file_number, self.pos, self.file, gkey)
+    def _key(self) -> tuple[int, int, str]:
+        # The GTID set is derived from the place (file, pos); it takes no part in
+        # ordering or equality, so positions learnt with and without GTIDs compare.
+        return (self.file_number, self.pos, self.file)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BinlogPosition):
@@ -263,10 +264,6 @@ class BinlogPosition:
         if not isinstance(other, BinlogPosition):
             return NotImplemented
         return self._key() < other._key()
-
-    def same_place(self, other: BinlogPosition) -> bool:
-        """True when both name the same file and byte, whatever their GTID sets say."""
-        return (self.file_number, self.pos) == (other.file_number, other.pos)
 
     def with_gtids(self, gtids: GtidSet | None) -> BinlogPosition:
         return BinlogPosition(self.file, self.pos, gtids)
