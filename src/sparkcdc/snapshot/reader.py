@@ -1,0 +1,400 @@
+"""The chunk read of DESIGN.md §2: SELECT between two watermarks, then backfill.
+
+1. ``LW`` = current binlog position (``SHOW MASTER STATUS``, a transaction boundary).
+2. ``SELECT`` the chunk ``[start, end)`` (NULL keys in the first chunk): connectorx into
+   Arrow when it is installed and handles the table, else a pymysql streaming cursor.
+3. ``HW`` = current binlog position.
+4. If ``HW > LW``: read the binlog ``[LW, HW)`` for this table and apply, in order, every
+   row change whose image has its chunk key in the chunk: the before image's row is
+   removed, the after image's row is put (a key-changing update is thus a delete of the
+   old key and an insert of the new one, each judged by its own range).
+
+The result is the chunk's state at ``HW``: an Arrow table in the table's column order
+whose values are those the binlog decoder yields (see ``rowvalues``), plus ``(LW, HW)``.
+If a DDL on the table falls inside ``[LW, HW)`` the chunk is read again with the new
+schema (a few times at most).
+
+Rows are identified by the primary key; a table without one (chunked by a configured
+chunk key column) by the whole row, so two identical rows touched by the same backfill
+collapse into one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pymysql
+
+from sparkcdc.errors import SnapshotError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.mysql.catalog import load_schema
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.server import current_position, server_info
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.keys import SortKey, in_range, key_sort_key
+from sparkcdc.snapshot.rowvalues import (
+    SESSION_TIME_ZONE_SQL,
+    arrow_schema,
+    arrow_type,
+    parse_time,
+    sql_converter,
+    to_sql_param,
+)
+
+log = logging.getLogger(__name__)
+
+Row = tuple[Any, ...]
+Change = tuple[Row | None, Row | None]
+FETCH_ROWS = 10_000
+DDL_RETRIES = 3
+
+
+# ------------------------------------------------------------------------------ backfill
+
+
+def apply_backfill(
+    rows_by_key: dict[Any, Row],
+    events: Iterable[Change],
+    in_range: Callable[[Row], bool],
+    key_of: Callable[[Row], Any],
+) -> dict[Any, Row]:
+    """The chunk's rows after applying binlog changes ``(before, after)`` in order.
+
+    A before image in the chunk removes its row; an after image in the chunk puts its row.
+    Images outside the chunk are ignored (their own chunk takes care of them). Returns a
+    new dict; ``rows_by_key`` is left untouched.
+
+    >>> rows = {1: (1, "a"), 2: (2, "b")}
+    >>> ev = [((1, "a"), (1, "A")), ((2, "b"), None), (None, (9, "z")), ((1, "A"), (7, "A"))]
+    >>> apply_backfill(rows, ev, lambda r: r[0] < 8, lambda r: r[0])
+    {7: (7, 'A')}
+    """
+    out = dict(rows_by_key)
+    for before, after in events:
+        if before is not None and in_range(before):
+            out.pop(key_of(before), None)
+        if after is not None and in_range(after):
+            out[key_of(after)] = after
+    return out
+
+
+# -------------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """A chunk's rows at ``high`` (decoder-form values), with its watermarks."""
+
+    chunk: ChunkRange
+    schema: TableSchema  # the schema the rows were read with
+    rows: pa.Table
+    low: BinlogPosition
+    high: BinlogPosition
+    backfill_changes: int = 0
+    reader: str = "pymysql"
+    select_seconds: float = 0.0
+
+    @property
+    def row_count(self) -> int:
+        return int(self.rows.num_rows)
+
+    def to_rows(self) -> list[Row]:
+        """The rows as tuples in the table's column order."""
+        columns = [col.to_pylist() for col in self.rows.columns]
+        return list(zip(*columns, strict=True)) if columns else []
+
+
+# --------------------------------------------------------------------------------- SELECT
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
+    """The WHERE clause (or '') selecting a chunk, and its parameters.
+
+    >>> chunk_where("id", ChunkRange("a.t", 0, None, 10))
+    ('WHERE (`id` IS NULL OR `id` < %s)', [10])
+    >>> chunk_where("id", ChunkRange("a.t", 1, 10, None))
+    ('WHERE `id` >= %s', [10])
+    """
+    k = _quote(key_column)
+    if chunk.start is None and chunk.end is None:
+        return "", []
+    if chunk.start is None:
+        return f"WHERE ({k} IS NULL OR {k} < %s)", [to_sql_param(chunk.end)]
+    if chunk.end is None:
+        return f"WHERE {k} >= %s", [to_sql_param(chunk.start)]
+    return f"WHERE {k} >= %s AND {k} < %s", [to_sql_param(chunk.start), to_sql_param(chunk.end)]
+
+
+def select_pymysql(conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange) -> pa.Table:
+    """The chunk's rows over a pymysql streaming (unbuffered) cursor."""
+    where, params = chunk_where(key_column, chunk)
+    names = ", ".join(_quote(c.name) for c in schema.columns)
+    table = f"{_quote(schema.database)}.{_quote(schema.table)}"
+    converters = [sql_converter(c) for c in schema.columns]
+    target = arrow_schema(schema.columns)
+    batches: list[pa.RecordBatch] = []
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute(f"SELECT {names} FROM {table} {where}", params)
+        while True:
+            rows = cur.fetchmany(FETCH_ROWS)
+            if not rows:
+                break
+            arrays = []
+            for i, (convert, field) in enumerate(zip(converters, target, strict=True)):
+                values = [r[i] for r in rows]
+                if convert is not None:
+                    values = [None if v is None else convert(v) for v in values]
+                arrays.append(pa.array(values, type=field.type))
+            batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
+    return pa.Table.from_batches(batches, schema=target)
+
+
+def connectorx_available() -> bool:
+    try:
+        import connectorx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _cx_expr(column: Column) -> str:
+    name = _quote(column.name)
+    # connectorx maps DECIMAL to decimal128(38, 10) and cannot read negative TIME: as text
+    if column.data_type in ("decimal", "numeric", "time"):
+        return f"CAST({name} AS CHAR) AS {name}"
+    return name
+
+
+def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
+    target = arrow_type(column)
+    if column.data_type == "time":
+        values = [None if v is None else parse_time(v) for v in array.to_pylist()]
+        return pa.chunked_array([pa.array(values, type=target)], type=target)
+    if column.data_type == "bit":
+        bits = [None if v is None else int.from_bytes(v, "big") for v in array.to_pylist()]
+        return pa.chunked_array([pa.array(bits, type=target)], type=target)
+    if array.type == target:
+        return array
+    return pc.cast(array, target)
+
+
+def select_connectorx(
+    conn: Any,
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    key_column: str,
+    chunk: ChunkRange,
+) -> pa.Table:
+    """The chunk's rows read by connectorx straight into Arrow."""
+    import connectorx as cx
+
+    where, params = chunk_where(key_column, chunk)
+    if params:
+        where = where % tuple(conn.escape(p) for p in params)
+    exprs = ", ".join(_cx_expr(c) for c in schema.columns)
+    sql = f"SELECT {exprs} FROM {_quote(schema.database)}.{_quote(schema.table)} {where}"
+    user = urllib.parse.quote(settings.user, safe="")
+    password = urllib.parse.quote(settings.password, safe="")
+    url = f"mysql://{user}:{password}@{settings.host}:{settings.port}/{schema.database}"
+    table = cx.read_sql(url, sql, return_type="arrow", pre_execution_query=SESSION_TIME_ZONE_SQL)
+    columns = [_cx_column(table.column(i), c) for i, c in enumerate(schema.columns)]
+    return pa.Table.from_arrays(columns, schema=arrow_schema(schema.columns))
+
+
+# ------------------------------------------------------------------------------ backfill IO
+
+
+def _image_mapper(schema: TableSchema, table_map: Any) -> Callable[[Sequence[Any]], Row]:
+    """Row images (table-map order) → tuples in ``schema`` order (by name when known)."""
+    from sparkcdc.mysql.events import MISSING
+
+    names = [c.name for c in table_map.columns]
+    wanted = schema.column_names
+    if all(n is not None for n in names):
+        index = {n: i for i, n in enumerate(names)}
+        positions: list[int | None] = [index.get(n) for n in wanted]
+    else:
+        if len(names) != len(wanted):
+            raise SnapshotError(
+                f"table {schema.qualified_name} has {len(names)} columns in the binlog but "
+                f"{len(wanted)} in its schema and the binlog carries no column names: set "
+                "binlog_row_metadata=FULL on the server"
+            )
+        positions = list(range(len(wanted)))
+
+    def convert(image: Sequence[Any]) -> Row:
+        out = []
+        for p in positions:
+            v = None if p is None else image[p]
+            out.append(None if v is MISSING else v)
+        return tuple(out)
+
+    return convert
+
+
+class _SchemaChangedError(Exception):
+    pass
+
+
+def _backfill_changes(
+    settings: ConnectionSettings,
+    server_id: int,
+    schema: TableSchema,
+    low: BinlogPosition,
+    high: BinlogPosition,
+) -> list[Change]:
+    from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, read_range
+
+    db, name = schema.database, schema.table
+    changes: list[Change] = []
+    mappers: dict[int, Callable[[Sequence[Any]], Row]] = {}
+    for item in read_range(settings, server_id, low, high, lambda d, t: d == db and t == name):
+        if isinstance(item, SchemaChange):
+            raise _SchemaChangedError(item.ddl)
+        if not isinstance(item, RowChanges) or item.database != db or item.table != name:
+            continue
+        mapper = mappers.get(id(item.table_map))
+        if mapper is None:
+            mapper = mappers[id(item.table_map)] = _image_mapper(schema, item.table_map)
+        for before, after in item.rows:
+            old = None if before is None else mapper(before)
+            changes.append((old, None if after is None else mapper(after)))
+    return changes
+
+
+def merge_backfill(
+    base: pa.Table,
+    schema: TableSchema,
+    changes: Sequence[Change],
+    chunk: ChunkRange,
+    key_column: str,
+    sort_key: SortKey,
+) -> pa.Table:
+    """``base`` (the SELECT) with ``changes`` applied: only touched rows leave Arrow."""
+    names = schema.column_names
+    key_idx = names.index(key_column)
+    identity = [names.index(c) for c in schema.primary_key] or list(range(len(names)))
+
+    def row_in_range(row: Row) -> bool:
+        return in_range(row[key_idx], chunk.start, chunk.end, sort_key)
+
+    def key_of(row: Row) -> Any:
+        return tuple(row[i] for i in identity)
+
+    touched = {
+        key_of(img) for change in changes for img in change if img is not None and row_in_range(img)
+    }
+    if not touched:
+        return base
+    id_columns = [base.column(i).to_pylist() for i in identity]
+    base_keys = list(zip(*id_columns, strict=True)) if id_columns else []
+    hit = [k in touched for k in base_keys]
+    mask = pa.array(hit, type=pa.bool_())
+    touched_rows = base.filter(mask)
+    before_rows = list(zip(*(c.to_pylist() for c in touched_rows.columns), strict=True))
+    result = apply_backfill({key_of(r): r for r in before_rows}, changes, row_in_range, key_of)
+    kept = base.filter(pc.invert(mask))
+    if not result:
+        return kept
+    target = arrow_schema(schema.columns)
+    rows = list(result.values())
+    arrays = [pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(target)]
+    return pa.concat_tables([kept, pa.Table.from_arrays(arrays, schema=target)])
+
+
+# --------------------------------------------------------------------------------- reader
+
+
+def read_chunk(
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    chunk: ChunkRange,
+    *,
+    key_column: str,
+    collation: str | None,
+    server_id: int,
+    use_connectorx: bool | None = None,
+) -> ChunkResult:
+    """Read one chunk exactly as of its high watermark (DESIGN.md §2).
+
+    >>> result = read_chunk(settings, schema, chunk, key_column="id", collation=None,
+    ...                     server_id=5401)                        # doctest: +SKIP
+    >>> result.low <= result.high                                  # doctest: +SKIP
+    True
+    """
+    sort_key = key_sort_key(collation)
+    if use_connectorx is None:
+        use_connectorx = connectorx_available()
+    conn = sql_connection(settings, schema.database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(SESSION_TIME_ZONE_SQL)
+        info = server_info(conn)
+        for _attempt in range(DDL_RETRIES):
+            low = current_position(conn, info)
+            started = time.perf_counter()
+            base, reader = _select(conn, settings, schema, key_column, chunk, use_connectorx)
+            select_seconds = time.perf_counter() - started
+            high = current_position(conn, info)
+            if not low < high:
+                return ChunkResult(chunk, schema, base, low, high, 0, reader, select_seconds)
+            try:
+                changes = _backfill_changes(settings, server_id, schema, low, high)
+            except _SchemaChangedError as exc:
+                log.info(
+                    "table %s changed during chunk %d (%s); reading it again",
+                    schema.qualified_name,
+                    chunk.index,
+                    exc,
+                )
+                schema = load_schema(conn, schema.database, schema.table)
+                continue
+            rows = merge_backfill(base, schema, changes, chunk, key_column, sort_key)
+            return ChunkResult(chunk, schema, rows, low, high, len(changes), reader, select_seconds)
+        raise SnapshotError(
+            f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while chunk "
+            f"{chunk.index} was read; pause DDL on it or re-snapshot the table"
+        )
+    finally:
+        conn.close()
+
+
+def _select(
+    conn: Any,
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    key_column: str,
+    chunk: ChunkRange,
+    use_connectorx: bool,
+) -> tuple[pa.Table, str]:
+    if use_connectorx:
+        try:
+            return select_connectorx(conn, settings, schema, key_column, chunk), "connectorx"
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # connectorx panics surface as BaseException
+            log.info(
+                "connectorx cannot read %s (%s); using pymysql",
+                schema.qualified_name,
+                type(exc).__name__,
+            )
+    return select_pymysql(conn, schema, key_column, chunk), "pymysql"
+
+
+def iter_rows(result: ChunkResult) -> Iterator[Row]:
+    """Rows of a chunk result, one tuple at a time."""
+    for batch in result.rows.to_batches():
+        columns = [c.to_pylist() for c in batch.columns]
+        yield from zip(*columns, strict=True)

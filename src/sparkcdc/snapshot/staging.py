@@ -1,0 +1,156 @@
+"""First-writer-wins staging of corrected chunks: what makes a chunk read replayable.
+
+Layout under ``<state>/<stream-id>/chunks/<db>.<table>/``:
+
+- ``<index>.arrow``: one Arrow IPC file holding the chunk's rows *and* its metadata
+  (table, range, LW, HW, row count, the schema the rows were read with) in the schema's
+  metadata, so one object is always self-consistent. Written with
+  ``StateStore.write_once`` (temp file + ``os.link`` locally; see ``storage``): when two
+  attempts of a task race, the first staged result is *the* result and the loser
+  returns it instead of its own.
+- ``<index>.meta.json``: the same metadata alone, written first-writer-wins right after;
+  ``release`` (after Spark commits the batch) deletes the rows file and keeps this.
+
+A replayed batch calls ``load`` and emits the staged rows instead of reading the database.
+
+>>> staging = ChunkStaging(StateStore.open("/tmp/sparkcdc-doctest-state", "s"))  # doctest: +SKIP
+>>> staged = staging.stage(result)                                                # doctest: +SKIP
+>>> staging.load(result.chunk).high == staged.high                                # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcdc.errors import SnapshotError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.reader import ChunkResult
+from sparkcdc.snapshot.storage import StateStore
+
+_META_KEY = b"sparkcdc.chunk"
+
+
+def schema_to_json(schema: TableSchema) -> dict[str, Any]:
+    return {
+        "database": schema.database,
+        "table": schema.table,
+        "primary_key": list(schema.primary_key),
+        "columns": [
+            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
+        ],
+    }
+
+
+def schema_from_json(data: dict[str, Any]) -> TableSchema:
+    return TableSchema(
+        str(data["database"]),
+        str(data["table"]),
+        tuple(
+            Column(str(n), str(d), str(t), bool(nl), str(s)) for n, d, t, nl, s in data["columns"]
+        ),
+        tuple(str(c) for c in data["primary_key"]),
+    )
+
+
+@dataclass(frozen=True)
+class ChunkMeta:
+    """What stays of a staged chunk: its range, watermarks, size and read schema."""
+
+    chunk: ChunkRange
+    low: BinlogPosition
+    high: BinlogPosition
+    row_count: int
+    schema: TableSchema
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chunk": self.chunk.to_offset(),
+            "low": self.low.to_offset(),
+            "high": self.high.to_offset(),
+            "row_count": self.row_count,
+            "schema": schema_to_json(self.schema),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChunkMeta:
+        return cls(
+            ChunkRange.from_offset(data["chunk"]),
+            BinlogPosition.from_offset(data["low"]),
+            BinlogPosition.from_offset(data["high"]),
+            int(data["row_count"]),
+            schema_from_json(data["schema"]),
+        )
+
+
+@dataclass(frozen=True)
+class StagedChunk:
+    """A staged chunk: metadata, and its rows unless released."""
+
+    meta: ChunkMeta
+    rows: pa.Table | None
+
+    @property
+    def high(self) -> BinlogPosition:
+        return self.meta.high
+
+
+class ChunkStaging:
+    """Stage, load and release corrected chunks under ``<state>/<stream-id>/chunks``."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def _base(self, chunk: ChunkRange) -> str:
+        return self.store.path("chunks", chunk.table, f"{chunk.index:06d}")
+
+    def stage(self, result: ChunkResult) -> StagedChunk:
+        """Stage ``result`` unless a result for the chunk is staged already; return the winner."""
+        meta = ChunkMeta(result.chunk, result.low, result.high, result.row_count, result.schema)
+        meta_bytes = json.dumps(meta.to_json(), ensure_ascii=False).encode()
+        table = result.rows.replace_schema_metadata({_META_KEY: meta_bytes})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        base = self._base(result.chunk)
+        if self.store.write_once(f"{base}.arrow", sink.getvalue().to_pybytes()):
+            self.store.write_once(f"{base}.meta.json", meta_bytes)
+            return StagedChunk(meta, result.rows)
+        staged = self.load(result.chunk)
+        if staged is None:
+            raise SnapshotError(f"staged chunk {base}.arrow vanished while being staged")
+        return staged
+
+    def load(self, chunk: ChunkRange) -> StagedChunk | None:
+        """The staged chunk (rows None once released), or None if never staged."""
+        base = self._base(chunk)
+        data = self.store.read(f"{base}.arrow")
+        if data is None:
+            meta = self.metadata(chunk)
+            return None if meta is None else StagedChunk(meta, None)
+        table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+        raw = (table.schema.metadata or {}).get(_META_KEY)
+        if raw is None:
+            raise SnapshotError(f"staged chunk {base}.arrow has no sparkcdc metadata")
+        meta = ChunkMeta.from_json(json.loads(raw))
+        self.store.write_once(f"{base}.meta.json", raw)  # in case the stager died after .arrow
+        return StagedChunk(meta, table.replace_schema_metadata(None))
+
+    def metadata(self, chunk: ChunkRange) -> ChunkMeta | None:
+        raw = self.store.read(f"{self._base(chunk)}.meta.json")
+        return None if raw is None else ChunkMeta.from_json(json.loads(raw))
+
+    def release(self, chunk: ChunkRange) -> None:
+        """Delete the staged rows (Spark committed the batch); keep the metadata."""
+        base = self._base(chunk)
+        if self.metadata(chunk) is None:
+            staged = self.load(chunk)
+            if staged is None:
+                return
+        self.store.delete(f"{base}.arrow")

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from sparkcdc.errors import SnapshotError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.reader import ChunkResult
+from sparkcdc.snapshot.rowvalues import arrow_schema
+from sparkcdc.snapshot.staging import ChunkStaging
+from sparkcdc.snapshot.storage import StateStore
+
+SCHEMA = TableSchema(
+    "db",
+    "t",
+    (
+        Column.from_mysql("id", "int", "int", False),
+        Column.from_mysql("s", "varchar", "varchar(9)", True),
+    ),
+    ("id",),
+)
+
+
+def result(hw: int, n: int) -> ChunkResult:
+    rows = pa.Table.from_pylist(
+        [{"id": i, "s": f"v{hw}"} for i in range(n)], schema=arrow_schema(SCHEMA.columns)
+    )
+    chunk = ChunkRange("db.t", 3, 10, "x")
+    return ChunkResult(
+        chunk,
+        SCHEMA,
+        rows,
+        BinlogPosition("mysql-bin.000001", 4),
+        BinlogPosition("mysql-bin.000001", hw),
+    )
+
+
+def test_first_writer_wins_and_replay_reads_the_staged_rows(tmp_path: Path) -> None:
+    staging = ChunkStaging(StateStore.open(str(tmp_path), "s"))
+    first = staging.stage(result(100, 3))
+    second = staging.stage(result(200, 5))  # a retried / speculative attempt
+    assert second.high.pos == 100 and second.rows is not None
+    assert second.rows.num_rows == 3 and first.meta == second.meta
+    loaded = staging.load(result(0, 0).chunk)
+    assert loaded is not None and loaded.rows is not None
+    assert loaded.rows.to_pylist() == first.rows.to_pylist()  # type: ignore[union-attr]
+    assert loaded.meta.schema == SCHEMA and loaded.meta.row_count == 3
+
+
+def test_release_deletes_rows_and_keeps_metadata(tmp_path: Path) -> None:
+    staging = ChunkStaging(StateStore.open(str(tmp_path), "s"))
+    staged = staging.stage(result(100, 3))
+    staging.release(staged.meta.chunk)
+    again = staging.load(staged.meta.chunk)
+    assert again is not None and again.rows is None and again.meta == staged.meta
+    files = sorted(p.name for p in (tmp_path / "s" / "chunks" / "db.t").iterdir())
+    assert files == ["000003.meta.json"]
+    assert staging.load(ChunkRange("db.t", 4, "x", None)) is None
+
+
+def test_concurrent_stagers_agree_on_one_winner(tmp_path: Path) -> None:
+    staging = ChunkStaging(StateStore.open(str(tmp_path), "s"))
+    winners: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def attempt(hw: int) -> None:
+        barrier.wait()
+        winners.append(staging.stage(result(hw, hw % 7)).high.pos)
+
+    threads = [threading.Thread(target=attempt, args=(100 + i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(winners)) == 1 and len(winners) == 8
+    assert not [p for p in (tmp_path / "s" / "chunks" / "db.t").iterdir() if "tmp" in p.name]
+
+
+def test_state_location_is_required() -> None:
+    with pytest.raises(SnapshotError, match=r"state\.location"):
+        StateStore.open("", "s")
+
+
+def test_pyarrow_filesystem_uri(tmp_path: Path) -> None:
+    store = StateStore.open(f"file://{tmp_path}", "s")
+    assert store.write_once(store.path("a", "b.json"), b"1")
+    assert not store.write_once(store.path("a", "b.json"), b"2")
+    assert store.read(store.path("a", "b.json")) == b"1"
