@@ -1,11 +1,11 @@
 """sparkcdc: change data capture from MySQL/MariaDB into Apache Spark.
 
-    >>> import sparkcdc                                   # doctest: +SKIP
-    >>> spark = sparkcdc.spark_session()                  # doctest: +SKIP
-    >>> df = (spark.readStream.format("mysql-cdc")        # doctest: +SKIP
-    ...       .option("hostname", "127.0.0.1").option("username", "cdc")
-    ...       .option("password", "...").option("database-name", "app_db")
-    ...       .option("table-name", "orders").load())
+>>> import sparkcdc                                   # doctest: +SKIP
+>>> spark = sparkcdc.spark_session()                  # doctest: +SKIP
+>>> df = (spark.readStream.format("mysql-cdc")        # doctest: +SKIP
+...       .option("hostname", "127.0.0.1").option("username", "cdc")
+...       .option("password", "...").option("database-name", "app_db")
+...       .option("table-name", "orders").load())
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
     python stream_worker.py CONFIG_JSON
 
-Each batch is written to ``<out>/batch-<id>.pkl`` (temp file + rename). If the
-file of a replayed batch exists, the replay's rows are compared with it and a
-``mismatch-<id>`` file is left when they differ (a replay must yield the same rows).
+The worker signals readiness by writing ``<out>/ready``. Each batch is written to
+``<out>/batch-<id>.pkl`` (temp file + rename). If the file of a replayed batch
+exists, the replay's rows are compared with it and a ``mismatch-<id>`` file is
+left when they differ (a replay must yield the same rows).
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ def main() -> None:
 
     from sparkcdc.spark.session import spark_session
 
-    spark = spark_session("stream-worker", "local[2]")
+    conf = {"spark.sql.adaptive.enabled": config["aqe"]} if "aqe" in config else None
+    spark = spark_session("stream-worker", "local[2]", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     reader = spark.readStream.format("mysql-cdc")
     for key, value in config["options"].items():
         reader = reader.option(key, value)
 
+    restarted = Path(config["checkpoint"]).exists()
+
     def write(batch: Any, batch_id: int) -> None:
         rows = [r.asDict() for r in batch.collect()]
+        if restarted:
+            (out / "ready").write_text(str(os.getpid()))  # a batch ran after the restart
         target = out / f"batch-{batch_id:06d}.pkl"
         if target.exists():
             if pickle.loads(target.read_bytes()) != rows:
@@ -41,15 +47,20 @@ def main() -> None:
         tmp.write_bytes(pickle.dumps(rows))
         tmp.rename(target)
 
-    writer = reader.load().writeStream.foreachBatch(write).option(
-        "checkpointLocation", config["checkpoint"]
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", config["checkpoint"])
     )
     if config.get("available_now"):
         writer.trigger(availableNow=True).start().awaitTermination()
     else:
         query = writer.trigger(processingTime="300 milliseconds").start()
-        query.processAllAvailable()
-        (out / "ready").write_text(str(os.getpid()))
+        if not restarted:
+            # a new query: its first offset is taken once this returns, so writes
+            # made afterwards are captured (a restart resumes from its checkpoint)
+            query.processAllAvailable()
+            (out / "ready").write_text(str(os.getpid()))
         query.awaitTermination()
     spark.stop()
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from workload import ITEMS_DDL, Workload, source_state
 
 from sparkcdc.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
-from workload import ITEMS_DDL, Workload, source_state
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,9 @@ def options(server: DevServer, database: str, table: str, **extra: str) -> dict[
     }
 
 
-def start_collecting(spark: Any, opts: dict[str, str]) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
+def start_collecting(
+    spark: Any, opts: dict[str, str]
+) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
     reader = spark.readStream.format("mysql-cdc")
     for key, value in opts.items():
         reader = reader.option(key, value)
@@ -48,7 +50,12 @@ def start_collecting(spark: Any, opts: dict[str, str]) -> tuple[Any, dict[int, l
     def collect(batch: Any, batch_id: int) -> None:
         batches[batch_id] = [r.asDict() for r in batch.collect()]
 
-    query = reader.load().writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds").start()
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     query.processAllAvailable()  # the first offset is taken: later writes are captured
     return query, batches
 
@@ -69,7 +76,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def test_changelog_replays_to_the_source(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+def test_changelog_replays_to_the_source(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
     sql.execute(ITEMS_DDL)
     query, batches = start_collecting(spark, options(dev_server, database, "items"))
     try:
@@ -87,7 +96,9 @@ def test_changelog_replays_to_the_source(spark: Any, dev_server: DevServer, data
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
 
 
-def test_update_gives_before_and_after_rows(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+def test_update_gives_before_and_after_rows(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
     query, batches = start_collecting(spark, options(dev_server, database, "t"))
     try:
@@ -101,7 +112,9 @@ def test_update_gives_before_and_after_rows(spark: Any, dev_server: DevServer, d
     assert got == [("+I", 1, "a"), ("+I", 2, "b"), ("-U", 1, "a"), ("+U", 1, "c"), ("-D", 2, "b")]
 
 
-def test_several_tables_give_the_envelope(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+def test_several_tables_give_the_envelope(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
     sql.execute("CREATE TABLE a1 (id INT PRIMARY KEY, price DECIMAL(6,2))")
     sql.execute("CREATE TABLE a2 (k VARCHAR(5) PRIMARY KEY, b VARBINARY(4))")
     sql.execute("CREATE TABLE other (id INT PRIMARY KEY)")
@@ -126,25 +139,44 @@ def test_several_tables_give_the_envelope(spark: Any, dev_server: DevServer, dat
     assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
 
 
-def test_earliest_and_specific_offsets(spark: Any, dev_server: DevServer, database: str, sql: Any) -> None:
+def test_earliest_and_specific_offsets(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
     sql.execute("SHOW MASTER STATUS")
     file, pos = sql.fetchone()[:2]
     sql.execute("INSERT INTO t VALUES (1), (2)")
-    opts = options(dev_server, database, "t", **{
-        "scan.startup.mode": "specific-offset",
-        "scan.startup.specific-offset.file": file,
-        "scan.startup.specific-offset.pos": str(pos),
-    })
+    opts = options(
+        dev_server,
+        database,
+        "t",
+        **{
+            "scan.startup.mode": "specific-offset",
+            "scan.startup.specific-offset.file": file,
+            "scan.startup.specific-offset.pos": str(pos),
+        },
+    )
     query, batches = start_collecting(spark, opts)
     query.stop()
     assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
-    query, batches = start_collecting(spark, options(dev_server, database, "t", **{"scan.startup.mode": "earliest-offset"}))
+    query, batches = start_collecting(
+        spark, options(dev_server, database, "t", **{"scan.startup.mode": "earliest-offset"})
+    )
     query.stop()
     assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
 
 
-def test_available_now_and_kill_restart_lose_and_duplicate_nothing(dev_server: DevServer, database: str, sql: Any, tmp_path: Path) -> None:
+def worker_errors(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    picked = [
+        line[:400] for line in lines if "ERROR" in line or "Error" in line or "Exception" in line
+    ]
+    return "\n".join(picked[:30] or lines[-30:])
+
+
+def test_available_now_and_kill_restart_lose_and_duplicate_nothing(
+    dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
     sql.execute(ITEMS_DDL)
     config = {
         "out": str(tmp_path / "out"),
@@ -158,16 +190,36 @@ def test_available_now_and_kill_restart_lose_and_duplicate_nothing(dev_server: D
     writer: threading.Thread | None = None
     kills = 3
     for attempt in range(kills):
-        proc = subprocess.Popen([sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)], env=env)
+        log = tmp_path / f"worker-{attempt}.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)],
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            wait_for(lambda: (out / "ready").exists() or proc.poll() is not None, 180, "the worker to start")
-            assert proc.poll() is None, "worker exited early"
+            wait_for(
+                lambda proc=proc: (out / "ready").exists() or proc.poll() is not None,
+                180,
+                "the worker to start",
+            )
+            assert proc.poll() is None, f"worker exited early:\n{worker_errors(log)}"
             (out / "ready").unlink()
             if writer is None:
-                writer = threading.Thread(target=workload.run, args=(600, stop, 60_000), daemon=True)
+                writer = threading.Thread(
+                    target=workload.run, args=(300, stop, 1_000_000), daemon=True
+                )
                 writer.start()
             seen = len(list(out.glob("batch-*.pkl")))
-            wait_for(lambda: len(list(out.glob("batch-*.pkl"))) >= seen + 2 + attempt, 120, "more batches")
+            wait_for(
+                lambda proc=proc, want=seen + 2 + attempt: (
+                    len(list(out.glob("batch-*.pkl"))) >= want or proc.poll() is not None
+                ),
+                120,
+                "more batches",
+            )
+            assert proc.poll() is None, f"worker died:\n{worker_errors(log)}"
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -176,14 +228,94 @@ def test_available_now_and_kill_restart_lose_and_duplicate_nothing(dev_server: D
     writer.join()
     # the last run drains everything up to now and ends by itself (Trigger.AvailableNow)
     final = subprocess.run(
-        [sys.executable, str(HERE / "stream_worker.py"), json.dumps({**config, "available_now": True})],
-        env=env, timeout=300, check=False,
+        [
+            sys.executable,
+            str(HERE / "stream_worker.py"),
+            json.dumps({**config, "available_now": True}),
+        ],
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert final.returncode == 0
     assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
-    batches = {int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")}
+    batches = {
+        int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")
+    }
     assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
     result = replay(changelog(batches), ["id"])
     assert result.violations == []
     assert workload.operations > 100
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+def load_error(spark: Any, opts: dict[str, str]) -> str:
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+    with pytest.raises(Exception) as info:
+        df = reader.load()
+        query = df.writeStream.format("console").start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    return str(info.value)
+
+
+def test_unknown_option_suggests_the_closest(
+    spark: Any, dev_server: DevServer, database: str
+) -> None:
+    opts = {**options(dev_server, database, "t"), "scan.startup.mod": "latest-offset"}
+    message = load_error(spark, opts)
+    assert (
+        "unknown option 'scan.startup.mod'" in message
+        and "Did you mean 'scan.startup.mode'" in message
+    )
+
+
+def test_wrong_password_is_clear_and_secret(
+    spark: Any, dev_server: DevServer, database: str
+) -> None:
+    message = load_error(
+        spark, {**options(dev_server, database, "t"), "password": "not-the-password"}
+    )
+    assert "ccess denied" in message
+    assert "not-the-password" not in message
+
+
+def test_unreachable_port_times_out_clearly(
+    spark: Any, dev_server: DevServer, database: str
+) -> None:
+    opts = {**options(dev_server, database, "t"), "port": "1", "connect.timeout": "2s"}
+    started = time.monotonic()
+    message = load_error(spark, opts)
+    assert "127.0.0.1:1" in message
+    assert time.monotonic() - started < 60
+
+
+def test_pattern_matching_nothing_lists_tables(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
+    sql.execute("CREATE TABLE present (id INT PRIMARY KEY)")
+    message = load_error(spark, options(dev_server, database, "absent"))
+    assert "matches no table" in message and f"{database}.present" in message
+
+
+def test_purged_start_position_says_which_exist(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    sql.execute("INSERT INTO t VALUES (1)")
+    opts = options(
+        dev_server,
+        database,
+        "t",
+        **{
+            "scan.startup.mode": "specific-offset",
+            "scan.startup.specific-offset.file": "mysql-bin.000000",
+            "scan.startup.specific-offset.pos": "4",
+        },
+    )
+    message = load_error(spark, opts)
+    assert "mysql-bin.000000" in message and "mysql-bin.000001" in message

@@ -173,6 +173,7 @@ class TypedChangelogBuilder:
             meta_db, meta_table = change.database, change.table
             index = 0
             for before, after in change.rows:
+                parts: tuple[tuple[RowKind, tuple[object, ...] | None], ...]
                 if change.kind is RowsKind.INSERT:
                     parts = ((RowKind.INSERT, after),)
                 elif change.kind is RowsKind.DELETE:

@@ -53,6 +53,13 @@ def spark_session(
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
+    # Streaming threads inherit the JVM's thread-local active session from the thread
+    # that starts the query; make sure it is set there (py4j threads may lack it).
+    jvm = spark._jvm
+    assert jvm is not None  # a classic (non-Connect) session has a JVM
+    jvm_session = jvm.org.apache.spark.sql.SparkSession
+    jvm_session.setActiveSession(spark._jsparkSession)
+    jvm_session.setDefaultSession(spark._jsparkSession)
     register(spark)
     return spark
 

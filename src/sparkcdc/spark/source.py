@@ -113,7 +113,7 @@ def startup_position(options: SourceOptions, settings: ConnectionSettings) -> Bi
 
 
 @dataclass(frozen=True)
-class BinlogRangePartition(InputPartition):  # type: ignore[misc]
+class BinlogRangePartition(InputPartition):
     """One binlog range ``[start, end)`` of one batch; offsets as JSON text."""
 
     start: str
@@ -129,7 +129,7 @@ def _offset(position: BinlogPosition) -> dict[str, Any]:
     return {"binlog": position.to_offset()}
 
 
-class MySqlCdcStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class MySqlCdcStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions, plan: CapturePlan, server_ids: ServerIdRange):
         self.options = options
         self.plan = plan
@@ -165,7 +165,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         pass
 
 
-class MySqlCdcDataSource(DataSource):  # type: ignore[misc]
+class MySqlCdcDataSource(DataSource):
     """``spark.readStream.format("mysql-cdc")`` with Flink CDC's option names."""
 
     def __init__(self, options: dict[str, str]) -> None:

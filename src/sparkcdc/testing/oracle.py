@@ -88,7 +88,9 @@ def compare(
         problems.append(f"extra key {key}")
     for key in sorted(set(replayed) & set(source), key=repr):
         if dict(replayed[key]) != dict(source[key]):
-            problems.append(f"key {key}: changelog {dict(replayed[key])} != source {dict(source[key])}")
+            problems.append(
+                f"key {key}: changelog {dict(replayed[key])} != source {dict(source[key])}"
+            )
             if len(problems) > 40:
                 break
     return problems

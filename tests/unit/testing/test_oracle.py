@@ -8,8 +8,14 @@ def row(op: str, seq: int, key: int, v: str) -> dict[str, object]:
 
 
 def test_clean_changelog_replays_without_violations() -> None:
-    log = [row("+I", 1, 1, "a"), row("-U", 2, 1, "a"), row("+U", 3, 1, "b"), row("+I", 4, 2, "x"),
-           row("-D", 5, 2, "x"), row("+I", 6, 2, "y")]
+    log = [
+        row("+I", 1, 1, "a"),
+        row("-U", 2, 1, "a"),
+        row("+U", 3, 1, "b"),
+        row("+I", 4, 2, "x"),
+        row("-D", 5, 2, "x"),
+        row("+I", 6, 2, "y"),
+    ]
     result = replay(log, ["id"])
     assert result.violations == []
     assert result.state == {(1,): {"id": 1, "v": "b"}, (2,): {"id": 2, "v": "y"}}

@@ -1,0 +1,244 @@
+"""Binlog decode throughput: sparkcdc's client + decoder vs python-mysql-replication.
+
+Runnable with no arguments after the README's set-up (it starts the private MariaDB):
+
+    python bench/binlog_decode.py [--rows 200000]
+
+Builds a binlog of >= 200,000 row changes (inserts, updates, deletes) on an 8-column
+mixed-type table, then, in the same run, measures decoded row changes per second:
+  - sparkcdc, end to end: its replication client reads the range over the network and
+    its decoder turns every row into Python values (one process, pure Python);
+  - sparkcdc, decode only: the same events from captured bytes (no network);
+  - the reference: python-mysql-replication reading the same range, in a subprocess with a
+    time limit (it is known to loop on MariaDB; a timeout is reported, not hidden).
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from sparkcdc.devserver import DevServer
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql.connection import ConnectionSettings
+from sparkcdc.mysql.decoder import BinlogDecoder
+from sparkcdc.mysql.events import RotateEvent, RowsEvent, RowsKind
+from sparkcdc.mysql.replication import BinlogClient
+
+DATABASE = "bench_decode"
+DDL = """
+CREATE TABLE events (
+  id BIGINT NOT NULL PRIMARY KEY,
+  user_id INT UNSIGNED NOT NULL,
+  amount DECIMAL(12,2) NOT NULL,
+  score DOUBLE,
+  name VARCHAR(64) CHARACTER SET utf8mb4,
+  status ENUM('new','paid','shipped','cancelled') NOT NULL,
+  created_at DATETIME(3) NOT NULL,
+  payload TEXT
+)
+"""
+BATCH = 1000
+
+
+def build_binlog(server: DevServer, rows: int) -> tuple[BinlogPosition, BinlogPosition, int]:
+    """Write the workload; return (start, end, row changes written)."""
+    inserts = rows // 2
+    updates = rows * 3 // 10
+    deletes = rows - inserts - updates
+    with server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+        cur.execute(f"CREATE DATABASE {DATABASE}")
+        cur.execute(f"USE {DATABASE}")
+        cur.execute(DDL)
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+        start = BinlogPosition(file, int(pos))
+        for base in range(0, inserts, BATCH):
+            values = [
+                (
+                    i,
+                    i % 100_000,
+                    f"{i % 9999}.{i % 100:02d}",
+                    i / 7.0,
+                    f"name-{i}-ü",
+                    ("new", "paid", "shipped", "cancelled")[i % 4],
+                    f"2026-11-{1 + i % 28:02d} 10:{i % 60:02d}:{i % 60:02d}.{i % 1000:03d}",
+                    "x" * (i % 40),
+                )
+                for i in range(base, min(base + BATCH, inserts))
+            ]
+            cur.executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", values)
+        for base in range(0, updates, BATCH):
+            cur.execute(
+                "UPDATE events SET amount = amount + 1, status = 'paid' WHERE id >= %s AND id < %s",
+                (base, min(base + BATCH, updates)),
+            )
+        for base in range(inserts - deletes, inserts, BATCH):
+            cur.execute(
+                "DELETE FROM events WHERE id >= %s AND id < %s", (base, min(base + BATCH, inserts))
+            )
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+        end = BinlogPosition(file, int(pos))
+    return start, end, inserts + updates + deletes
+
+
+def only_bench_table(database: str, table: str) -> bool:
+    return database == DATABASE
+
+
+def capture(
+    settings: ConnectionSettings, start: BinlogPosition, end: BinlogPosition
+) -> list[bytes]:
+    """The raw events of [start, end) over the replication protocol."""
+    events: list[bytes] = []
+    decoder = BinlogDecoder(table_filter=lambda d, t: False)
+    current = start.file
+    with BinlogClient(settings, server_id=6601) as client:
+        for raw in client.events(start, blocking=False):
+            header = decoder.decode(raw)
+            if isinstance(header, RotateEvent):
+                current = header.next_file
+            elif (
+                header.header.log_pos
+                and BinlogPosition(current, header.header.log_pos - header.header.event_size) >= end
+            ):
+                break
+            events.append(bytes(raw))
+    return events
+
+
+def count_rows(decoder: BinlogDecoder, events: Any) -> int:
+    rows = 0
+    for raw in events:
+        event = decoder.decode(raw)
+        if isinstance(event, RowsEvent) and event.rows is not None:
+            rows += len(event.rows)
+    return rows
+
+
+def sparkcdc_end_to_end(
+    settings: ConnectionSettings, start: BinlogPosition, end: BinlogPosition
+) -> tuple[int, float]:
+    decoder = BinlogDecoder(table_filter=only_bench_table)
+    rows = 0
+    current = start.file
+    began = time.perf_counter()
+    with BinlogClient(settings, server_id=6602) as client:
+        for raw in client.events(start, blocking=False):
+            event = decoder.decode(raw)
+            header = event.header
+            if isinstance(event, RotateEvent):
+                current = event.next_file
+                continue
+            if (
+                header.log_pos
+                and BinlogPosition(current, header.log_pos - header.event_size) >= end
+            ):
+                break
+            if isinstance(event, RowsEvent) and event.rows is not None:
+                rows += len(event.rows)
+                assert event.kind in (RowsKind.INSERT, RowsKind.UPDATE, RowsKind.DELETE)
+    return rows, time.perf_counter() - began
+
+
+REFERENCE = r"""
+import json, sys, time
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.row_event import WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent
+cfg = json.loads(sys.argv[1])
+stream = BinLogStreamReader(
+    connection_settings=cfg["conn"], server_id=6603, log_file=cfg["file"], log_pos=cfg["pos"],
+    resume_stream=True, blocking=False, is_mariadb=True,
+    only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[cfg["db"]])
+rows = 0
+began = time.perf_counter()
+for event in stream:
+    for row in event.rows:
+        rows += 1
+    if rows >= cfg["expected"]:
+        break
+elapsed = time.perf_counter() - began
+stream.close()
+print(json.dumps({"rows": rows, "seconds": elapsed}))
+"""
+
+
+def reference(
+    server: DevServer, start: BinlogPosition, expected: int, timeout_s: float
+) -> dict[str, Any]:
+    s = server.settings
+    cfg = {
+        "conn": {"host": s.host, "port": s.port, "user": s.user, "passwd": s.password},
+        "file": start.file,
+        "pos": start.pos,
+        "db": DATABASE,
+        "expected": expected,
+    }
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", REFERENCE, json.dumps(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"rows": 0, "seconds": timeout_s, "error": f"timed out after {timeout_s:.0f}s"}
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        return {"rows": 0, "seconds": 0.0, "error": out.stderr.strip()[-500:]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--reference-timeout", type=float, default=300.0)
+    args = parser.parse_args()
+
+    server = DevServer.from_env()
+    s = server.start()
+    settings = ConnectionSettings(host=s.host, port=s.port, user=s.user, password=s.password)
+    start, end, written = build_binlog(server, args.rows)
+    print(f"binlog range {start} .. {end}: {written} row changes", file=sys.stderr)
+
+    e2e_rows, e2e_s = min(
+        (sparkcdc_end_to_end(settings, start, end) for _ in range(3)), key=lambda r: r[1]
+    )
+    assert e2e_rows == written, f"sparkcdc decoded {e2e_rows} rows, expected {written}"
+
+    events = capture(settings, start, end)
+    decode_s = float("inf")
+    for _ in range(3):
+        began = time.perf_counter()
+        decoded = count_rows(BinlogDecoder(table_filter=only_bench_table), events)
+        decode_s = min(decode_s, time.perf_counter() - began)
+    assert decoded == written
+
+    ref = reference(server, start, written, args.reference_timeout)
+    ref_rate = ref["rows"] / ref["seconds"] if ref.get("rows") and ref["seconds"] else 0.0
+    e2e_rate = e2e_rows / e2e_s
+    result = {
+        "row_changes": written,
+        "sparkcdc_rows_per_s": round(e2e_rate),
+        "sparkcdc_decode_only_rows_per_s": round(decoded / decode_s),
+        "reference_rows_per_s": round(ref_rate),
+        "reference_rows": ref.get("rows", 0),
+        "ratio": round(e2e_rate / ref_rate, 2) if ref_rate else None,
+        "reference_error": ref.get("error"),
+        "python": sys.version.split()[0],
+        "implementation": "pure-python",
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
