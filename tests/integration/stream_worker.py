@@ -23,7 +23,12 @@ def main() -> None:
     out = Path(config["out"])
     out.mkdir(parents=True, exist_ok=True)
 
+    import logging
+
     from sparkcdc.spark.session import spark_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
     conf = {"spark.sql.adaptive.enabled": config["aqe"]} if "aqe" in config else None
     spark = spark_session("stream-worker", "local[2]", conf=conf)
@@ -33,11 +38,14 @@ def main() -> None:
         reader = reader.option(key, value)
 
     restarted = Path(config["checkpoint"]).exists()
+    # snapshot queries (and restarts) need no first offset before writes start: ready
+    # once a batch ran in this process
+    ready_on_batch = restarted or config.get("ready_on_batch", False)
 
     def write(batch: Any, batch_id: int) -> None:
         rows = [r.asDict() for r in batch.collect()]
-        if restarted:
-            (out / "ready").write_text(str(os.getpid()))  # a batch ran after the restart
+        if ready_on_batch:
+            (out / "ready").write_text(str(os.getpid()))
         target = out / f"batch-{batch_id:06d}.pkl"
         if target.exists():
             if pickle.loads(target.read_bytes()) != rows:
@@ -56,7 +64,7 @@ def main() -> None:
         writer.trigger(availableNow=True).start().awaitTermination()
     else:
         query = writer.trigger(processingTime="300 milliseconds").start()
-        if not restarted:
+        if not ready_on_batch:
             # a new query: its first offset is taken once this returns, so writes
             # made afterwards are captured (a restart resumes from its checkpoint)
             query.processAllAvailable()

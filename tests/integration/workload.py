@@ -92,3 +92,125 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
     if "flag" in row and row["flag"] is not None:
         row["flag"] = bool(row["flag"])
     return row
+
+
+SKUS_DDL = """
+CREATE TABLE skus (
+  sku VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY,
+  qty INT NOT NULL,
+  note VARCHAR(30)
+)
+"""
+LINES_DDL = """
+CREATE TABLE order_lines (
+  order_id INT NOT NULL,
+  line INT NOT NULL,
+  amount DECIMAL(8,2),
+  PRIMARY KEY (order_id, line)
+)
+"""
+SKU_PREFIXES = ["a", "B", "c", "Ä", "ab", "Zz", "m-", "é", "日"]
+
+
+def random_sku(rng: random.Random) -> str:
+    return f"{rng.choice(SKU_PREFIXES)}{rng.randint(0, 400)}"
+
+
+class MultiWorkload(Workload):
+    """Random transactions over ``items`` (int key), ``skus`` (case-insensitive string key)
+    and ``lines`` (composite key), key-changing updates included."""
+
+    def step(self) -> None:
+        rng, cur = self.rng, self.conn.cursor()
+        self.conn.begin()
+        for _ in range(rng.choice([1, 1, 2, 5])):
+            table = rng.random()
+            if table < 0.4:
+                self.conn.commit()
+                super().step()
+                self.conn.begin()
+                continue
+            choice = rng.random()
+            if table < 0.7:
+                sku = random_sku(rng)
+                if choice < 0.5:
+                    cur.execute(
+                        "INSERT INTO skus VALUES (%s,%s,%s) ON DUPLICATE KEY UPDATE qty=qty+1",
+                        (sku, rng.randint(0, 99), rng.choice(NAMES)),
+                    )
+                elif choice < 0.75:
+                    cur.execute(
+                        "UPDATE skus SET qty=qty+1, note=%s WHERE sku=%s", (rng.choice(NAMES), sku)
+                    )
+                elif choice < 0.85:
+                    cur.execute(
+                        "UPDATE IGNORE skus SET sku=%s WHERE sku=%s", (random_sku(rng), sku)
+                    )
+                else:
+                    cur.execute("DELETE FROM skus WHERE sku=%s", (sku,))
+            else:
+                order, line = rng.randint(1, 150), rng.randint(1, 5)
+                if choice < 0.5:
+                    cur.execute(
+                        "INSERT INTO order_lines VALUES (%s,%s,%s) "
+                        "ON DUPLICATE KEY UPDATE amount=%s",
+                        (order, line, rng.randint(0, 9999) / 100, rng.randint(0, 9999) / 100),
+                    )
+                elif choice < 0.7:
+                    cur.execute(
+                        "UPDATE order_lines SET amount=amount+1 WHERE order_id=%s", (order,)
+                    )
+                elif choice < 0.8:
+                    cur.execute(
+                        "UPDATE IGNORE order_lines SET order_id=%s WHERE order_id=%s AND line=%s",
+                        (rng.randint(1, 150), order, line),
+                    )
+                else:
+                    cur.execute(
+                        "DELETE FROM order_lines WHERE order_id=%s AND line=%s", (order, line)
+                    )
+            self.operations += 1
+        self.conn.commit()
+
+
+TABLE_KEYS = {"items": ["id"], "skus": ["sku"], "order_lines": ["order_id", "line"]}
+
+
+def json_state(
+    conn: pymysql.connections.Connection, table: str
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """A table as the envelope shows it: rows as decoded JSON images, keyed by primary key."""
+    import json
+
+    from sparkcdc.spark.changelog import image_json
+
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        names = [d[0] for d in cur.description]
+        out = {}
+        for values in cur.fetchall():
+            image = json.loads(image_json(names, values))
+            out[tuple(image[k] for k in TABLE_KEYS[table])] = image
+    return out
+
+
+def envelope_to_changelog(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    """Envelope rows of one table as typed-changelog rows for the oracle."""
+    import json
+
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row["table"] != table:
+            continue
+        before = json.loads(row["before"]) if row["before"] else None
+        after = json.loads(row["after"]) if row["after"] else None
+        parts = {
+            "r": [("+I", after)],
+            "c": [("+I", after)],
+            "d": [("-D", before)],
+            "u": [("-U", before), ("+U", after)],
+        }[row["op"]]
+        for op, image in parts:
+            assert image is not None
+            out.append({"_op": op, "_seq": row["seq"], **image})
+    return out

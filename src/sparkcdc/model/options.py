@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from sparkcdc.errors import ConfigError, did_you_mean
 
-StartupMode = Literal["initial", "latest-offset", "earliest-offset", "specific-offset", "timestamp"]
+StartupMode = Literal[
+    "initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"
+]
+SNAPSHOT_MODES = ("initial", "snapshot")
 
 DEFAULT_SERVER_ID_LOW = 5400
 DEFAULT_SERVER_ID_HIGH = 6400
@@ -52,11 +55,11 @@ class ServerIdRange:
     high: int
 
     @classmethod
-    def parse(cls, text: str | None) -> ServerIdRange:
+    def parse(cls, text: str | None, default_size: int = 1) -> ServerIdRange:
         if text is None or not str(text).strip():
-            # As Flink CDC: a random id in 5400..6400 when none is configured.
+            # As Flink CDC: random ids from 5400..6400 when none is configured.
             chosen = random.randint(DEFAULT_SERVER_ID_LOW, DEFAULT_SERVER_ID_HIGH)
-            return cls(chosen, chosen)
+            return cls(chosen, chosen + max(1, default_size) - 1)
         lo, sep, hi = str(text).strip().partition("-")
         try:
             low, high = int(lo), int(hi) if sep else int(lo)
@@ -75,13 +78,12 @@ class ServerIdRange:
         return self.high - self.low + 1
 
     def pick(self, slot: int) -> int:
-        """The id for concurrent connection number ``slot`` (0-based)."""
-        if slot >= self.size:
-            raise ConfigError(
-                f"server-id range {self} has {self.size} ids but {slot + 1} binlog connections "
-                "run at once; widen the range (e.g. '5400-5408')"
-            )
-        return self.low + slot
+        """The id for connection number ``slot`` of a batch (0-based).
+
+        Slots past the range wrap around: at most as many connections run at once as
+        Spark has task slots, so a range of 1 + cores ids never collides.
+        """
+        return self.low + slot % self.size
 
     def __str__(self) -> str:
         return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
@@ -100,7 +102,7 @@ class SourceOptions(BaseModel):
     table_name: str = Field(".*", alias="table-name")
     server_id: str | None = Field(None, alias="server-id")
     server_time_zone: str = Field("UTC", alias="server-time-zone")
-    scan_startup_mode: StartupMode = Field("latest-offset", alias="scan.startup.mode")
+    scan_startup_mode: StartupMode = Field("initial", alias="scan.startup.mode")
     specific_offset_file: str | None = Field(None, alias="scan.startup.specific-offset.file")
     specific_offset_pos: int | None = Field(None, alias="scan.startup.specific-offset.pos", ge=0)
     specific_offset_gtid_set: str | None = Field(
@@ -110,6 +112,13 @@ class SourceOptions(BaseModel):
     connect_timeout_s: float = Field(30.0, alias="connect.timeout")
     heartbeat_interval_s: float = Field(30.0, alias="heartbeat.interval")
     state_location: str | None = Field(None, alias="state.location")
+    chunk_size: int = Field(8096, alias="scan.incremental.snapshot.chunk.size", ge=1)
+    chunk_key_column: str | None = Field(None, alias="scan.incremental.snapshot.chunk.key-column")
+    chunks_per_batch: int = Field(8, alias="scan.incremental.snapshot.chunks-per-batch", ge=0)
+    factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)
+    factor_upper: float = Field(
+        1000.0, alias="chunk-key.even-distribution.factor.upper-bound", ge=0
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -133,6 +142,13 @@ class SourceOptions(BaseModel):
             )
         if mode == "timestamp" and self.startup_timestamp_millis is None:
             raise ValueError("scan.startup.mode=timestamp needs scan.startup.timestamp-millis")
+        if mode in SNAPSHOT_MODES and not self.state_location:
+            raise ValueError(
+                f"scan.startup.mode={mode} reads a snapshot and needs 'state.location': a "
+                "directory (or filesystem URI) of its own for this query, where chunk plans and "
+                "read chunks are kept so that a replayed batch yields the same rows. Set it, "
+                "or use scan.startup.mode=latest-offset to stream only new changes"
+            )
         ServerIdRange.parse(self.server_id)  # fail early on a bad range
         for name, pattern in (
             ("database-name", self.database_name),

@@ -292,7 +292,8 @@ class ChunkSplitter:
         if self._complete:
             return len(self._plan)
         if meta["mode"] == "even":
-            lo, hi, step = int(meta["min"]), int(meta["max"]), int(meta["step"])
+            lo, hi = int(decode_key(meta["min"])), int(decode_key(meta["max"]))
+            step = int(meta["step"])
             return (hi - lo) // step + 1
         rows = int(meta.get("rows", 0))
         return max(len(self._plan) + 1, -(-rows // self._chunk_size))

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -65,6 +66,17 @@ def arrow_type(spark_ddl_type: str) -> pa.DataType:
     return _SIMPLE_ARROW[spark_ddl_type]
 
 
+@dataclass(frozen=True)
+class SnapshotRows:
+    """The rows of one snapshot chunk (decoder-form values) and where they belong."""
+
+    database: str
+    table: str
+    column_names: tuple[str, ...]
+    rows: pa.Table
+    seq: int  # the chunk's high watermark
+
+
 def record_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
     """Transpose rows into one Arrow record batch of ``schema``."""
     columns = list(zip(*rows, strict=True))
@@ -112,8 +124,7 @@ class _ImageMapper:
     to do (the restart picks the new schema up).
     """
 
-    def __init__(self, schema: TableSchema, table_map: TableMapEvent) -> None:
-        names = [c.name for c in table_map.columns]
+    def __init__(self, schema: TableSchema, names: Sequence[str | None]) -> None:
         wanted = schema.column_names
         if all(n is not None for n in names):
             index = {n: i for i, n in enumerate(names)}
@@ -159,9 +170,19 @@ class TypedChangelogBuilder:
     def _mapper(self, table_map: TableMapEvent) -> _ImageMapper:
         cached = self._mappers.get(id(table_map))
         if cached is None or cached[0] is not table_map:
-            cached = (table_map, _ImageMapper(self.schema, table_map))
+            cached = (table_map, _ImageMapper(self.schema, [c.name for c in table_map.columns]))
             self._mappers[id(table_map)] = cached
         return cached[1]
+
+    def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
+        """A chunk's rows as ``+I`` with ``_seq`` = the chunk's high watermark."""
+        mapper = _ImageMapper(self.schema, chunk.column_names)
+        head = [RowKind.INSERT.value, None, chunk.seq, chunk.database, chunk.table]
+        for batch in chunk.rows.to_batches(BATCH_ROWS):
+            columns = [c.to_pylist() for c in batch.columns]
+            rows = [[*head, *mapper(image)] for image in zip(*columns, strict=True)]
+            if rows:
+                yield record_batch(rows, self.arrow_schema)
 
     def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
         rows: list[list[Any]] = []
@@ -233,6 +254,29 @@ class EnvelopeBuilder:
     def __init__(self, schemas: Iterable[TableSchema]) -> None:
         self._names = {(s.database, s.table): s.column_names for s in schemas}
         self._versions: dict[tuple[str, str], int] = {}
+
+    def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
+        """A chunk's rows as ``op = 'r'`` with ``seq`` = the chunk's high watermark."""
+        names = [str(n) for n in chunk.column_names]
+        op = EnvelopeOp.READ.value
+        for batch in chunk.rows.to_batches(BATCH_ROWS):
+            columns = [c.to_pylist() for c in batch.columns]
+            rows = [
+                (
+                    chunk.database,
+                    chunk.table,
+                    op,
+                    None,
+                    image_json(names, image),
+                    None,
+                    chunk.seq,
+                    0,
+                    None,
+                )
+                for image in zip(*columns, strict=True)
+            ]
+            if rows:
+                yield record_batch(rows, self.arrow_schema)
 
     def _column_names(self, table_map: TableMapEvent) -> Sequence[str]:
         names = [c.name for c in table_map.columns]

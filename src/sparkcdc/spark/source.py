@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from sparkcdc.errors import ConfigError
-from sparkcdc.model.options import ServerIdRange, SourceOptions
+from sparkcdc.errors import ConfigError, SnapshotError, SourceError
+from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
+from sparkcdc.snapshot.filter import InterleavingFilter
+from sparkcdc.snapshot.interleave import filter_changes
+from sparkcdc.snapshot.reader import read_chunk
+from sparkcdc.snapshot.staging import ChunkStaging
+from sparkcdc.snapshot.storage import StateStore
 from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
     Builder,
     EnvelopeBuilder,
+    SnapshotRows,
     TypedChangelogBuilder,
     typed_ddl,
 )
@@ -114,10 +123,22 @@ def startup_position(options: SourceOptions, settings: ConnectionSettings) -> Bi
 
 @dataclass(frozen=True)
 class BinlogRangePartition(InputPartition):
-    """One binlog range ``[start, end)`` of one batch; offsets as JSON text."""
+    """One binlog range ``[start, end)`` of one batch; offsets and filter as JSON text."""
 
     start: str
     end: str
+    server_id: int
+    filter_state: str = ""  # InterleavingFilter state while tables are under snapshot
+    key_columns: str = ""  # {table: chunk key column}
+
+
+@dataclass(frozen=True)
+class ChunkPartition(InputPartition):
+    """One snapshot chunk to read (or to take from staging on a replay)."""
+
+    chunk: str  # ChunkRange JSON
+    key_column: str
+    collation: str | None
     server_id: int
 
 
@@ -125,8 +146,41 @@ def _position(offset: dict[str, Any]) -> BinlogPosition:
     return BinlogPosition.from_offset(offset["binlog"])
 
 
-def _offset(position: BinlogPosition) -> dict[str, Any]:
-    return {"binlog": position.to_offset()}
+def _offset(position: BinlogPosition, snapshot: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"binlog": position.to_offset()}
+    if snapshot is not None:
+        out["snapshot"] = snapshot
+    return out
+
+
+def stream_id(options: SourceOptions) -> str:
+    """The state directory of a query under ``state.location`` (one source per query)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
+
+
+_LAST_END = ("offsets", "last-end.json")
+
+
+def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
+    """``end`` must have been planned from ``start``; else the state belongs to another query."""
+    before, after = start.get("snapshot"), end.get("snapshot")
+    if before is None and after is None:
+        return
+
+    def planned_from(table: str) -> bool:
+        assert before is not None and after is not None
+        previous = before.get(table, {"next": 0, "prev": 0})  # a newly added table
+        return bool(
+            SnapshotProgress.from_offset(after[table]).prev
+            == SnapshotProgress.from_offset(previous).next
+        )
+
+    if before is None or after is None or not all(planned_from(t) for t in after):
+        raise SourceError(
+            "the mysql-cdc state under state.location does not belong to this query's "
+            "checkpoint (it was reused by another query or cleaned): give each query its own "
+            "state.location, or start over with a new checkpoint and an empty state.location"
+        )
 
 
 class MySqlCdcStreamReader(DataSourceStreamReader):
@@ -135,34 +189,175 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         self.plan = plan
         self.server_ids = server_ids
         self.settings = connection_settings(options)
+        self.snapshot = options.scan_startup_mode in SNAPSHOT_MODES
+        self._coordinator: SnapshotCoordinator | None = None
+        self._last_end: dict[str, Any] | None = None
+        self._initial: dict[str, Any] | None = None
+
+    # The coordinator holds a live connection: it stays on the driver.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_coordinator"] = None
+        return state
+
+    @property
+    def store(self) -> StateStore:
+        return StateStore.open(self.options.state_location or "", stream_id(self.options))
+
+    @property
+    def coordinator(self) -> SnapshotCoordinator:
+        if self._coordinator is None:
+            settings = SnapshotSettings(
+                self.options.chunk_size,
+                self.options.chunk_key_column,
+                self.options.chunks_per_batch,
+                self.options.factor_lower,
+                self.options.factor_upper,
+            )
+            self._coordinator = SnapshotCoordinator(
+                lambda: sql_connection(self.settings), self.plan.tables, settings, self.store
+            )
+        return self._coordinator
+
+    def _remember(self, end: dict[str, Any]) -> None:
+        """Keep the last offset Spark logged: the base of the next one (Spark 4.1 does not
+        pass it to latestOffset, and a restarted query learns it only from here)."""
+        self._last_end = end
+        if self.snapshot:
+            self.store.overwrite(self.store.path(*_LAST_END), json.dumps(end).encode())
+
+    def _initial_offset(self) -> dict[str, Any]:
+        # Spark may ask latestOffset() before initialOffset(): both must see one start.
+        if self._initial is None:
+            if self.snapshot:
+                with sql_connection(self.settings) as conn:
+                    position = server.current_position(conn, server.server_info(conn))
+                self._initial = _offset(position, self.coordinator.initial())
+            else:
+                position = startup_position(self.options, self.settings)
+                self._initial = _offset(position)
+            log.info(
+                "mysql-cdc: a new query starts at %s (%s)", position, self.options.scan_startup_mode
+            )
+        return self._initial
+
+    def _base(self) -> dict[str, Any]:
+        if self._last_end is None and self.snapshot:
+            raw = self.store.read(self.store.path(*_LAST_END))
+            if raw is not None:
+                self._last_end = json.loads(raw)  # a restarted query
+        if self._last_end is None:
+            self._last_end = self._initial_offset()
+        return self._last_end
 
     def initialOffset(self) -> dict[str, Any]:
-        position = startup_position(self.options, self.settings)
-        log.info("mysql-cdc: new query starts at %s (%s)", position, self.options.scan_startup_mode)
-        return _offset(position)
+        return self._initial_offset()
 
-    def latestOffset(self, *_args: Any) -> dict[str, Any]:
-        # Spark 4.1 calls latestOffset(); 4.2+ may pass (start, limit).
-        with sql_connection(self.settings) as conn:
-            return _offset(server.current_position(conn, server.server_info(conn)))
+    def latestOffset(self, *args: Any) -> dict[str, Any]:
+        # Spark 4.1 calls latestOffset(); 4.2+ passes (start, limit).
+        base = args[0] if args and isinstance(args[0], dict) else self._base()
+        if self.options.scan_startup_mode == "snapshot":
+            position = _position(base)  # snapshot only: the binlog never advances
+        else:
+            with sql_connection(self.settings) as conn:
+                position = server.current_position(conn, server.server_info(conn))
+        snapshot = base.get("snapshot")
+        if snapshot is None:
+            return _offset(position)
+        advanced = self.coordinator.advance(snapshot)
+        log.info(
+            "mysql-cdc progress: %s; binlog at %s", self.coordinator.describe(advanced), position
+        )
+        return _offset(position, advanced)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        if not _position(start) < _position(end):
+        if start == end:
+            # Spark 4.1 tells a restarted source the last logged offset this way
+            # (PythonMicroBatchStream.setLatestSeenOffset): the base of the next offset.
+            self._remember(end)
             return []
-        return [BinlogRangePartition(json.dumps(start), json.dumps(end), self.server_ids.pick(0))]
+        _check_successor(start, end)
+        self._remember(end)
+        parts: list[InputPartition] = []
+        begin, stop = _position(start), _position(end)
+        snapshot = start.get("snapshot")
+        if begin < stop:
+            flt, keys = "", ""
+            if snapshot is not None:
+                coordinator = self.coordinator
+                flt = json.dumps(coordinator.filter_state(snapshot, begin))
+                keys = json.dumps({t: coordinator.key_column(t) for t in coordinator.schemas})
+            parts.append(
+                BinlogRangePartition(
+                    json.dumps(start), json.dumps(end), self.server_ids.pick(0), flt, keys
+                )
+            )
+        if snapshot is not None:
+            coordinator = self.coordinator
+            for table, raw in end["snapshot"].items():
+                progress = SnapshotProgress.from_offset(raw)  # prev == start's next (checked)
+                first, last = progress.prev, progress.next
+                for chunk in coordinator.chunks_between(table, first, last):
+                    parts.append(
+                        ChunkPartition(
+                            chunk.to_json(),
+                            coordinator.key_column(table),
+                            coordinator.collation(table),
+                            self.server_ids.pick(1 + len(parts)),
+                        )
+                    )
+        return parts
 
     def read(self, partition: InputPartition) -> Any:
+        if isinstance(partition, ChunkPartition):
+            yield from self._read_chunk(partition)
+            return
         assert isinstance(partition, BinlogRangePartition)
         start = _position(json.loads(partition.start))
         end = _position(json.loads(partition.end))
-        changes = read_range(self.settings, partition.server_id, start, end, self.plan.includes)
+        changes: Any = read_range(
+            self.settings, partition.server_id, start, end, self.plan.includes
+        )
+        if partition.filter_state:
+            flt = InterleavingFilter.from_state(json.loads(partition.filter_state))
+            changes = filter_changes(changes, flt, json.loads(partition.key_columns))
         yield from self.plan.builder().batches(changes)
 
+    def _read_chunk(self, partition: ChunkPartition) -> Any:
+        chunk = ChunkRange.from_json(partition.chunk)
+        staging = ChunkStaging(self.store)
+        staged = staging.load(chunk)
+        if staged is None:
+            schema = next(t for t in self.plan.tables if t.qualified_name == chunk.table)
+            result = read_chunk(
+                self.settings,
+                schema,
+                chunk,
+                key_column=partition.key_column,
+                collation=partition.collation,
+                server_id=partition.server_id,
+            )
+            staged = staging.stage(result)
+        if staged.rows is None:
+            raise SnapshotError(
+                f"chunk {chunk.index} of {chunk.table} was committed and released already, "
+                "yet Spark asks for it again: the checkpoint and state.location disagree; "
+                "start with a new checkpoint and state location"
+            )
+        schema = staged.meta.schema
+        rows = SnapshotRows(
+            schema.database, schema.table, schema.column_names, staged.rows, staged.meta.high.seq()
+        )
+        yield from self.plan.builder().snapshot_batches(rows)
+
     def commit(self, end: dict[str, Any]) -> None:
-        pass
+        snapshot = end.get("snapshot")
+        if snapshot is not None:
+            self.coordinator.release(snapshot)
 
     def stop(self) -> None:
-        pass
+        if self._coordinator is not None:
+            self._coordinator.close()
 
 
 class MySqlCdcDataSource(DataSource):
@@ -172,7 +367,9 @@ class MySqlCdcDataSource(DataSource):
         super().__init__(options)
         self.source_options = SourceOptions.from_options(dict(options))
         # resolved once: a random default id must stay the same for the whole query
-        self.server_ids = ServerIdRange.parse(self.source_options.server_id)
+        self.server_ids = ServerIdRange.parse(
+            self.source_options.server_id, 1 + max(self.source_options.chunks_per_batch, 8)
+        )
         self._plan: CapturePlan | None = None
 
     @classmethod

@@ -5,7 +5,13 @@ import pytest
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.options import ServerIdRange, SourceOptions, parse_duration
 
-BASE = {"hostname": "127.0.0.1", "username": "u", "password": "p", "database-name": "app"}
+BASE = {
+    "hostname": "127.0.0.1",
+    "username": "u",
+    "password": "p",
+    "database-name": "app",
+    "state.location": "/tmp/state",
+}
 
 
 def test_defaults_follow_flink_cdc() -> None:
@@ -13,6 +19,13 @@ def test_defaults_follow_flink_cdc() -> None:
     assert o.port == 3306
     assert o.table_name == ".*"
     assert o.connect_timeout_s == 30.0
+
+
+def test_snapshot_modes_need_a_state_location() -> None:
+    without = {k: v for k, v in BASE.items() if k != "state.location"}
+    with pytest.raises(ConfigError, match=r"scan.startup.mode=initial .*needs 'state.location'"):
+        SourceOptions.from_options(without)
+    assert SourceOptions.from_options({**without, "scan.startup.mode": "latest-offset"})
 
 
 def test_unknown_option_suggests_closest() -> None:
@@ -44,12 +57,11 @@ def test_bad_regex() -> None:
 def test_server_id_range() -> None:
     r = ServerIdRange.parse("5400-5402")
     assert [r.pick(i) for i in range(3)] == [5400, 5401, 5402]
-    with pytest.raises(ConfigError, match=r"widen the range"):
-        r.pick(3)
+    assert r.pick(3) == 5400  # wraps around
     with pytest.raises(ConfigError, match=r"5400-5408"):
         ServerIdRange.parse("abc")
-    default = ServerIdRange.parse(None)
-    assert 5400 <= default.low == default.high <= 6400
+    default = ServerIdRange.parse(None, default_size=9)
+    assert 5400 <= default.low <= 6400 and default.size == 9
 
 
 def test_durations() -> None:

@@ -1,0 +1,269 @@
+"""Snapshot throughput: sparkcdc's exact, chunked snapshot vs Spark's JDBC copy and raw reads.
+
+Runnable with no arguments after the README's set-up (it starts the private MariaDB and
+fetches the JDBC driver with Maven):
+
+    python bench/snapshot.py [--rows 2000000]
+
+Loads a table of ``--rows`` rows (8 mixed columns) and, in one run, with ``local[2]``:
+  - sparkcdc: ``scan.startup.mode=snapshot`` into Spark's no-op sink (Trigger.AvailableNow,
+    every chunk in one batch), chunk size 8096;
+  - (a) Spark's built-in JDBC reader (MariaDB Connector/J) partitioned on the key into the
+    same number of ranges, into the same no-op sink;
+  - (b) the raw read limit: connectorx reading the same ranges in parallel, outside Spark;
+  - (c) sparkcdc's snapshot again while ~1,000 changes/s are written to the table;
+  - the peak RSS of Spark's Python workers at a quarter of the size and at full size, to show
+    it is bounded by chunk size x parallelism, not table size.
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sparkcdc.devserver import DevServer
+from sparkcdc.spark.session import spark_session
+
+ROOT = Path(__file__).resolve().parent.parent
+DATABASE = "bench_snap"
+CHUNK = 8096
+DDL = """
+CREATE TABLE {name} (
+  id BIGINT NOT NULL PRIMARY KEY,
+  user_id INT UNSIGNED NOT NULL,
+  amount DECIMAL(12,2) NOT NULL,
+  score DOUBLE,
+  name VARCHAR(64) CHARACTER SET utf8mb4,
+  status ENUM('new','paid','shipped','cancelled') NOT NULL,
+  created_at DATETIME(3) NOT NULL,
+  note TEXT
+)
+"""
+FILL = """
+INSERT INTO {name}
+SELECT seq, seq % 100000, (seq % 99999) / 100, seq / 7, CONCAT('name-', seq, '-ü'),
+       ELT(1 + seq % 4, 'new', 'paid', 'shipped', 'cancelled'),
+       TIMESTAMP('2026-01-01') + INTERVAL seq SECOND, REPEAT('x', seq % 40)
+FROM seq_1_to_{rows}
+"""
+
+
+def load(server: DevServer, name: str, rows: int) -> None:
+    with server.connection(DATABASE) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='{DATABASE}' "
+            f"AND TABLE_NAME='{name}'"
+        )
+        if cur.fetchone()[0]:
+            cur.execute(f"SELECT COUNT(*) FROM {name}")
+            if cur.fetchone()[0] == rows:
+                return
+            cur.execute(f"DROP TABLE {name}")
+        cur.execute(DDL.format(name=name))
+        cur.execute(FILL.format(name=name, rows=rows))
+
+
+class RssSampler:
+    """Peak resident memory of Spark's Python worker processes (read from /proc)."""
+
+    def __init__(self) -> None:
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                        continue
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                        if line.startswith("VmRSS:"):
+                            self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
+                except OSError:
+                    continue
+            time.sleep(0.1)
+
+
+def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) -> float:
+    """Seconds to snapshot ``table`` into the no-op sink."""
+    state, checkpoint = workdir / f"state-{table}", workdir / f"ckpt-{table}"
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    s = server.settings
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in {
+        "hostname": s.host,
+        "port": str(s.port),
+        "username": s.user,
+        "password": s.password,
+        "database-name": DATABASE,
+        "table-name": table,
+        "scan.startup.mode": "snapshot",
+        "state.location": str(state),
+        "scan.incremental.snapshot.chunk.size": str(CHUNK),
+        "scan.incremental.snapshot.chunks-per-batch": "0",
+        "server-id": "6100-6110",
+    }.items():
+        reader = reader.option(key, value)
+    began = time.perf_counter()
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - began
+    shutil.rmtree(state, ignore_errors=True)
+    return elapsed
+
+
+def spark_jdbc(spark: Any, server: DevServer, table: str, rows: int) -> float:
+    s = server.settings
+    began = time.perf_counter()
+    (
+        spark.read.format("jdbc")
+        .option("url", f"jdbc:mariadb://{s.host}:{s.port}/{DATABASE}")
+        .option("driver", "org.mariadb.jdbc.Driver")
+        .option("dbtable", table)
+        .option("user", s.user)
+        .option("password", s.password)
+        .option("partitionColumn", "id")
+        .option("lowerBound", "1")
+        .option("upperBound", str(rows))
+        .option("numPartitions", str(-(-rows // CHUNK)))
+        .option("fetchsize", "10000")
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
+    return time.perf_counter() - began
+
+
+def raw_connectorx(server: DevServer, table: str, rows: int) -> float:
+    import connectorx as cx
+
+    s = server.settings
+    url = f"mysql://{s.user}:{s.password}@{s.host}:{s.port}/{DATABASE}"
+    queries = [
+        f"SELECT * FROM {table} WHERE id >= {lo} AND id < {lo + CHUNK}"
+        for lo in range(1, rows + 1, CHUNK)
+    ]
+    began = time.perf_counter()
+    total = 0
+    for i in range(0, len(queries), 2):  # two at a time, as local[2] runs two tasks
+        table_ = cx.read_sql(url, queries[i : i + 2], return_type="arrow")
+        total += table_.num_rows
+    elapsed = time.perf_counter() - began
+    assert total == rows, (total, rows)
+    return elapsed
+
+
+def write_load(
+    server: DevServer, table: str, rows: int, stop: threading.Event, rate: float, done: list[int]
+) -> None:
+    import random
+
+    rng = random.Random(1)
+    with server.connection(DATABASE) as conn, conn.cursor() as cur:
+        began = time.perf_counter()
+        n = 0
+        while not stop.is_set():
+            for _ in range(10):
+                cur.execute(
+                    f"UPDATE {table} SET amount = amount + 1 WHERE id = %s", (rng.randint(1, rows),)
+                )
+                n += 1
+            ahead = n / rate - (time.perf_counter() - began)
+            if ahead > 0:
+                time.sleep(ahead)
+        done.append(n)
+        done.append(int((time.perf_counter() - began) * 1000))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    args = parser.parse_args()
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "fetch_jars.sh")], check=True, stdout=subprocess.DEVNULL
+    )
+    jars = [str(p) for p in (ROOT / "jars" / "lib").glob("*.jar")]
+
+    server = DevServer.from_env()
+    server.start()
+    with server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    small_rows = args.rows // 4
+    load(server, "big", args.rows)
+    load(server, "small", small_rows)
+    print(f"tables loaded: big {args.rows} rows, small {small_rows} rows", file=sys.stderr)
+
+    spark = spark_session("bench-snapshot", "local[2]", jars=jars)
+    spark.sparkContext.setLogLevel("ERROR")
+    workdir = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-"))
+    try:
+        sparkcdc_snapshot(spark, server, "small", workdir)  # warm-up: JVM, workers, caches
+        with RssSampler() as small_rss:
+            sparkcdc_snapshot(spark, server, "small", workdir)
+        with RssSampler() as big_rss:
+            snap_s = sparkcdc_snapshot(spark, server, "big", workdir)
+        jdbc_s = spark_jdbc(spark, server, "big", args.rows)
+        raw_s = raw_connectorx(server, "big", args.rows)
+        stop, done = threading.Event(), []
+        writer = threading.Thread(
+            target=write_load, args=(server, "big", args.rows, stop, 1000.0, done)
+        )
+        writer.start()
+        try:
+            writes_s = sparkcdc_snapshot(spark, server, "big", workdir)
+        finally:
+            stop.set()
+            writer.join()
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    rows = args.rows
+    result = {
+        "rows": rows,
+        "snapshot_rows_per_s": round(rows / snap_s),
+        "spark_jdbc_rows_per_s": round(rows / jdbc_s),
+        "vs_spark_jdbc": round(jdbc_s / snap_s, 2),
+        "raw_read_rows_per_s": round(rows / raw_s),
+        "vs_raw": round(raw_s / snap_s, 2),
+        "with_writes_rows_per_s": round(rows / writes_s),
+        "with_writes_vs_without": round(snap_s / writes_s, 2),
+        "writes_per_s_achieved": round(done[0] / (done[1] / 1000)) if done else 0,
+        "peak_executor_rss_mb": round(big_rss.peak_mb),
+        "peak_executor_rss_mb_quarter_size": round(small_rss.peak_mb),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Driver-side planning of the interleaved snapshot (DESIGN.md §2, "Interleaving").
+
+The snapshot part of an offset is, per table, ``{"next": n, "prev": p, "total": t}``:
+chunks ``0 .. n-1`` are read (or being read in the batch that ends at this offset),
+chunks ``p .. n-1`` are the ones this offset's batch reads, and ``total`` is the number
+of chunks once the plan is complete (None before). Batch ``k`` (offsets ``O_{k-1}`` →
+``O_k``) reads the binlog ``[B_{k-1}, B_k)`` plus chunks ``O_{k-1}.next .. O_k.next - 1``.
+
+For the binlog partition of batch ``k``, the chunks completed in an earlier batch are
+``0 .. O_{k-1}.next - 1``. Those of batch ``k-1`` (``O_{k-1}.prev ..``) may have an HW
+inside ``[B_{k-1}, B_k)``, so their HWs are read from the staged metadata; older ones have
+an HW at or before ``B_{k-1}`` and are one merged entry. A table whose plan is complete,
+all read, and none of it in batch ``k-1`` is pure binlog.
+
+    >>> SnapshotProgress.from_offset({"next": 3, "prev": 1, "total": None}).next
+    3
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.errors import SnapshotError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.snapshot.chunks import ChunkRange, encode_key
+from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation
+from sparkcdc.snapshot.staging import ChunkStaging
+from sparkcdc.snapshot.storage import StateStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """One table's place in the snapshot, as stored in an offset."""
+
+    next: int = 0
+    prev: int = 0
+    total: int | None = None
+
+    @property
+    def read_all(self) -> bool:
+        return self.total is not None and self.next >= self.total
+
+    @property
+    def pure_binlog(self) -> bool:
+        """All chunks were read in batches before the one that ends at this offset's successor."""
+        return self.read_all and self.prev >= self.next
+
+    def to_offset(self) -> dict[str, Any]:
+        return {"next": self.next, "prev": self.prev, "total": self.total}
+
+    @classmethod
+    def from_offset(cls, data: dict[str, Any]) -> SnapshotProgress:
+        total = data.get("total")
+        return cls(int(data["next"]), int(data["prev"]), None if total is None else int(total))
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    chunk_size: int
+    chunk_key_column: str | None
+    chunks_per_batch: int  # 0: every remaining chunk in one batch
+    factor_lower: float
+    factor_upper: float
+
+
+class SnapshotCoordinator:
+    """Plans chunks per batch and builds the binlog filter state (driver side)."""
+
+    def __init__(
+        self,
+        conn_factory: Any,
+        schemas: tuple[TableSchema, ...],
+        settings: SnapshotSettings,
+        store: StateStore,
+    ) -> None:
+        self._conn_factory = conn_factory
+        self._conn: Any = None
+        self.schemas = {s.qualified_name: s for s in schemas}
+        self.settings = settings
+        self.store = store
+        self.staging = ChunkStaging(store)
+        self._splitters: dict[str, ChunkSplitter] = {}
+        self._collations: dict[str, str | None] = {}
+
+    def _connection(self) -> Any:
+        if self._conn is None or not self._conn.open:
+            self._conn = self._conn_factory()
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and self._conn.open:
+            self._conn.close()
+
+    def splitter(self, table: str) -> ChunkSplitter:
+        splitter = self._splitters.get(table)
+        if splitter is None:
+            schema = self.schemas[table]
+            splitter = ChunkSplitter.for_table(
+                self._connection(),
+                schema,
+                chunk_key=self.settings.chunk_key_column,
+                chunk_size=self.settings.chunk_size,
+                factor_lower=self.settings.factor_lower,
+                factor_upper=self.settings.factor_upper,
+                store=self.store,
+            )
+            self._splitters[table] = splitter
+        return splitter
+
+    def key_column(self, table: str) -> str:
+        return chunk_key_column(self.schemas[table], self.settings.chunk_key_column)
+
+    def collation(self, table: str) -> str | None:
+        if table not in self._collations:
+            schema = self.schemas[table]
+            self._collations[table] = column_collation(
+                self._connection(), schema.database, schema.table, self.key_column(table)
+            )
+        return self._collations[table]
+
+    # -- offsets -----------------------------------------------------------------------
+
+    def initial(self) -> dict[str, dict[str, Any]]:
+        return {t: SnapshotProgress().to_offset() for t in self.schemas}
+
+    def advance(self, current: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The snapshot part of the next offset: up to ``chunks_per_batch`` more chunks."""
+        budget = self.settings.chunks_per_batch or None
+        out: dict[str, dict[str, Any]] = {}
+        for table in self.schemas:
+            progress = SnapshotProgress.from_offset(current.get(table, {"next": 0, "prev": 0}))
+            take: list[ChunkRange] = []
+            if not progress.read_all and budget is None:
+                take = _all(self.splitter(table), progress)
+            elif not progress.read_all and budget is not None and budget > 0:
+                take = self.splitter(table).chunks(progress.next, budget)
+                budget -= len(take)
+            nxt = progress.next + len(take)
+            total = progress.total
+            if total is None and take and take[-1].end is None:
+                total = take[-1].index + 1
+            if total is None and not take and self.splitter(table).is_complete:
+                total = self.splitter(table).planned
+            out[table] = SnapshotProgress(nxt, progress.next, total).to_offset()
+        return out
+
+    def chunks_between(self, table: str, start: int, end: int) -> list[ChunkRange]:
+        return self.splitter(table).chunks(start, end - start)
+
+    def filter_state(
+        self, start: dict[str, dict[str, Any]], batch_start: BinlogPosition
+    ) -> dict[str, Any]:
+        """The InterleavingFilter state for the binlog partition of the batch after ``start``."""
+        tables: dict[str, Any] = {}
+        for table in self.schemas:
+            # a table new to the stream (the pattern widened on restart) starts unread
+            progress = SnapshotProgress.from_offset(start.get(table, {"next": 0, "prev": 0}))
+            if progress.pure_binlog:
+                tables[table] = {"pure": True}
+                continue
+            chunks: list[list[Any]] = []
+            if progress.prev > 0:
+                first_recent = self.splitter(table).chunk(progress.prev)
+                end_key = None if first_recent is None else first_recent.start
+                chunks.append([None, encode_key(end_key), batch_start.file, batch_start.pos])
+            for chunk in self.chunks_between(table, progress.prev, progress.next):
+                meta = self.staging.metadata(chunk)
+                if meta is None:
+                    raise SnapshotError(
+                        f"chunk {chunk.index} of {table} was read in the previous batch but has "
+                        f"no staged metadata under {self.store.root}; the state location was "
+                        "changed or cleaned: start the query again with a new checkpoint"
+                    )
+                chunks.append(
+                    [encode_key(chunk.start), encode_key(chunk.end), meta.high.file, meta.high.pos]
+                )
+            tables[table] = {
+                "collation": self.collation(table),
+                "done": progress.next,
+                "total": progress.total,
+                "chunks": chunks,
+            }
+        return {"tables": tables}
+
+    def release(self, end: dict[str, dict[str, Any]]) -> None:
+        """Spark committed the batch that ends at ``end``: drop its staged rows."""
+        for table, raw in end.items():
+            progress = SnapshotProgress.from_offset(raw)
+            for chunk in self.chunks_between(table, progress.prev, progress.next):
+                self.staging.release(chunk)
+
+    def describe(self, offset: dict[str, dict[str, Any]]) -> str:
+        parts = []
+        for table, raw in offset.items():
+            progress = SnapshotProgress.from_offset(raw)
+            total = (
+                progress.total
+                if progress.total is not None
+                else (
+                    f"~{self.splitter(table).estimated_total()}" if not progress.read_all else "?"
+                )
+            )
+            parts.append(f"{table} {progress.next}/{total} chunks")
+        return ", ".join(parts)
+
+
+def _all(splitter: ChunkSplitter, progress: SnapshotProgress) -> list[ChunkRange]:
+    out: list[ChunkRange] = []
+    index = progress.next
+    while True:
+        chunk = splitter.chunk(index)
+        if chunk is None:
+            return out
+        out.append(chunk)
+        index += 1

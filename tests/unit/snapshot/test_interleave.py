@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from sparkcdc.model.position import BinlogPosition as P
+from sparkcdc.mysql.binlog_range import RowChanges
+from sparkcdc.mysql.constants import ColumnType
+from sparkcdc.mysql.events import ColumnInfo, EventHeader, RowsKind, TableMapEvent
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.filter import InterleavingFilter
+from sparkcdc.snapshot.interleave import filter_changes
+
+HEADER = EventHeader(0, 19, 1, 0, 0, 0)
+TABLE_MAP = TableMapEvent(
+    HEADER,
+    1,
+    "app",
+    "t",
+    (
+        ColumnInfo("id", ColumnType.LONG, 0, False, False, None, None, None),
+        ColumnInfo("v", ColumnType.LONG, 0, True, False, None, None, None),
+    ),
+    (0,),
+)
+
+
+def changes(kind: RowsKind, rows: list[tuple[object, object]], pos: int) -> RowChanges:
+    return RowChanges("app", "t", kind, rows, 0, P("mysql-bin.000001", pos), TABLE_MAP)  # type: ignore[arg-type]
+
+
+def a_filter() -> InterleavingFilter:
+    f = InterleavingFilter()
+    f.track("app.t", None)
+    f.complete(ChunkRange("app.t", 0, None, 100), P("mysql-bin.000001", 1000))  # chunk [-inf, 100)
+    return f
+
+
+def run(change: RowChanges) -> list[tuple[RowsKind, list[tuple[object, object]]]]:
+    out = filter_changes([change], a_filter(), {"app.t": "id"})
+    return [(c.kind, c.rows) for c in out]  # type: ignore[union-attr]
+
+
+def test_rows_of_completed_chunks_after_hw_pass() -> None:
+    assert run(changes(RowsKind.INSERT, [(None, (5, 1)), (None, (150, 1))], 2000)) == [
+        (RowsKind.INSERT, [(None, (5, 1))])
+    ]
+
+
+def test_rows_before_the_chunk_hw_are_dropped() -> None:
+    assert run(changes(RowsKind.DELETE, [((5, 1), None)], 500)) == []
+
+
+def test_key_changing_update_keeps_the_half_whose_chunk_is_done() -> None:
+    # old key 5 (done) -> new key 150 (not read yet): only the delete of 5 comes out
+    assert run(changes(RowsKind.UPDATE, [((5, 1), (150, 1))], 2000)) == [
+        (RowsKind.DELETE, [((5, 1), None)])
+    ]
+    # old key 150 (not read) -> new key 6 (done): only the insert of 6
+    assert run(changes(RowsKind.UPDATE, [((150, 1), (6, 1))], 2000)) == [
+        (RowsKind.INSERT, [(None, (6, 1))])
+    ]
+
+
+def test_updates_inside_one_done_chunk_stay_updates_in_order() -> None:
+    rows = [((1, 1), (1, 2)), ((150, 1), (150, 2)), ((2, 1), (3, 1))]
+    assert run(changes(RowsKind.UPDATE, rows, 2000)) == [
+        (RowsKind.UPDATE, [((1, 1), (1, 2)), ((2, 1), (3, 1))])
+    ]
+
+
+def test_untracked_tables_pass_whole() -> None:
+    change = RowChanges(
+        "app", "other", RowsKind.INSERT, [(None, (1, 1))], 0, P("mysql-bin.000001", 4), TABLE_MAP
+    )
+    assert list(filter_changes([change], a_filter(), {"app.t": "id"})) == [change]
