@@ -171,3 +171,33 @@ def test_snapshot_survives_kills_at_random_points(
     }
     assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
     check_against_source(ordered(batches), dev_server, database)
+
+
+def test_typed_snapshot_of_one_table_under_writes(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """One table: the typed changelog (+I snapshot rows with Spark types) replays to it."""
+    from test_stream import changelog
+    from workload import Workload, source_state
+
+    sql.execute(ITEMS_DDL)
+    workload = Workload(dev_server.connection(database), seed=31, key_space=2000)
+    for _ in range(700):
+        workload.step()
+    opts = snapshot_options(dev_server, database, tmp_path / "state", **{"table-name": "items"})
+    query, batches = start_collecting(spark, opts, wait=False)
+    try:
+        for _ in range(400):
+            workload.step()
+        wait_for(lambda: len(batches) >= 4, 240, "four batches")
+        for _ in range(200):
+            workload.step()
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    log = changelog(batches)
+    assert any(r["_op_ts"] is None for r in log)  # snapshot rows
+    assert {type(r["flag"]) for r in log if r["flag"] is not None} == {bool}
+    result = replay(log, ["id"])
+    assert result.violations == []
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
