@@ -343,11 +343,11 @@ def read_chunk(
             cur.execute(SESSION_TIME_ZONE_SQL)
         info = server_info(conn)
         for _attempt in range(DDL_RETRIES):
-            low = current_position(conn, info)
+            low = current_position(conn, info, with_gtids=False)
             started = time.perf_counter()
             base, reader = _select(conn, settings, schema, key_column, chunk, use_connectorx)
             select_seconds = time.perf_counter() - started
-            high = current_position(conn, info)
+            high = current_position(conn, info, with_gtids=False)
             if not low < high:
                 return ChunkResult(chunk, schema, base, low, high, 0, reader, select_seconds)
             try:
