@@ -53,6 +53,7 @@ def snapshot_options(server: DevServer, database: str, state: Path, **extra: str
         "state.location": str(state),
         "scan.incremental.snapshot.chunk.size": "40",
         "scan.incremental.snapshot.chunks-per-batch": "3",
+        "scan.incremental.snapshot.chunks-per-partition": "2",
         **extra,
     }
 

@@ -115,6 +115,9 @@ class SourceOptions(BaseModel):
     chunk_size: int = Field(8096, alias="scan.incremental.snapshot.chunk.size", ge=1)
     chunk_key_column: str | None = Field(None, alias="scan.incremental.snapshot.chunk.key-column")
     chunks_per_batch: int = Field(8, alias="scan.incremental.snapshot.chunks-per-batch", ge=0)
+    chunks_per_partition: int = Field(
+        4, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
+    )
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)
     factor_upper: float = Field(
         1000.0, alias="chunk-key.even-distribution.factor.upper-bound", ge=0

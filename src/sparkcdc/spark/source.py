@@ -134,9 +134,11 @@ class BinlogRangePartition(InputPartition):
 
 @dataclass(frozen=True)
 class ChunkPartition(InputPartition):
-    """One snapshot chunk to read (or to take from staging on a replay)."""
+    """Consecutive snapshot chunks of one table, read one after the other (or taken from
+    staging on a replay). Several chunks per task spread Spark's per-task cost; each
+    chunk is still read, watermarked and staged on its own."""
 
-    chunk: str  # ChunkRange JSON
+    chunks: tuple[str, ...]  # ChunkRange JSON
     key_column: str
     collation: str | None
     server_id: int
@@ -300,10 +302,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             for table, raw in end["snapshot"].items():
                 progress = SnapshotProgress.from_offset(raw)  # prev == start's next (checked)
                 first, last = progress.prev, progress.next
-                for chunk in coordinator.chunks_between(table, first, last):
+                chunks = coordinator.chunks_between(table, first, last)
+                group = max(1, self.options.chunks_per_partition)
+                for i in range(0, len(chunks), group):
                     parts.append(
                         ChunkPartition(
-                            chunk.to_json(),
+                            tuple(c.to_json() for c in chunks[i : i + group]),
                             coordinator.key_column(table),
                             coordinator.collation(table),
                             self.server_ids.pick(1 + len(parts)),
@@ -327,31 +331,37 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         yield from self.plan.builder().batches(changes)
 
     def _read_chunk(self, partition: ChunkPartition) -> Any:
-        chunk = ChunkRange.from_json(partition.chunk)
         staging = ChunkStaging(self.store)
-        staged = staging.load(chunk)
-        if staged is None:
-            schema = next(t for t in self.plan.tables if t.qualified_name == chunk.table)
-            result = read_chunk(
-                self.settings,
-                schema,
-                chunk,
-                key_column=partition.key_column,
-                collation=partition.collation,
-                server_id=partition.server_id,
+        builder = self.plan.builder()
+        for text in partition.chunks:
+            chunk = ChunkRange.from_json(text)
+            staged = staging.load(chunk)
+            if staged is None:
+                schema = next(t for t in self.plan.tables if t.qualified_name == chunk.table)
+                result = read_chunk(
+                    self.settings,
+                    schema,
+                    chunk,
+                    key_column=partition.key_column,
+                    collation=partition.collation,
+                    server_id=partition.server_id,
+                )
+                staged = staging.stage(result)
+            if staged.rows is None:
+                raise SnapshotError(
+                    f"chunk {chunk.index} of {chunk.table} was committed and released already, "
+                    "yet Spark asks for it again: the checkpoint and state.location disagree; "
+                    "start with a new checkpoint and state location"
+                )
+            schema = staged.meta.schema
+            rows = SnapshotRows(
+                schema.database,
+                schema.table,
+                schema.column_names,
+                staged.rows,
+                staged.meta.high.seq(),
             )
-            staged = staging.stage(result)
-        if staged.rows is None:
-            raise SnapshotError(
-                f"chunk {chunk.index} of {chunk.table} was committed and released already, "
-                "yet Spark asks for it again: the checkpoint and state.location disagree; "
-                "start with a new checkpoint and state location"
-            )
-        schema = staged.meta.schema
-        rows = SnapshotRows(
-            schema.database, schema.table, schema.column_names, staged.rows, staged.meta.high.seq()
-        )
-        yield from self.plan.builder().snapshot_batches(rows)
+            yield from builder.snapshot_batches(rows)
 
     def commit(self, end: dict[str, Any]) -> None:
         snapshot = end.get("snapshot")
