@@ -19,6 +19,7 @@ all read, and none of it in batch ``k-1`` is pure binlog.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,8 @@ class SnapshotCoordinator:
         self.staging = ChunkStaging(store)
         self._splitters: dict[str, ChunkSplitter] = {}
         self._collations: dict[str, str | None] = {}
+        self._rows: dict[str, int] = {}  # snapshot rows of committed batches (this process)
+        self._started: float | None = None
 
     def _connection(self) -> Any:
         if self._conn is None or not self._conn.open:
@@ -192,7 +195,12 @@ class SnapshotCoordinator:
         for table, raw in end.items():
             progress = SnapshotProgress.from_offset(raw)
             for chunk in self.chunks_between(table, progress.prev, progress.next):
+                meta = self.staging.metadata(chunk)
+                if meta is not None:
+                    self._rows[table] = self._rows.get(table, 0) + meta.row_count
                 self.staging.release(chunk)
+        if self._started is None:
+            self._started = time.monotonic()
 
     def describe(self, offset: dict[str, dict[str, Any]]) -> str:
         parts = []
@@ -206,6 +214,10 @@ class SnapshotCoordinator:
                 )
             )
             parts.append(f"{table} {progress.next}/{total} chunks")
+        rows = sum(self._rows.values())
+        if rows and self._started is not None:
+            elapsed = max(time.monotonic() - self._started, 1e-3)
+            parts.append(f"{rows} rows committed ({rows / elapsed:,.0f} rows/s)")
         return ", ".join(parts)
 
 

@@ -155,6 +155,13 @@ def _offset(position: BinlogPosition, snapshot: dict[str, Any] | None = None) ->
     return out
 
 
+def _distance(start: BinlogPosition, end: BinlogPosition) -> str:
+    """How far ``end`` is ahead of ``start``, for progress lines."""
+    if start.file == end.file:
+        return f"{max(end.pos - start.pos, 0):,} bytes"
+    return f"{end.file_number - start.file_number} binlog file(s)"
+
+
 def stream_id(options: SourceOptions) -> str:
     """The state directory of a query under ``state.location`` (one source per query)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
@@ -270,9 +277,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         if snapshot is None:
             return _offset(position)
         advanced = self.coordinator.advance(snapshot)
-        log.info(
-            "mysql-cdc progress: %s; binlog at %s", self.coordinator.describe(advanced), position
-        )
+        if any(not SnapshotProgress.from_offset(p).pure_binlog for p in advanced.values()):
+            log.info(
+                "mysql-cdc progress: %s; binlog at %s (%s behind the server)",
+                self.coordinator.describe(advanced),
+                _position(base),
+                _distance(_position(base), position),
+            )
         return _offset(position, advanced)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
