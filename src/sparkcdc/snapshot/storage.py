@@ -89,20 +89,20 @@ class StateStore:
             if info.type == pafs.FileType.File and not info.base_name.startswith(".")
         )
 
+    def _directory_of(self, path: str) -> str:
+        directory = path.rpartition("/")[0]
+        self.fs.create_dir(directory, recursive=True)
+        return directory
+
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(path)
 
     def write_once(self, path: str, data: bytes) -> bool:
         """Write ``data`` to ``path`` unless it exists; True if this call wrote it."""
-        directory = path.rpartition("/")[0]
-        self.fs.create_dir(directory, recursive=True)
+        directory = self._directory_of(path)
         if self.is_local:
-            temp = f"{directory}/.tmp-{uuid.uuid4().hex}"
-            with open(temp, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
+            temp = _temp_file(directory, data, sync=True)
             try:
                 os.link(temp, path)
                 return True
@@ -118,13 +118,20 @@ class StateStore:
 
     def overwrite(self, path: str, data: bytes) -> None:
         """Replace ``path`` atomically where the filesystem can (small metadata only)."""
-        directory = path.rpartition("/")[0]
-        self.fs.create_dir(directory, recursive=True)
+        directory = self._directory_of(path)
         if self.is_local:
-            temp = f"{directory}/.tmp-{uuid.uuid4().hex}"
-            with open(temp, "wb") as out:
-                out.write(data)
-            os.replace(temp, path)
+            os.replace(_temp_file(directory, data, sync=False), path)
             return
         with self.fs.open_output_stream(path) as out:
             out.write(data)
+
+
+def _temp_file(directory: str, data: bytes, *, sync: bool) -> str:
+    """A new uniquely named file in ``directory`` holding ``data`` (local filesystems)."""
+    temp = f"{directory}/.tmp-{uuid.uuid4().hex}"
+    with open(temp, "wb") as out:
+        out.write(data)
+        if sync:
+            out.flush()
+            os.fsync(out.fileno())
+    return temp
