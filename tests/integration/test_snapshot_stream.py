@@ -3,12 +3,10 @@ the consistency oracle of DESIGN.md §8 under a concurrent workload and under ki
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -17,10 +15,10 @@ from typing import Any
 
 import pytest
 from test_stream import (
-    HERE,
     drain,
     master_position,
     start_collecting,
+    start_worker,
     wait_for,
     worker_errors,
 )
@@ -139,21 +137,8 @@ def test_snapshot_survives_kills_at_random_points(
     try:
         for attempt in range(kills):
             log = tmp_path / f"worker-{attempt}.log"
-            with log.open("wb") as sink:
-                proc = subprocess.Popen(
-                    [sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)],
-                    env=env,
-                    stdout=sink,
-                    stderr=subprocess.STDOUT,
-                )
+            proc = start_worker(config, env, log)
             try:
-                wait_for(
-                    lambda proc=proc: (out / "ready").exists() or proc.poll() is not None,
-                    180,
-                    "the worker to run a batch",
-                )
-                assert proc.poll() is None, f"worker exited early:\n{worker_errors(log)}"
-                (out / "ready").unlink()
                 time.sleep(rng.uniform(0.0, 4.0))  # kill during chunk reads or between batches
                 assert proc.poll() is None, f"worker died:\n{worker_errors(log)}"
             finally:

@@ -214,6 +214,27 @@ def master_position(server: DevServer) -> tuple[str, int]:
     return str(file), int(pos)
 
 
+def start_worker(config: dict[str, Any], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a stream worker and wait until it says it is ready (see stream_worker.py)."""
+    ready = Path(config["out"]) / "ready"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: ready.exists() or proc.poll() is not None, 180, "the worker")
+        assert proc.poll() is None, f"worker exited early:\n{worker_errors(log)}"
+        ready.unlink()
+    except BaseException:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc
+
+
 def worker_errors(log: Path) -> str:
     lines = log.read_text(errors="replace").splitlines()
     picked = [
@@ -239,21 +260,8 @@ def test_available_now_and_kill_restart_lose_and_duplicate_nothing(
     kills = 3
     for attempt in range(kills):
         log = tmp_path / f"worker-{attempt}.log"
-        with log.open("wb") as sink:
-            proc = subprocess.Popen(
-                [sys.executable, str(HERE / "stream_worker.py"), json.dumps(config)],
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_worker(config, env, log)
         try:
-            wait_for(
-                lambda proc=proc: (out / "ready").exists() or proc.poll() is not None,
-                180,
-                "the worker to start",
-            )
-            assert proc.poll() is None, f"worker exited early:\n{worker_errors(log)}"
-            (out / "ready").unlink()
             if writer is None:
                 writer = threading.Thread(
                     target=workload.run, args=(300, stop, 1_000_000), daemon=True
