@@ -187,3 +187,30 @@ def test_typed_snapshot_of_one_table_under_writes(
     result = replay(log, ["id"])
     assert result.violations == []
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+def test_rename_during_snapshot_stops_with_what_to_do(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    from workload import Workload
+
+    sql.execute(ITEMS_DDL)
+    workload = Workload(dev_server.connection(database), seed=41, key_space=2000)
+    for _ in range(600):
+        workload.step()
+    opts = snapshot_options(
+        dev_server,
+        database,
+        tmp_path / "state",
+        **{"table-name": "items", "scan.incremental.snapshot.chunks-per-batch": "1"},
+    )
+    query, batches = start_collecting(spark, opts, wait=False)
+    try:
+        wait_for(lambda: len(batches) >= 1, 120, "the first snapshot batch")
+        sql.execute("ALTER TABLE items CHANGE name title VARCHAR(40) CHARACTER SET utf8mb4")
+        workload.step()
+        wait_for(lambda: not query.isActive, 120, "the query to stop")
+        error = str(query.exception())
+    finally:
+        query.stop()
+    assert "items" in error and "Restart the query" in error, error[:3000]

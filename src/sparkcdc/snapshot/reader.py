@@ -345,7 +345,10 @@ def read_chunk(
         for _attempt in range(DDL_RETRIES):
             low = current_position(conn, info, with_gtids=False)
             started = time.perf_counter()
-            base, reader = _select(conn, settings, schema, key_column, chunk, use_connectorx)
+            try:
+                base, reader = _select(conn, settings, schema, key_column, chunk, use_connectorx)
+            except pymysql.MySQLError as exc:
+                raise _changed_shape(schema, chunk, exc) from None
             select_seconds = time.perf_counter() - started
             high = current_position(conn, info, with_gtids=False)
             if not low < high:
@@ -369,6 +372,27 @@ def read_chunk(
         )
     finally:
         conn.close()
+
+
+# Server errors that mean the table lost a column or vanished under the snapshot.
+_ER_BAD_FIELD = 1054
+_ER_NO_SUCH_TABLE = 1146
+
+
+def _changed_shape(schema: TableSchema, chunk: ChunkRange, exc: pymysql.MySQLError) -> Exception:
+    code = exc.args[0] if exc.args else None
+    if code == _ER_BAD_FIELD:
+        return SnapshotError(
+            f"table {schema.qualified_name} lost a column (renamed or dropped) while its snapshot "
+            f"ran (chunk {chunk.index}: {exc.args[1]}). Restart the query: it re-reads the "
+            "table's schema and continues the snapshot with it"
+        )
+    if code == _ER_NO_SUCH_TABLE:
+        return SnapshotError(
+            f"table {schema.qualified_name} was dropped while its snapshot ran (chunk "
+            f"{chunk.index}). Remove it from table-name, or re-create it, and restart the query"
+        )
+    return exc
 
 
 def _select(
