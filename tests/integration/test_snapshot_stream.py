@@ -17,6 +17,7 @@ import pytest
 from test_stream import (
     drain,
     master_position,
+    options,
     start_collecting,
     start_worker,
     wait_for,
@@ -39,21 +40,20 @@ pytestmark = pytest.mark.integration
 
 
 def snapshot_options(server: DevServer, database: str, state: Path, **extra: str) -> dict[str, str]:
-    s = server.settings
-    return {
-        "hostname": s.host,
-        "port": str(s.port),
-        "username": s.user,
-        "password": s.password,
-        "database-name": database,
-        "table-name": "items|skus|order_lines",
-        "server-id": "5700-5709",
-        "state.location": str(state),
-        "scan.incremental.snapshot.chunk.size": "40",
-        "scan.incremental.snapshot.chunks-per-batch": "3",
-        "scan.incremental.snapshot.chunks-per-partition": "2",
-        **extra,
-    }
+    return options(
+        server,
+        database,
+        "items|skus|order_lines",
+        **{
+            "server-id": "5700-5709",
+            "scan.startup.mode": "initial",
+            "state.location": str(state),
+            "scan.incremental.snapshot.chunk.size": "40",
+            "scan.incremental.snapshot.chunks-per-batch": "3",
+            "scan.incremental.snapshot.chunks-per-partition": "2",
+            **extra,
+        },
+    )
 
 
 def prepare(sql: Any, workload: MultiWorkload, steps: int) -> None:

@@ -48,18 +48,11 @@ _INT_TYPES = {
     "integer": ("INT", "BIGINT"),
     "bigint": ("BIGINT", "DECIMAL(20,0)"),
 }
-_STRING_TYPES = {
-    "char",
-    "varchar",
-    "tinytext",
-    "text",
-    "mediumtext",
-    "longtext",
-    "enum",
-    "set",
-    "json",
-    "time",
-}
+# Types whose values are text (the binlog and SQL both give str); TIME maps to text too.
+TEXT_TYPES = frozenset(
+    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
+)
+_STRING_TYPES = TEXT_TYPES | {"time"}
 _BINARY_TYPES = {
     "binary",
     "varbinary",

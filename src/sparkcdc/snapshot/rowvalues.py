@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.model.schema import Column
+from sparkcdc.model.schema import TEXT_TYPES, Column
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
 _FLOAT = struct.Struct("<f")
@@ -32,17 +32,7 @@ _MAX_DECIMAL128 = 38
 _TIME_RE = re.compile(r"^(-)?(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?$")
 
 _INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
-_TEXT_TYPES = {
-    "char",
-    "varchar",
-    "tinytext",
-    "text",
-    "mediumtext",
-    "longtext",
-    "enum",
-    "set",
-    "json",
-}
+_TEXT_TYPES = TEXT_TYPES
 
 Converter = Callable[[Any], Any]
 
