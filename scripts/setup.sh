@@ -23,4 +23,6 @@ fi
 
 echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
 "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+echo "setup: fetching the pinned connector jars (jars/pom.xml)"
+bash scripts/fetch_jars.sh >/dev/null
 echo "setup: done"

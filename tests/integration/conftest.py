@@ -10,7 +10,7 @@ import pytest
 def spark() -> Iterator[Any]:
     from sparkcdc.spark.session import spark_session
 
-    session = spark_session("sparkcdc-tests", "local[2]")
+    session = spark_session("sparkcdc-tests", "local[2]", connectors=True)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

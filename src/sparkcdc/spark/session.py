@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
+
+from sparkcdc.errors import ConfigError
 
 _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -23,6 +26,36 @@ _DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
 }
+
+
+# Delta and Iceberg SQL (MERGE INTO, ALTER TABLE) need their session extensions; Delta's
+# catalog serves `delta.`/path/`` tables and plain tables stored as Delta.
+_CONNECTOR_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension,"
+    "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # local mode: rebuild a Delta snapshot in a few tasks, not 50
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
+def connector_jars() -> list[str]:
+    """The pinned connector jars (Delta, Iceberg, Kafka, JDBC drivers) in ``jars/lib``.
+
+    ``SPARKCDC_JARS_DIR`` overrides the folder; by default it is the project's ``jars/lib``,
+    filled by ``bash scripts/fetch_jars.sh`` (which ``scripts/setup.sh`` runs).
+    """
+    folder = os.environ.get("SPARKCDC_JARS_DIR") or str(
+        Path(__file__).resolve().parents[3] / "jars" / "lib"
+    )
+    jars = sorted(str(p) for p in Path(folder).glob("*.jar"))
+    if not jars:
+        raise ConfigError(
+            f"no connector jars in {folder}: run `bash scripts/fetch_jars.sh` (part of "
+            "scripts/setup.sh) to fetch the pinned Delta / Iceberg / Kafka jars, or point "
+            "SPARKCDC_JARS_DIR at a folder that has them"
+        )
+    return jars
 
 
 def ensure_python_env() -> None:
@@ -41,13 +74,20 @@ def spark_session(
     *,
     jars: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
+    connectors: bool = False,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
+
+    With ``connectors=True`` the pinned connector jars are on its classpath and the Delta
+    and Iceberg SQL extensions are on (what the pipeline sinks need).
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
     ensure_python_env()
     builder = SparkSession.builder.appName(app_name).master(master)
+    if connectors:
+        jars = [*connector_jars(), *jars]
+        conf = {**_CONNECTOR_CONF, **(conf or {})}
     for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     if jars:

@@ -1,0 +1,188 @@
+"""The one small interface every sink implements, and the registry that finds them by type.
+
+A pipeline hands each sink, per micro-batch and per sink table, the *change frame*: a Spark
+DataFrame in the typed-changelog shape (DESIGN.md §4) after route and transform::
+
+    _op STRING        '+I' insert or snapshot row, '-U' / '+U' update before / after image,
+                      '-D' delete (Flink's RowKind)
+    _op_ts TIMESTAMP  when the change was written to the binlog; NULL for snapshot rows
+    _seq BIGINT       orders all changes of one key; the '-U' and '+U' halves of one update
+                      share their ``_seq`` ('-U' sorts first)
+    _database STRING, _table STRING   the source table the row came from
+    <the sink table's columns, in order>
+
+A key-changing update arrives as '-U' of the old key and '+U' of the new key, so "the last
+change of each key" (:func:`final_states`) is all an upserting sink needs. A sink writes one
+batch idempotently per ``batch_id``: Spark replays the last batch after a crash.
+
+Adding a sink is adding one module with a :class:`Sink` subclass and a line in
+:data:`SINK_TYPES`; it is imported only when a pipeline names its type.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkcdc.errors import ConfigError, did_you_mean
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+OP = "_op"
+OP_TS = "_op_ts"
+SEQ = "_seq"
+DATABASE = "_database"
+TABLE = "_table"
+METADATA_COLUMNS = (OP, OP_TS, SEQ, DATABASE, TABLE)
+DELETED = "_deleted"  # added by final_states
+
+SINK_TYPES = {
+    "console": "sparkcdc.sinks.console:ConsoleSink",
+    "delta": "sparkcdc.sinks.delta:DeltaSink",
+    "iceberg": "sparkcdc.sinks.iceberg:IcebergSink",
+    "kafka": "sparkcdc.sinks.kafka:KafkaSink",
+    "jdbc": "sparkcdc.sinks.jdbc:JdbcSink",
+}
+
+
+@dataclass(frozen=True)
+class SinkColumn:
+    """One column of a sink table: name, Spark DDL type, nullability."""
+
+    name: str
+    spark_type: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class SinkTable:
+    """A table as the sink sees it: routed name, columns after transform, key, sources.
+
+    ``name`` is the routed sink-table identifier, e.g. ``app_db.orders`` (by default the
+    source table's own ``database.table``); ``sources`` the qualified source tables merged
+    into it.
+    """
+
+    name: str
+    columns: tuple[SinkColumn, ...]
+    primary_key: tuple[str, ...]
+    sources: tuple[str, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def namespace(self) -> str:
+        """The part before the last dot ('' if none): database / schema / namespace."""
+        return self.name.rpartition(".")[0]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rpartition(".")[2]
+
+    def spark_ddl(self) -> str:
+        """``\\`id\\` BIGINT NOT NULL, ...`` for CREATE TABLE / createDataFrame."""
+        return ", ".join(
+            f"`{c.name}` {c.spark_type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
+        )
+
+
+class SinkOptions(BaseModel):
+    """Options every sink block has; each sink extends this with its own (Flink-style names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    type: str
+    name: str | None = None  # a display name, as Flink CDC's sink.name
+    include_schema_changes: tuple[str, ...] | None = Field(None, alias="include.schema.changes")
+    exclude_schema_changes: tuple[str, ...] = Field((), alias="exclude.schema.changes")
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink may need to know about the pipeline that runs it."""
+
+    pipeline_name: str
+    checkpoint: str  # the pipeline's checkpoint directory (the sink may keep state under it)
+
+
+class Sink(ABC):
+    """Writes change frames of sink tables, idempotently per batch id.
+
+    Lifecycle: ``open(tables)`` once before the stream starts (check the target is reachable
+    and fail with what to do; create missing tables / topics), ``write(...)`` per batch and
+    sink table, ``close()`` at the end.
+    """
+
+    options_model: ClassVar[type[SinkOptions]] = SinkOptions
+    guarantee: ClassVar[str] = "exactly-once"  # documented per sink in README.md
+
+    def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
+        self.options = options
+        self.spark = spark
+        self.context = context
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark settings this sink needs when the pipeline creates the session."""
+        return {}
+
+    @abstractmethod
+    def open(self, tables: Sequence[SinkTable]) -> None: ...
+
+    @abstractmethod
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
+        pass
+
+
+def sink_class(type_name: str, *, where: str = "sink.type") -> type[Sink]:
+    """The Sink subclass registered for ``type_name`` (imported on first use).
+
+    >>> sink_class("console").__name__
+    'ConsoleSink'
+    """
+    target = SINK_TYPES.get(type_name)
+    if target is None:
+        raise ConfigError(
+            f"{where}: unknown sink type {type_name!r}.{did_you_mean(type_name, SINK_TYPES)} "
+            f"Valid types: {', '.join(sorted(SINK_TYPES))}"
+        )
+    module_name, _, class_name = target.partition(":")
+    cls: type[Sink] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+    """The last change of every key in the batch, with ``_deleted`` telling what it leaves.
+
+    Latest ``_seq`` wins; within one ``_seq`` (an update's two halves) ``+U`` wins over
+    ``-U``. A key whose last change is ``-D`` or ``-U`` (the old key of a key-changing
+    update, or a row a transform filter lets out) no longer exists: ``_deleted`` is true.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rank = F.when(F.col(OP) == "-U", 0).otherwise(1)
+    window = Window.partitionBy(*[F.col(f"`{k}`") for k in key_columns]).orderBy(
+        F.col(SEQ).desc(), rank.desc()
+    )
+    return (
+        changes.withColumn("_rn", F.row_number().over(window))
+        .where(F.col("_rn") == 1)
+        .drop("_rn")
+        .withColumn(DELETED, F.col(OP).isin("-D", "-U"))
+    )
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
+
