@@ -185,4 +185,3 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
 def quote(name: str) -> str:
     """A Spark SQL identifier in backquotes."""
     return "`" + name.replace("`", "``") + "`"
-
