@@ -10,6 +10,10 @@ packages=()
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   packages+=(mariadb-server mariadb-client)
 fi
+# postgresql: the private jdbc-sink target of the tests (src/sparkcdc/devpostgres.py)
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  packages+=(postgresql)
+fi
 if ! command -v java >/dev/null 2>&1; then
   packages+=(openjdk-17-jre-headless)
 fi

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any
+from pathlib import Path
 
 from sparkcdc.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
@@ -45,11 +45,28 @@ def _write_changes(server: DevServer, stop: threading.Event, seconds: float) -> 
             time.sleep(0.2)
 
 
-def run_demo(seconds: float = 20.0) -> None:
-    from sparkcdc.spark.session import spark_session
+DEMO_PIPELINE = """\
+# The quickstart pipeline: every table of app_db on the private MariaDB -> local Delta tables.
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: {user}
+  password: ${{SPARKCDC_DEMO_PASSWORD}}
+  tables: app_db.\\.*
+  server-id: 5500-5510
+  scan.incremental.snapshot.chunk.size: 20
+sink:
+  type: delta
+  path: {lake}
+pipeline:
+  name: demo-app-db-to-delta
+  checkpoint: {checkpoint}
+  trigger.interval: 1s
+"""
 
-    server = DevServer.from_env()
-    settings = server.start()
+
+def _seed(server: DevServer) -> None:
     with server.connection() as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS app_db")
         cur.execute("USE app_db")
@@ -62,46 +79,71 @@ def run_demo(seconds: float = 20.0) -> None:
                 "INSERT INTO orders (customer, amount) VALUES (%s, %s)",
                 [(rng.choice(CUSTOMERS), round(rng.uniform(1, 500), 2)) for _ in range(50)],
             )
+
+
+def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
+    """Sample data in a private MariaDB, synced into a local Delta table, checked, shown."""
+    import os
+
+    from sparkcdc.pipeline.config import load_pipeline
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    server = DevServer.from_env()
+    settings = server.start()
+    _seed(server)
     print(f"MariaDB with sample table app_db.orders on {settings.host}:{settings.port}")
-    state = tempfile.mkdtemp(prefix="sparkcdc-demo-state-")
-
-    spark = spark_session("sparkcdc-demo")
-    spark.sparkContext.setLogLevel("WARN")
-    changes = (
-        spark.readStream.format("mysql-cdc")
-        .option("hostname", settings.host)
-        .option("port", str(settings.port))
-        .option("username", DEV_USER)
-        .option("password", DEV_PASSWORD)
-        .option("database-name", "app_db")
-        .option("table-name", "orders")
-        .option("scan.startup.mode", "initial")  # snapshot the table, then follow the binlog
-        .option("state.location", state)
-        .option("scan.incremental.snapshot.chunk.size", "20")
-        .load()
+    base = Path(workdir or os.path.join(tempfile.gettempdir(), "sparkcdc-demo"))
+    shutil.rmtree(base, ignore_errors=True)  # each demo run starts a fresh pipeline
+    base.mkdir(parents=True)
+    lake, checkpoint = base / "lake", base / "checkpoint"
+    pipeline_file = base / "pipeline.yaml"
+    pipeline_file.write_text(
+        DEMO_PIPELINE.format(
+            host=settings.host, port=settings.port, user=DEV_USER, lake=lake, checkpoint=checkpoint
+        )
     )
+    os.environ["SPARKCDC_DEMO_PASSWORD"] = DEV_PASSWORD  # the YAML reads it as ${...}
+    config = load_pipeline(pipeline_file)
+    print(f"pipeline file: {pipeline_file}")
 
-    def show(batch: Any, batch_id: int) -> None:
-        rows = batch.count()
-        if rows:
-            print(f"--- batch {batch_id}: {rows} change rows")
-            batch.select("_op", "_seq", "id", "customer", "amount", "status").show(
-                20, truncate=False
-            )
-
-    query = changes.writeStream.foreachBatch(show).trigger(processingTime="2 seconds").start()
     stop = threading.Event()
     writer = threading.Thread(target=_write_changes, args=(server, stop, seconds), daemon=True)
     writer.start()
-    try:
-        writer.join()
-        query.processAllAvailable()
-    finally:
-        stop.set()
-        query.stop()
-        spark.stop()
-        shutil.rmtree(state, ignore_errors=True)
+    print(f"1) snapshot + live changes (writing inserts/updates/deletes for {seconds:.0f}s)")
+    first = run_pipeline(config, available_now=True)
+    writer.join()
+    print("2) the same pipeline again, from its checkpoint: the changes written since")
+    second = run_pipeline(config, available_now=True)
     print(
-        "demo done: the +I rows of the first batches are the snapshot (read in chunks without "
-        "locks); every change after them came from the MariaDB binlog"
+        f"   {first.total_rows + second.total_rows} change rows in "
+        f"{first.batches + second.batches} batches written to Delta"
     )
+    _check_and_show(server, str(lake / "app_db" / "orders"))
+    print(
+        "\nQuery it yourself:\n"
+        f"  python -c \"import deltalake; print(deltalake.DeltaTable('{lake}/app_db/orders')"
+        '.to_pandas())"\n'
+        f"  or in PySpark (sparkcdc.spark_session(connectors=True)): "
+        f"spark.read.format('delta').load('{lake}/app_db/orders')\n"
+        f"  sparkcdc status {pipeline_file}    # where the pipeline is\n"
+        f"  sparkcdc run {pipeline_file}       # keep it in sync (Ctrl-C to stop)"
+    )
+
+
+def _check_and_show(server: DevServer, table_path: str) -> None:
+    """Compare the Delta table (read with delta-rs, not Spark) with the source table."""
+    import deltalake
+
+    frame = deltalake.DeltaTable(table_path).to_pandas().sort_values("id")
+    with server.connection("app_db") as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, customer, amount, status FROM orders ORDER BY id")
+        source = [(int(i), c, str(a), s) for i, c, a, s in cur.fetchall()]
+    synced = [
+        (int(r.id), r.customer, str(r.amount), r.status)
+        for r in frame[["id", "customer", "amount", "status"]].itertuples()
+    ]
+    verdict = "equals" if synced == source else "DIFFERS FROM"
+    print(f"3) the Delta table ({len(synced)} rows) {verdict} app_db.orders ({len(source)} rows)")
+    print(frame[["id", "customer", "amount", "status"]].tail(10).to_string(index=False))
+    if synced != source:
+        raise SystemExit(1)

@@ -1,7 +1,13 @@
 """The ``sparkcdc`` command line.
 
+    sparkcdc run FILE [--available-now]   run a pipeline (until Ctrl-C, or until caught up)
+    sparkcdc validate FILE                check the file and the source server
+    sparkcdc status FILE                  phase, tables, chunks, positions, lag, last batch
+    sparkcdc demo                         local MariaDB with sample data -> local Delta table
+
 Exit codes: 0 success; 2 bad configuration or usage; 3 source problem
-(unreachable, misconfigured, purged position); 1 anything else.
+(unreachable, misconfigured, purged position); 4 sink problem (unreachable, refused a
+write); 1 anything else.
 """
 
 from __future__ import annotations
@@ -11,19 +17,45 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sparkcdc.errors import ConfigError, SourceError, SparkCdcError
+from sparkcdc.errors import ConfigError, SinkError, SourceError, SparkCdcError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 EXIT_SOURCE = 3
+EXIT_SINK = 4
 
 
 def _demo(args: argparse.Namespace) -> int:
     from sparkcdc.cli.demo import run_demo
 
-    run_demo(seconds=args.seconds)
+    run_demo(seconds=args.seconds, workdir=args.workdir)
     return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sparkcdc.pipeline.config import load_pipeline
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    config = load_pipeline(args.file)
+    summary = run_pipeline(config, available_now=args.available_now)
+    print(
+        f"sparkcdc: {summary.batches} batch(es), {summary.total_rows} change row(s) written "
+        f"to {config.sink.type} ({', '.join(summary.sink_tables)})"
+    )
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from sparkcdc.cli.inspect import validate
+
+    return validate(args.file)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from sparkcdc.cli.inspect import status
+
+    return status(args.file, as_json=args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +67,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="start a private MariaDB with sample data and stream its changes to the console",
     )
     demo.add_argument("--seconds", type=float, default=20.0, help="how long to write changes")
+    demo.add_argument(
+        "--workdir", default=None, help="where the demo's Delta table and checkpoint go"
+    )
     demo.set_defaults(func=_demo)
+    run = sub.add_parser("run", help="run a pipeline YAML file")
+    run.add_argument("file", help="pipeline YAML (Flink CDC 3.x shape)")
+    run.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process everything the source has now (snapshot included), then exit 0",
+    )
+    run.set_defaults(func=_run)
+    validate = sub.add_parser("validate", help="check a pipeline file and its source server")
+    validate.add_argument("file")
+    validate.set_defaults(func=_validate)
+    status = sub.add_parser("status", help="show where a pipeline is (from its checkpoint)")
+    status.add_argument("file")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(func=_status)
     return parser
 
 
@@ -56,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SourceError as exc:
         print(f"sparkcdc: source error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
+    except SinkError as exc:
+        print(f"sparkcdc: sink error: {exc}", file=sys.stderr)
+        return EXIT_SINK
     except SparkCdcError as exc:
         print(f"sparkcdc: {exc}", file=sys.stderr)
         return EXIT_FAILURE

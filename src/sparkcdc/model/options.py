@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.model.tables import TableFilter
 
 StartupMode = Literal[
     "initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"
@@ -98,8 +99,11 @@ class SourceOptions(BaseModel):
     port: int = Field(3306, ge=1, le=65535)
     username: str
     password: SecretStr = SecretStr("")
-    database_name: str = Field(alias="database-name")
+    database_name: str | None = Field(None, alias="database-name")
     table_name: str = Field(".*", alias="table-name")
+    tables: str | None = None
+    tables_exclude: str | None = Field(None, alias="tables.exclude")
+    changelog_shape: Literal["auto", "typed", "envelope"] = Field("auto", alias="changelog.shape")
     server_id: str | None = Field(None, alias="server-id")
     server_time_zone: str = Field("UTC", alias="server-time-zone")
     scan_startup_mode: StartupMode = Field("initial", alias="scan.startup.mode")
@@ -153,17 +157,19 @@ class SourceOptions(BaseModel):
                 "or use scan.startup.mode=latest-offset to stream only new changes"
             )
         ServerIdRange.parse(self.server_id)  # fail early on a bad range
-        for name, pattern in (
-            ("database-name", self.database_name),
-            ("table-name", self.table_name),
-        ):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(
-                    f"{name} {pattern!r} is not a valid regular expression: {exc}"
-                ) from None
+        try:
+            self.table_filter()  # fail early on a bad or missing pattern
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return self
+
+    def table_filter(self) -> TableFilter:
+        return TableFilter.from_options(
+            tables=self.tables,
+            tables_exclude=self.tables_exclude,
+            database_name=self.database_name,
+            table_name=self.table_name,
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sparkcdc.errors import ConfigError, SnapshotError
 from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.tables import TableFilter
 
 _SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
 
-def match_tables(conn: Any, database_pattern: str, table_pattern: str) -> list[tuple[str, str]]:
-    """Base tables whose database and name fully match the regexes, sorted.
+def match_tables(conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
+    """Base tables the filter captures, sorted.
 
     Raises ConfigError listing what exists when nothing matches.
     """
@@ -24,14 +24,13 @@ def match_tables(conn: Any, database_pattern: str, table_pattern: str) -> list[t
             (_SYSTEM_DATABASES,),
         )
         rows = [(str(db), str(name)) for db, name in cur.fetchall()]
-    db_re, table_re = re.compile(database_pattern), re.compile(table_pattern)
-    matched = [(db, t) for db, t in rows if db_re.fullmatch(db) and table_re.fullmatch(t)]
+    matched = [(db, t) for db, t in rows if tables.matches(db, t)]
     if not matched:
         shown = ", ".join(f"{db}.{t}" for db, t in rows[:20]) or "(none)"
         more = f" and {len(rows) - 20} more" if len(rows) > 20 else ""
         raise ConfigError(
-            f"database-name {database_pattern!r} with table-name {table_pattern!r} matches no "
-            f"table (both are regular expressions that must match the whole name). "
+            f"the table patterns ({tables.describe()}) match no table (regular expressions "
+            "that must match the whole name). "
             f"Tables that exist: {shown}{more}"
         )
     return matched

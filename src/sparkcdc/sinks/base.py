@@ -98,6 +98,9 @@ class SinkOptions(BaseModel):
     """Options every sink block has; each sink extends this with its own (Flink-style names)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # key prefixes passed through as they are (e.g. kafka's 'properties.'): a pipeline file
+    # may use any key that starts with one of them
+    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset()
 
     type: str
     name: str | None = None  # a display name, as Flink CDC's sink.name
@@ -129,7 +132,8 @@ class Sink(ABC):
         self.spark = spark
         self.context = context
 
-    def spark_conf(self) -> dict[str, str]:
+    @classmethod
+    def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
         """Spark settings this sink needs when the pipeline creates the session."""
         return {}
 

@@ -49,10 +49,13 @@ class CapturePlan:
     """What one stream captures: its tables (with schemas) and its output shape."""
 
     tables: tuple[TableSchema, ...]
+    shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | envelope
 
     @property
     def typed(self) -> bool:
-        return len(self.tables) == 1
+        if self.shape == "auto":
+            return len(self.tables) == 1
+        return self.shape == "typed"
 
     def spark_ddl(self) -> str:
         return typed_ddl(self.tables[0]) if self.typed else ENVELOPE_DDL
@@ -83,8 +86,15 @@ def connection_settings(options: SourceOptions) -> ConnectionSettings:
 
 def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> CapturePlan:
     with sql_connection(settings) as conn:
-        names = catalog.match_tables(conn, options.database_name, options.table_name)
-        return CapturePlan(tuple(catalog.load_schema(conn, db, t) for db, t in names))
+        names = catalog.match_tables(conn, options.table_filter())
+        tables = tuple(catalog.load_schema(conn, db, t) for db, t in names)
+    if options.changelog_shape == "typed" and len(tables) != 1:
+        raise ConfigError(
+            f"changelog.shape=typed needs exactly one table, but the patterns match "
+            f"{len(tables)}: {', '.join(t.qualified_name for t in tables[:10])}. Narrow the "
+            "patterns or use changelog.shape=envelope"
+        )
+    return CapturePlan(tables, options.changelog_shape)
 
 
 def startup_position(options: SourceOptions, settings: ConnectionSettings) -> BinlogPosition:

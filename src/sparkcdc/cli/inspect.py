@@ -1,0 +1,123 @@
+"""``sparkcdc validate`` and ``sparkcdc status``: look at a pipeline without running it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sparkcdc.errors import SparkCdcError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.pipeline.config import load_pipeline
+from sparkcdc.pipeline.runner import (
+    STATUS_FILE,
+    committed_offset,
+    lag_text,
+    server_position,
+    source_settings,
+)
+
+
+def validate(file: str) -> int:
+    """Check the file, the source server (settings, grants, tables) and the transforms.
+
+    Returns 0 when everything is ready, 3 when the source has problems (each printed with
+    the statement that fixes it). A wrong file raises ConfigError (exit 2).
+    """
+    from sparkcdc.mysql.validator import validate_source
+    from sparkcdc.pipeline.composer import plan_pipeline
+    from sparkcdc.sinks.base import sink_class
+    from sparkcdc.spark.session import spark_session
+    from sparkcdc.spark.source import plan_capture
+
+    config = load_pipeline(file)
+    sink_class(config.sink.type)
+    print(f"{file}: the file is valid (pipeline {config.pipeline.name!r}, sink {config.sink.type})")
+    options, settings = source_settings(config)
+    issues = validate_source(settings)
+    for issue in issues:
+        print(f"  source {issue.severity}: {issue}")
+    if any(i.severity == "error" for i in issues):
+        print(f"source {settings.endpoint}: not ready for CDC")
+        return 3
+    print(f"source {settings.endpoint}: ready for CDC")
+    capture = plan_capture(options, settings)
+    spark = spark_session("sparkcdc-validate", "local[1]")
+    spark.sparkContext.setLogLevel("ERROR")
+    plan = plan_pipeline(config, capture.tables, spark)
+    for table in plan.sink_tables:
+        columns = ", ".join(f"{c.name} {c.spark_type}" for c in table.columns)
+        print(
+            f"  {table.name} <- {', '.join(table.sources)}: "
+            f"key ({', '.join(table.primary_key)}); {columns}"
+        )
+    return 0
+
+
+def status(file: str, *, as_json: bool = False) -> int:
+    """Print where the pipeline is: phase, per-table chunks, position, lag, last batch."""
+    config = load_pipeline(file)
+    checkpoint = config.checkpoint
+    recorded: dict[str, Any] = {}
+    status_file = Path(checkpoint) / STATUS_FILE
+    if status_file.exists():
+        recorded = json.loads(status_file.read_text())
+    committed = committed_offset(checkpoint)
+    if committed is None and not recorded:
+        print(f"pipeline {config.pipeline.name!r}: never run (no checkpoint at {checkpoint})")
+        return 0
+    batch, offset = committed if committed else (-1, {})
+    tables = offset.get("snapshot") or {}
+    done = all(p.get("total") is not None and p["next"] >= p["total"] for p in tables.values())
+    server_pos: BinlogPosition | None = None
+    try:
+        _, settings = source_settings(config)
+        server_pos = server_position(settings)
+    except SparkCdcError as exc:
+        server_error = str(exc)
+    else:
+        server_error = ""
+    position = BinlogPosition.from_offset(offset["binlog"]) if "binlog" in offset else None
+    chunks = {
+        name: {"chunks_done": p["next"], "chunks_total": p.get("total")}
+        for name, p in tables.items()
+    }
+    report: dict[str, Any] = {
+        "pipeline": config.pipeline.name,
+        "checkpoint": checkpoint,
+        "running": bool(recorded.get("running")) and _alive(recorded.get("pid")),
+        "phase": "binlog" if done else "snapshot",
+        "last_committed_batch": batch,
+        "tables": chunks,
+        "binlog_position": None if position is None else str(position),
+        "server_position": None if server_pos is None else str(server_pos),
+        "lag": lag_text(position, server_pos) if position and server_pos else None,
+        "status_updated": recorded.get("updated"),
+    }
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return 0
+    state = "running" if report["running"] else "not running"
+    print(f"pipeline {config.pipeline.name!r} ({state}), checkpoint {checkpoint}")
+    print(f"  phase: {report['phase']}; last committed batch: {batch}")
+    for name, p in chunks.items():
+        total = p["chunks_total"]
+        print(f"  {name}: chunks {p['chunks_done']}/{'?' if total is None else total}")
+    print(f"  binlog position: {report['binlog_position']}")
+    if server_pos is not None:
+        print(f"  server position: {server_pos} (lag {report['lag']})")
+    elif server_error:
+        print(f"  server position: unknown ({server_error})")
+    if recorded.get("updated"):
+        print(f"  last status update: {recorded['updated']}")
+    return 0
+
+
+def _alive(pid: Any) -> bool:
+    import os
+
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, OSError):
+        return False
+    return True

@@ -1,0 +1,408 @@
+"""Turns a pipeline definition into a Spark streaming query (Flink CDC's composer, for Spark).
+
+The source reads the many-table envelope (DESIGN.md §4). Each micro-batch is cached once;
+per source table its JSON images become typed rows (an update becomes its ``-U`` and ``+U``
+halves), the table's transform runs (filter on the source row, then projection, both Spark
+SQL), route merges source tables into sink tables, and the sink writes each sink table's
+change frame (see :mod:`sparkcdc.sinks.base`) under the batch id.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from sparkcdc.errors import ConfigError, SinkError
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.pipeline.config import PipelineConfig, TransformRule
+from sparkcdc.sinks.base import (
+    DATABASE,
+    METADATA_COLUMNS,
+    OP,
+    OP_TS,
+    SEQ,
+    TABLE,
+    SinkColumn,
+    SinkTable,
+    quote,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# Flink CDC 3.x transform metadata columns (op_ts as epoch milliseconds, as Flink has it)
+TRANSFORM_METADATA = (
+    "__namespace_name__",
+    "__schema_name__",
+    "__table_name__",
+    "__data_event_type__",
+    "op_ts",
+)
+_IMAGE = "_image"
+
+
+@dataclass(frozen=True)
+class SourceTablePlan:
+    """One captured source table: its schema, where it goes, how it is transformed."""
+
+    schema: TableSchema
+    sink_table: str
+    transform: TransformRule | None
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Every captured table and every sink table, decided once before the stream starts."""
+
+    sources: tuple[SourceTablePlan, ...]
+    sink_tables: tuple[SinkTable, ...]
+
+    def sources_of(self, sink_table: SinkTable) -> tuple[SourceTablePlan, ...]:
+        return tuple(s for s in self.sources if s.sink_table == sink_table.name)
+
+
+# --------------------------------------------------------------------------- change frames
+
+
+def _image_value(name: str, spark_type: str) -> SparkColumn:
+    """The typed value of one column from the parsed image (every field parsed as text)."""
+    from pyspark.sql import functions as F
+
+    raw = F.col(_IMAGE).getField(name)
+    if spark_type == "STRING":
+        return raw
+    if spark_type == "BINARY":
+        return F.unbase64(raw)  # images carry bytes as base64 (changelog.image_json)
+    return raw.cast(spark_type)
+
+
+def source_changes(envelope: DataFrame, schema: TableSchema) -> DataFrame:
+    """One source table's rows of an envelope batch as a typed change frame.
+
+    ``r``/``c`` → ``+I`` (after image), ``d`` → ``-D`` (before image), ``u`` → ``-U``
+    (before) and ``+U`` (after) sharing the row's ``seq``. Schema-change rows are left out.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    def half(kind: str, image: str) -> SparkColumn:
+        return F.struct(F.lit(kind).alias("k"), F.col(image).alias("img"))
+
+    op = F.col("op")
+    halves = (
+        F.when(op.isin("r", "c"), F.array(half("+I", "after")))
+        .when(op == "d", F.array(half("-D", "before")))
+        .otherwise(F.array(half("-U", "before"), half("+U", "after")))
+    )
+    text_schema = StructType([StructField(c.name, StringType()) for c in schema.columns])
+    rows = envelope.where(
+        (F.col("database") == schema.database)
+        & (F.col("table") == schema.table)
+        & op.isin("r", "c", "u", "d")
+    ).select(
+        F.explode(halves).alias("h"),
+        F.col("op_ts").alias(OP_TS),
+        F.col("seq").alias(SEQ),
+        F.col("database").alias(DATABASE),
+        F.col("table").alias(TABLE),
+    )
+    parsed = rows.select(
+        F.col("h.k").alias(OP),
+        OP_TS,
+        SEQ,
+        DATABASE,
+        TABLE,
+        F.from_json(F.col("h.img"), text_schema).alias(_IMAGE),
+    )
+    return parsed.select(
+        *METADATA_COLUMNS,
+        *[_image_value(c.name, c.spark_type).alias(c.name) for c in schema.columns],
+    )
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split a projection list at commas outside parentheses and quotes.
+
+    >>> split_top_level("*, concat(a, ',', b) AS ab, `x,y`")
+    ['*', "concat(a, ',', b) AS ab", '`x,y`']
+    """
+    items: list[str] = []
+    depth, quote_char, start = 0, "", 0
+    for i, ch in enumerate(text):
+        if quote_char:
+            if ch == quote_char:
+                quote_char = ""
+        elif ch in "'\"`":
+            quote_char = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    return [item for item in items if item]
+
+
+def apply_transform(
+    changes: DataFrame, rule: TransformRule | None, data_columns: Sequence[str]
+) -> DataFrame:
+    """The rule's filter (on the source row) then projection (``*`` = the source columns).
+
+    Both are Spark SQL and may use the metadata columns ``__namespace_name__`` (NULL for
+    MySQL), ``__schema_name__`` (the database), ``__table_name__``, ``__data_event_type__``
+    (``+I``/``-U``/``+U``/``-D``) and ``op_ts`` (epoch milliseconds; NULL for snapshot rows).
+    """
+    from pyspark.sql import functions as F
+
+    if rule is None or (rule.filter is None and rule.projection is None):
+        return changes
+    with_meta = changes.select(
+        "*",
+        F.lit(None).cast("string").alias("__namespace_name__"),
+        F.col(DATABASE).alias("__schema_name__"),
+        F.col(TABLE).alias("__table_name__"),
+        F.col(OP).alias("__data_event_type__"),
+        F.unix_millis(F.col(OP_TS)).alias("op_ts"),
+    )
+    if rule.filter:
+        with_meta = with_meta.where(F.expr(rule.filter))
+    if rule.projection:
+        items: list[str] = []
+        for item in split_top_level(rule.projection):
+            items.extend(quote(c) for c in data_columns) if item == "*" else items.append(item)
+        return with_meta.selectExpr(*METADATA_COLUMNS, *items)
+    return with_meta.select(*METADATA_COLUMNS, *[quote(c) for c in data_columns])
+
+
+def conform(changes: DataFrame, table: SinkTable) -> DataFrame:
+    """The frame in the sink table's column order and types (NULL where a merged shard lacks
+    a column)."""
+    from pyspark.sql import functions as F
+
+    present = set(changes.columns)
+    return changes.select(
+        *METADATA_COLUMNS,
+        *[
+            (F.col(quote(c.name)) if c.name in present else F.lit(None))
+            .cast(c.spark_type)
+            .alias(c.name)
+            for c in table.columns
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------ planning
+
+
+_INTEGRAL = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
+_INTEGRAL_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
+_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+def widest_type(a: str, b: str) -> str:
+    """The type that holds values of both (Flink CDC merges sharded tables this way).
+
+    >>> widest_type("INT", "BIGINT"), widest_type("DECIMAL(10,2)", "INT"), widest_type("DATE", "X")
+    ('BIGINT', 'DECIMAL(12,2)', 'STRING')
+    """
+    if a == b:
+        return a
+    if a in _INTEGRAL and b in _INTEGRAL:
+        return max(a, b, key=_INTEGRAL.index)
+
+    def decimal(t: str) -> tuple[int, int] | None:
+        if t in _INTEGRAL_DIGITS:
+            return _INTEGRAL_DIGITS[t], 0
+        m = _DECIMAL_RE.fullmatch(t)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    da, db = decimal(a), decimal(b)
+    if da and db:
+        scale = max(da[1], db[1])
+        digits = max(da[0] - da[1], db[0] - db[1])
+        return f"DECIMAL({min(38, digits + scale)},{scale})"
+    numeric = {"FLOAT", "DOUBLE"}
+    if (a in numeric or da) and (b in numeric or db):
+        return "DOUBLE"
+    if {a, b} == {"TIMESTAMP", "TIMESTAMP_NTZ"}:
+        return "TIMESTAMP"
+    return "STRING"
+
+
+def _spark_type(data_type: Any) -> str:
+    text: str = data_type.simpleString().upper()
+    return "INT" if text == "INTEGER" else text
+
+
+def _empty_envelope(spark: SparkSession) -> DataFrame:
+    from sparkcdc.spark.changelog import ENVELOPE_DDL
+
+    return spark.createDataFrame([], ENVELOPE_DDL)
+
+
+def plan_pipeline(
+    config: PipelineConfig, schemas: Sequence[TableSchema], spark: SparkSession
+) -> PipelinePlan:
+    """Route and transform every captured table; merge routed tables into sink tables.
+
+    Spark analyses each transform on an empty frame, so a bad expression fails here, before
+    the stream starts, with the table and the rule named.
+    """
+    empty = _empty_envelope(spark)
+    sources: list[SourceTablePlan] = []
+    shapes: dict[str, list[tuple[TableSchema, list[tuple[str, str]], tuple[str, ...]]]] = {}
+    for schema in schemas:
+        rule = config.transform_for(schema.database, schema.table)
+        target = config.route_for(schema.database, schema.table)
+        sources.append(SourceTablePlan(schema, target, rule))
+        try:
+            frame = apply_transform(source_changes(empty, schema), rule, schema.column_names)
+            fields = [
+                (f.name, _spark_type(f.dataType))
+                for f in frame.schema.fields
+                if f.name not in METADATA_COLUMNS
+            ]
+        except Exception as exc:  # Spark's AnalysisException and friends
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(
+                f"transform for {schema.qualified_name} (source-table "
+                f"{rule.source_table if rule else '?'}): Spark cannot apply it: "
+                f"{str(exc).splitlines()[0]}"
+            ) from None
+        keys = (rule.key_columns() if rule else None) or schema.primary_key
+        missing = [k for k in keys if k not in {n for n, _ in fields}]
+        if not keys:
+            raise ConfigError(
+                f"table {schema.qualified_name} has no primary key, and sinks write by key: "
+                f"add a transform with primary-keys for source-table {schema.qualified_name}"
+            )
+        if missing:
+            raise ConfigError(
+                f"primary key {list(keys)} of {schema.qualified_name} is not in its transformed "
+                f"columns {[n for n, _ in fields]} (missing {missing}): keep the key columns "
+                "in the projection, or set primary-keys"
+            )
+        shapes.setdefault(target, []).append((schema, fields, tuple(keys)))
+    sink_tables = tuple(_merge(name, members) for name, members in shapes.items())
+    return PipelinePlan(tuple(sources), sink_tables)
+
+
+def _merge(
+    name: str, members: list[tuple[TableSchema, list[tuple[str, str]], tuple[str, ...]]]
+) -> SinkTable:
+    first_schema, _, keys = members[0]
+    for schema, _, other_keys in members[1:]:
+        if other_keys != keys:
+            raise ConfigError(
+                f"route: sink table {name} merges {first_schema.qualified_name} (primary key "
+                f"{list(keys)}) and {schema.qualified_name} (primary key {list(other_keys)}); "
+                "merged tables need the same key columns. Route them to different sink tables, "
+                "or give both the same primary-keys in a transform"
+            )
+    types: dict[str, str] = {}
+    for _, fields, _ in members:
+        for column, spark_type in fields:
+            types[column] = (
+                widest_type(types[column], spark_type) if column in types else spark_type
+            )
+    columns = tuple(SinkColumn(c, t, nullable=c not in keys) for c, t in types.items())
+    return SinkTable(name, columns, keys, tuple(s.qualified_name for s, _, _ in members))
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+BatchListener = Callable[[int, dict[str, int]], None]
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: one envelope batch → every touched sink table."""
+
+    def __init__(
+        self,
+        plan: PipelinePlan,
+        sink: Any,
+        behavior: str,
+        listener: BatchListener | None = None,
+    ) -> None:
+        self.plan = plan
+        self.sink = sink
+        self.behavior = behavior
+        self.listener = listener
+        self._by_source = {s.schema.qualified_name: s for s in plan.sources}
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            counts = batch.groupBy("database", "table", F.col("op") == "ddl").count().collect()
+            touched: set[str] = set()
+            rows: dict[str, int] = {}
+            for database, table, is_ddl, count in counts:
+                qualified = f"{database}.{table}"
+                if is_ddl:
+                    self._schema_change(batch, qualified)
+                    continue
+                touched.add(qualified)
+                rows[qualified] = rows.get(qualified, 0) + int(count)
+            for sink_table in self.plan.sink_tables:
+                members = [
+                    s
+                    for s in self.plan.sources_of(sink_table)
+                    if s.schema.qualified_name in touched
+                ]
+                if not members:
+                    continue
+                frames = [
+                    conform(
+                        apply_transform(
+                            source_changes(batch, m.schema), m.transform, m.schema.column_names
+                        ),
+                        sink_table,
+                    )
+                    for m in members
+                ]
+                changes = reduce(lambda a, b: a.unionByName(b), frames)
+                self.sink.write(sink_table, changes, batch_id)
+            if self.listener is not None:
+                self.listener(batch_id, rows)
+        finally:
+            batch.unpersist()
+
+    def _schema_change(self, batch: DataFrame, qualified: str) -> None:
+        from pyspark.sql import functions as F
+
+        database, _, table = qualified.partition(".")
+        statements = [
+            (r["seq"], r["ddl"])
+            for r in batch.where(
+                (F.col("op") == "ddl") & (F.col("database") == database) & (F.col("table") == table)
+            )
+            .select("seq", "ddl")
+            .collect()
+        ]
+        for seq, ddl in statements:
+            if self.behavior == "exception":
+                raise SinkError(
+                    f"schema change on {qualified} (seq {seq}): {ddl!r}, and "
+                    "pipeline.schema.change.behavior is 'exception'. Apply it to the sink by "
+                    "hand and restart, or choose another behavior"
+                )
+            log.warning(
+                "schema change on %s (seq %s) is not applied to the sink yet: %s",
+                qualified,
+                seq,
+                ddl,
+            )

@@ -1,0 +1,343 @@
+"""Pipeline definitions: Flink CDC 3.x YAML, parsed once into frozen typed models.
+
+A Flink CDC user ports a file by changing its ``sink`` block::
+
+    source:
+      type: mysql
+      hostname: 127.0.0.1
+      port: 3306
+      username: cdc
+      password: ${MYSQL_PASSWORD}
+      tables: app_db.\\.*
+    sink:
+      type: delta
+      path: /data/lake
+    route:
+      - source-table: app_db.orders_\\.*
+        sink-table: app_db.orders
+    transform:
+      - source-table: app_db.orders
+        projection: "*, UPPER(customer) AS customer_uc"
+        filter: amount > 0
+    pipeline:
+      name: orders-to-delta
+
+Every key is checked; an error names its YAML path (``sink.pth``) and the closest valid key.
+``${VAR}`` and ``${VAR:-default}`` in any string are replaced from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.model.options import SourceOptions, parse_duration
+from sparkcdc.model.tables import Pattern, parse_table_patterns
+from sparkcdc.sinks.base import SinkOptions, sink_class
+
+SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
+# set by the pipeline, never by the user: pipelines read the many-table envelope
+_SOURCE_RESERVED = ("changelog.shape",)
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class RouteRule(_Block):
+    """``route`` entry: tables matching ``source-table`` go to ``sink-table``."""
+
+    source_table: str = Field(alias="source-table")
+    sink_table: str = Field(alias="sink-table")
+    replace_symbol: str | None = Field(None, alias="replace-symbol")
+    description: str | None = None
+
+    @field_validator("source_table")
+    @classmethod
+    def _patterns(cls, value: str) -> str:
+        parse_table_patterns(value, option="source-table")
+        return value
+
+    def patterns(self) -> tuple[Pattern, ...]:
+        return parse_table_patterns(self.source_table, option="source-table")
+
+    def matches(self, database: str, table: str) -> bool:
+        return any(d.fullmatch(database) and t.fullmatch(table) for d, t in self.patterns())
+
+    def target(self, database: str, table: str) -> str:
+        """The sink table for a matching source table (``replace-symbol`` → its name).
+
+        >>> RouteRule.model_validate({"source-table": "db.t_\\\\.*",
+        ...     "sink-table": "ods.<>_v", "replace-symbol": "<>"}).target("db", "t_1")
+        'ods.t_1_v'
+        """
+        if self.replace_symbol:
+            return self.sink_table.replace(self.replace_symbol, table)
+        return self.sink_table
+
+
+class TransformRule(_Block):
+    """``transform`` entry: Spark SQL projection / filter and key override for some tables."""
+
+    source_table: str = Field(alias="source-table")
+    projection: str | None = None
+    filter: str | None = None
+    primary_keys: str | None = Field(None, alias="primary-keys")
+    description: str | None = None
+
+    @field_validator("source_table")
+    @classmethod
+    def _patterns(cls, value: str) -> str:
+        parse_table_patterns(value, option="source-table")
+        return value
+
+    def matches(self, database: str, table: str) -> bool:
+        patterns = parse_table_patterns(self.source_table, option="source-table")
+        return any(d.fullmatch(database) and t.fullmatch(table) for d, t in patterns)
+
+    def key_columns(self) -> tuple[str, ...] | None:
+        if not self.primary_keys:
+            return None
+        return tuple(k.strip() for k in self.primary_keys.split(",") if k.strip())
+
+
+class PipelineBlock(_Block):
+    """``pipeline`` block."""
+
+    name: str = "sparkcdc-pipeline"
+    parallelism: int = Field(2, ge=1)
+    schema_change_behavior: SchemaChangeBehavior = Field("lenient", alias="schema.change.behavior")
+    checkpoint: str | None = None  # default: .sparkcdc/<name> beside the YAML file
+    trigger_interval_s: float = Field(1.0, alias="trigger.interval", ge=0)
+    spark_conf: dict[str, str] = Field(default_factory=dict, alias="spark.conf")
+
+    @field_validator("trigger_interval_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _conf_text(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    def checkpoint_dir(self, base: Path) -> str:
+        if self.checkpoint:
+            return self.checkpoint
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-") or "pipeline"
+        return str(base / ".sparkcdc" / slug)
+
+
+class PipelineConfig(BaseModel):
+    """A whole pipeline file."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    source: SourceOptions
+    sink: SinkOptions
+    route: tuple[RouteRule, ...] = ()
+    transform: tuple[TransformRule, ...] = ()
+    pipeline: PipelineBlock = Field(default_factory=lambda: PipelineBlock.model_validate({}))
+    base_dir: Path = Path(".")
+
+    @property
+    def checkpoint(self) -> str:
+        return self.pipeline.checkpoint_dir(self.base_dir)
+
+    @property
+    def state_location(self) -> str:
+        assert self.source.state_location is not None  # set by parse_pipeline
+        return self.source.state_location
+
+    def source_options(self) -> dict[str, str]:
+        """The mysql-cdc options of the source block, as the pipeline reads them."""
+        options: dict[str, str] = {}
+        for name, field in SourceOptions.model_fields.items():
+            value = getattr(self.source, name)
+            if value is None or name not in self.source.model_fields_set:
+                continue
+            if hasattr(value, "get_secret_value"):
+                value = value.get_secret_value()
+            options[field.alias or name] = str(value)
+        options["changelog.shape"] = "envelope"
+        options["state.location"] = self.state_location
+        return options
+
+    def route_for(self, database: str, table: str) -> str:
+        """Sink table of a source table: the first matching route, else ``database.table``."""
+        for rule in self.route:
+            if rule.matches(database, table):
+                return rule.target(database, table)
+        return f"{database}.{table}"
+
+    def transform_for(self, database: str, table: str) -> TransformRule | None:
+        return next((t for t in self.transform if t.matches(database, table)), None)
+
+
+# ------------------------------------------------------------------------------- loading
+
+
+def load_pipeline(path: str | Path, env: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Read and validate a pipeline YAML file.
+
+    Raises ConfigError with the YAML path of the first problem and what to do.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read pipeline file {file}: {exc.strerror}") from None
+    return parse_pipeline(text, base_dir=file.resolve().parent, env=env, origin=str(file))
+
+
+def parse_pipeline(
+    text: str,
+    *,
+    base_dir: Path = Path("."),
+    env: Mapping[str, str] | None = None,
+    origin: str = "<pipeline>",
+) -> PipelineConfig:
+    """Validate pipeline YAML text (see the module docstring for the shape).
+
+    >>> parse_pipeline("source: {type: mysql, hostname: h, username: u, tables: a.b}\\n"
+    ...                "sink: {type: console}").route_for("a", "b")
+    'a.b'
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a mapping with 'source' and 'sink' blocks")
+    data = _interpolate(data, os.environ if env is None else env, "")
+    top = {"source", "sink", "route", "transform", "pipeline"}
+    _check_keys(data, top, "")
+    for block in ("source", "sink"):
+        if not isinstance(data.get(block), dict):
+            raise ConfigError(f"{block}: missing; a pipeline needs a '{block}' block (a mapping)")
+    pipeline = _validate(PipelineBlock, data.get("pipeline") or {}, "pipeline")
+    checkpoint = pipeline.checkpoint_dir(base_dir)
+    return PipelineConfig(
+        source=_source(data["source"], f"{checkpoint.rstrip('/')}/source-state"),
+        sink=_sink(data["sink"]),
+        route=tuple(
+            _validate(RouteRule, item, f"route[{i}]") for i, item in enumerate(_list(data, "route"))
+        ),
+        transform=tuple(
+            _validate(TransformRule, item, f"transform[{i}]")
+            for i, item in enumerate(_list(data, "transform"))
+        ),
+        pipeline=pipeline,
+        base_dir=base_dir,
+    )
+
+
+def _source(block: dict[str, Any], state_location: str) -> SourceOptions:
+    kind = block.get("type")
+    if kind != "mysql":
+        raise ConfigError(
+            f"source.type: {kind!r} is not supported; use 'mysql' (MySQL and MariaDB)"
+        )
+    options = {k: v for k, v in block.items() if k != "type"}
+    for key in _SOURCE_RESERVED:
+        if key in options:
+            raise ConfigError(f"source.{key}: set by the pipeline itself; remove it")
+    known = {f.alias or n for n, f in SourceOptions.model_fields.items()} - set(_SOURCE_RESERVED)
+    _check_keys(options, known | {"type"}, "source")
+    # the snapshot's state lives in the pipeline's checkpoint unless the file says otherwise
+    options.setdefault("state.location", state_location)
+    return _validate(SourceOptions, options, "source")
+
+
+def _sink(block: dict[str, Any]) -> SinkOptions:
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise ConfigError("sink.type: missing; one of console, delta, iceberg, jdbc, kafka")
+    model = sink_class(kind).options_model
+    return _validate(model, block, "sink")
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: expected a list of mappings ('- source-table: ...')")
+    return value
+
+
+def _aliases(model: type[BaseModel]) -> set[str]:
+    return {field.alias or name for name, field in model.model_fields.items()}
+
+
+def _check_keys(block: Mapping[str, Any], known: set[str], path: str) -> None:
+    for key in block:
+        if key not in known and not _is_prefixed(key, known):
+            where = f"{path}.{key}" if path else str(key)
+            raise ConfigError(
+                f"{where}: unknown key.{did_you_mean(str(key), known)} "
+                f"Valid keys{' in ' + path if path else ''}: {', '.join(sorted(known))}"
+            )
+
+
+def _is_prefixed(key: str, known: set[str]) -> bool:
+    # 'properties.*' style pass-through options (a model field named 'properties.')
+    return any(k.endswith(".") and str(key).startswith(k) for k in known)
+
+
+def _validate(model: type[M], block: Any, path: str) -> M:
+    if not isinstance(block, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {type(block).__name__}")
+    _check_keys(block, _aliases(model) | _extra_keys(model), path)
+    try:
+        return model.model_validate(block)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        where = f"{path}.{loc}" if loc else path
+        message = str(err["msg"]).removeprefix("Value error, ")
+        # never echo a whole block (it may hold a password), nor a password itself
+        shown = loc and err["type"] != "missing" and "password" not in loc
+        received = f" (got {err.get('input')!r})" if shown else ""
+        raise ConfigError(f"{where}: {message}{received}") from None
+
+
+def _extra_keys(model: type[BaseModel]) -> set[str]:
+    # e.g. the kafka sink's 'properties.' (any 'properties.*' key is a producer property)
+    return set(getattr(model, "passthrough_prefixes", frozenset()))
+
+
+def _interpolate(value: Any, env: Mapping[str, str], path: str) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(
+                f"{path}: environment variable {name} is not set (referenced as ${{{name}}}); "
+                f"export it, or write ${{{name}:-default}}"
+            )
+
+        return _ENV_RE.sub(replace, value)
+    return value

@@ -1,0 +1,356 @@
+"""Runs a pipeline: session, plan, sink, streaming query, progress, status.
+
+``run_pipeline`` blocks until the query ends: never by itself in continuous mode (stop it
+with Ctrl-C: the last batch is complete or replayed on the next run), or once everything the
+source had when the run started is in the sink (``available_now``).
+
+Each run keeps ``<checkpoint>/status.json`` current (what ``sparkcdc status`` shows):
+phase, per-table chunks, binlog position, last batch, rows written.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparkcdc.errors import SinkError, SourceError, SparkCdcError
+from sparkcdc.model.options import SourceOptions
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, plan_pipeline
+from sparkcdc.pipeline.config import PipelineConfig
+from sparkcdc.sinks.base import Sink, SinkContext, sink_class
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE = "status.json"
+_POLL_S = 0.5
+
+
+@dataclass
+class RunSummary:
+    """What one run did."""
+
+    batches: int = 0
+    rows: dict[str, int] = field(default_factory=dict)  # source table → change rows
+    sink_tables: tuple[str, ...] = ()
+    last_offset: dict[str, Any] | None = None
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+
+def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
+    from sparkcdc.spark.source import connection_settings
+
+    options = SourceOptions.from_options(config.source_options())
+    return options, connection_settings(options)
+
+
+def server_position(settings: Any) -> BinlogPosition:
+    from sparkcdc.mysql import server
+    from sparkcdc.mysql.connection import sql_connection
+
+    with sql_connection(settings) as conn:
+        return server.current_position(conn, server.server_info(conn), with_gtids=False)
+
+
+def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> bool:
+    """Whether a committed source offset has every chunk read and the binlog at ``target``.
+
+    >>> offset_caught_up({"binlog": BinlogPosition("b.000002", 4).to_offset(),
+    ...     "snapshot": {"a.t": {"next": 2, "prev": 2, "total": 2}}}, BinlogPosition("b.000001", 9))
+    True
+    """
+    if not offset or "binlog" not in offset:
+        return False
+    for progress in (offset.get("snapshot") or {}).values():
+        total = progress.get("total")
+        if total is None or int(progress["next"]) < int(total):
+            return False
+    return BinlogPosition.from_offset(offset["binlog"]) >= target
+
+
+def _query_error(exc: BaseException) -> SparkCdcError:
+    """Our own error from a failed streaming query's (Java-wrapped) exception text."""
+    text = str(exc)
+    for kind in (SinkError, SourceError, SparkCdcError):
+        marker = f"sparkcdc.errors.{kind.__name__}: "
+        if marker in text:
+            message = text.split(marker, 1)[1].split("\n", 1)[0]
+            return kind(message)
+    for name in ("SnapshotError", "ProtocolError", "PositionError", "ConfigError"):
+        marker = f"sparkcdc.errors.{name}: "
+        if marker in text:
+            return SparkCdcError(text.split(marker, 1)[1].split("\n", 1)[0])
+    first = next((line for line in text.splitlines() if line.strip()), text)
+    return SparkCdcError(f"the streaming query failed: {first}")
+
+
+class Progress:
+    """Progress of a running pipeline: one rewritten line on a terminal, log lines otherwise."""
+
+    def __init__(self, out: TextIO, interactive: bool | None = None) -> None:
+        self.out = out
+        self.interactive = out.isatty() if interactive is None else interactive
+        self.started = time.monotonic()
+        self.rows = 0
+        self._last_text = ""
+
+    def line(
+        self, offset: dict[str, Any] | None, batch: int, server_pos: BinlogPosition | None
+    ) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        rate = self.rows / elapsed
+        parts = [f"batch {batch}", f"{self.rows} rows ({rate:,.0f}/s)"]
+        tables = (offset or {}).get("snapshot") or {}
+        if tables:
+            done = sum(
+                1 for p in tables.values() if p.get("total") is not None and p["next"] >= p["total"]
+            )
+            chunks_done = sum(int(p["next"]) for p in tables.values())
+            totals = [p.get("total") for p in tables.values()]
+            chunk_total = sum(int(t) for t in totals if t is not None)
+            known = all(t is not None for t in totals)
+            parts.append(
+                f"snapshot: {done}/{len(tables)} tables, chunks {chunks_done}/"
+                f"{chunk_total if known else '?'}"
+            )
+            if known and chunks_done and chunk_total > chunks_done:
+                eta = elapsed * (chunk_total - chunks_done) / chunks_done
+                parts.append(f"ETA {eta:,.0f}s")
+        if offset and "binlog" in offset:
+            position = BinlogPosition.from_offset(offset["binlog"])
+            parts.append(f"binlog {position.file}:{position.pos}")
+            if server_pos is not None:
+                parts.append(f"lag {lag_text(position, server_pos)}")
+        return " | ".join(parts)
+
+    def show(self, text: str) -> None:
+        if text == self._last_text:
+            return
+        self._last_text = text
+        if self.interactive:
+            self.out.write("\r\033[K" + text)
+            self.out.flush()
+        else:
+            log.info("%s", text)
+
+    def finish(self) -> None:
+        if self.interactive and self._last_text:
+            self.out.write("\n")
+            self.out.flush()
+
+
+def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
+    """How far ``position`` is behind the server, in bytes of the same file or in files."""
+    if position.file == server_pos.file:
+        return f"{max(0, server_pos.pos - position.pos):,} bytes"
+    return f"{server_pos.file} (files behind)"
+
+
+def write_status(checkpoint: str, status: dict[str, Any]) -> None:
+    path = Path(checkpoint) / STATUS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def committed_offset(checkpoint: str) -> tuple[int, dict[str, Any]] | None:
+    """The newest batch Spark committed in ``<checkpoint>/spark`` and its source end offset."""
+    root = Path(checkpoint) / "spark"
+    commits = sorted(
+        (int(p.name) for p in (root / "commits").glob("[0-9]*") if p.name.isdigit()),
+        reverse=True,
+    )
+    for batch in commits:
+        offsets = root / "offsets" / str(batch)
+        if offsets.exists():
+            lines = offsets.read_text().splitlines()
+            # v1, the batch metadata, then one line per source
+            return batch, json.loads(lines[2])
+    return None
+
+
+def run_pipeline(
+    config: PipelineConfig,
+    *,
+    available_now: bool = False,
+    out: TextIO | None = None,
+    spark: Any = None,
+    on_batch: Callable[[int, dict[str, int]], None] | None = None,
+    max_seconds: float | None = None,
+) -> RunSummary:
+    """Run ``config`` until stopped, or (``available_now``) until caught up with the source.
+
+    ``spark``: an existing session (it must have the connector jars, see
+    ``spark_session(connectors=True)``); by default one is made with
+    ``local[pipeline.parallelism]``.
+    """
+    from sparkcdc.mysql.validator import check_source
+    from sparkcdc.spark.session import register, spark_session
+    from sparkcdc.spark.source import plan_capture
+
+    out = out or sys.stdout
+    options, settings = source_settings(config)
+    check_source(settings)
+    capture = plan_capture(options, settings)
+    cls = sink_class(config.sink.type)
+    if spark is None:
+        spark = spark_session(
+            config.pipeline.name,
+            f"local[{config.pipeline.parallelism}]",
+            connectors=True,
+            conf={**cls.spark_conf(config.sink), **config.pipeline.spark_conf},
+        )
+        spark.sparkContext.setLogLevel("WARN")
+    else:
+        register(spark)
+        for key, value in {**cls.spark_conf(config.sink), **config.pipeline.spark_conf}.items():
+            spark.conf.set(key, value)
+    plan = plan_pipeline(config, capture.tables, spark)
+    sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
+    sink.open(plan.sink_tables)
+    summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
+    committed = committed_offset(config.checkpoint)
+    if committed is not None:  # a restart: where the last run got to
+        summary.last_offset = committed[1]
+    _announce(plan, config, out)
+
+    def listener(batch_id: int, rows: dict[str, int]) -> None:
+        summary.batches += 1
+        for table, count in rows.items():
+            summary.rows[table] = summary.rows.get(table, 0) + count
+        progress.rows += sum(rows.values())
+        if on_batch is not None:
+            on_batch(batch_id, rows)
+
+    progress = Progress(out)
+    target = server_position(settings) if available_now else None
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in config.source_options().items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.queryName(_query_name(config.pipeline.name))
+        .foreachBatch(BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener))
+        .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
+        .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
+        .start()
+    )
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    last_server_check = 0.0
+    server_pos: BinlogPosition | None = None
+    try:
+        while query.isActive:
+            query.awaitTermination(_POLL_S)
+            latest = query.lastProgress
+            if latest and latest.get("sources"):
+                log.debug("progress endOffset: %r", latest["sources"][0].get("endOffset"))
+            if latest and latest.get("sources"):
+                end = latest["sources"][0].get("endOffset")
+                summary.last_offset = _offset_dict(end)
+            if time.monotonic() - last_server_check > 5:
+                last_server_check = time.monotonic()
+                try:
+                    server_pos = server_position(settings)
+                except SparkCdcError:
+                    server_pos = None
+            batch = int(latest["batchId"]) if latest else -1
+            progress.show(progress.line(summary.last_offset, batch, server_pos))
+            write_status(
+                config.checkpoint,
+                _status(config, plan, summary, batch, server_pos, running=True),
+            )
+            if target is not None and offset_caught_up(summary.last_offset, target):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        if query.exception() is not None:
+            raise _query_error(query.exception())
+    except KeyboardInterrupt:
+        log.info("stopping on request; the next run goes on from the last committed batch")
+    finally:
+        if query.isActive:
+            query.stop()
+        progress.finish()
+        sink.close()
+        write_status(
+            config.checkpoint,
+            _status(config, plan, summary, summary.batches - 1, server_pos, running=False),
+        )
+    return summary
+
+
+def _offset_dict(end: Any) -> dict[str, Any] | None:
+    """A source offset from query progress: a dict, its JSON text, or (Python data sources
+    in Spark 4.1) its Python repr."""
+    if isinstance(end, dict):
+        return end
+    if isinstance(end, str) and end.startswith("{"):
+        try:
+            parsed = json.loads(end)
+        except json.JSONDecodeError:
+            try:
+                parsed = ast.literal_eval(end)
+            except (ValueError, SyntaxError):
+                log.debug("unparsed offset in query progress: %s", end)
+                return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def _query_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+def _announce(plan: PipelinePlan, config: PipelineConfig, out: TextIO) -> None:
+    out.write(
+        f"pipeline {config.pipeline.name!r}: {len(plan.sources)} source table(s) → "
+        f"{config.sink.type} ({len(plan.sink_tables)} sink table(s)); checkpoint "
+        f"{config.checkpoint}\n"
+    )
+    for table in plan.sink_tables:
+        out.write(
+            f"  {table.name} <- {', '.join(table.sources)} (key {', '.join(table.primary_key)})\n"
+        )
+    out.flush()
+
+
+def _status(
+    config: PipelineConfig,
+    plan: PipelinePlan,
+    summary: RunSummary,
+    batch: int,
+    server_pos: BinlogPosition | None,
+    *,
+    running: bool,
+) -> dict[str, Any]:
+    offset = summary.last_offset or {}
+    tables = offset.get("snapshot") or {}
+    snapshot_done = all(
+        p.get("total") is not None and p["next"] >= p["total"] for p in tables.values()
+    )
+    return {
+        "pipeline": config.pipeline.name,
+        "running": running,
+        "pid": os.getpid(),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "phase": "binlog" if snapshot_done else "snapshot",
+        "tables": tables,
+        "binlog": offset.get("binlog"),
+        "server_position": None if server_pos is None else str(server_pos),
+        "last_batch": batch,
+        "rows_this_run": summary.rows,
+        "sink": config.sink.type,
+        "sink_tables": {t.name: list(t.sources) for t in plan.sink_tables},
+    }

@@ -1,0 +1,390 @@
+"""The kafka sink against the private broker, read back with an independent client.
+
+Spark (with the pinned spark-sql-kafka connector) writes; confluent-kafka (librdkafka)
+reads every message of the topic up to its high watermark, so a missing, extra or
+misordered message fails the test.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pydantic import ValidationError
+
+from sparkcdc.devkafka import DevKafka
+from sparkcdc.errors import SinkError
+from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
+from sparkcdc.sinks.kafka import KafkaOptions, KafkaSink, kafka_messages
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = (
+    "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRING, "
+    "id BIGINT, name STRING, amount DECIMAL(10,2)"
+)
+T1 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
+T1_MS = 1714564800123
+D = Decimal
+
+# One batch of app_db.orders covering every case: two snapshot rows of one chunk (shared
+# seq), an insert, an update whose halves are at seq and seq+1 (as the binlog reader numbers
+# them), one whose halves share a seq (as the sink interface allows), a key-changing update,
+# a lone '-U' (a transform filter let the row out), a lone '+U' (let in) and a delete.
+CHANGES: list[tuple[Any, ...]] = [
+    ("+I", None, 100, "app_db", "orders", 1, "a", D("1.00")),
+    ("+I", None, 100, "app_db", "orders", 2, "b", D("2.00")),
+    ("+I", T1, 200, "app_db", "orders", 3, "c", D("3.00")),
+    ("-U", T1, 300, "app_db", "orders", 3, "c", D("3.00")),
+    ("+U", T1, 301, "app_db", "orders", 3, "c2", D("3.50")),
+    ("-U", T1, 400, "app_db", "orders", 1, "a", D("1.00")),
+    ("+U", T1, 400, "app_db", "orders", 1, "a", D("1.10")),
+    ("-U", T1, 500, "app_db", "orders", 2, "b", D("2.00")),
+    ("+U", T1, 501, "app_db", "orders", 20, "b", D("2.00")),
+    ("-U", T1, 600, "app_db", "orders", 3, "c2", D("3.50")),
+    ("+U", T1, 700, "app_db", "orders", 4, None, D("4.00")),
+    ("-D", T1, 800, "app_db", "orders", 20, "b", D("2.00")),
+]
+
+
+def row(id_: int, name: str | None, amount: str) -> dict[str, Any]:
+    return {"id": id_, "name": name, "amount": D(amount)}
+
+
+@dataclass(frozen=True)
+class Message:
+    partition: int
+    offset: int
+    key: Any
+    value: Any
+    headers: dict[str, bytes]
+
+    @property
+    def seq(self) -> int:
+        return int(self.headers["sparkcdc.seq"])
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[str]:
+    kafka = DevKafka.from_env()
+    started_here = not kafka.is_running()
+    yield kafka.start()
+    if started_here:
+        kafka.stop()
+
+
+def orders_table() -> SinkTable:
+    """app_db.orders_<unique>: its default topic is unique per test."""
+    return SinkTable(
+        name=f"app_db.orders_{uuid.uuid4().hex[:10]}",
+        columns=(
+            SinkColumn("id", "BIGINT", nullable=False),
+            SinkColumn("name", "STRING"),
+            SinkColumn("amount", "DECIMAL(10,2)"),
+        ),
+        primary_key=("id",),
+        sources=("app_db.orders",),
+    )
+
+
+def make_sink(spark: Any, tmp_path: Any, **options: Any) -> KafkaSink:
+    model = KafkaOptions.model_validate({"type": "kafka", **options})
+    return KafkaSink(model, spark, SinkContext("test", str(tmp_path)))
+
+
+def change_frame(spark: Any, rows: Sequence[tuple[Any, ...]]) -> Any:
+    # reversed and scattered over partitions: the sink itself must restore the order
+    return spark.createDataFrame(list(reversed(rows)), SCHEMA).repartition(3)
+
+
+def consume(servers: str, topic: str, timeout_s: float = 30.0) -> list[Message]:
+    """Every message of ``topic`` up to its current high watermark, in offset order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"test-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions)
+        remaining: dict[int, int] = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                remaining[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
+        messages: list[Message] = []
+        deadline = time.monotonic() + timeout_s
+        while remaining and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            p, offset = msg.partition(), msg.offset()
+            assert p is not None and offset is not None
+            key, value = msg.key(), msg.value()
+            messages.append(
+                Message(
+                    p,
+                    offset,
+                    None if key is None else json.loads(key, parse_float=Decimal),
+                    None if value is None else json.loads(value, parse_float=Decimal),
+                    {k: bytes(v or b"") for k, v in (msg.headers() or [])},
+                )
+            )
+            if p in remaining and offset + 1 >= remaining[p]:
+                del remaining[p]
+        assert not remaining, f"timed out reading {topic}: partitions {remaining} not read up"
+        return sorted(messages, key=lambda m: (m.partition, m.offset))
+    finally:
+        consumer.close()
+
+
+def by_key(messages: Sequence[Message]) -> dict[int, list[tuple[int, Any]]]:
+    """``{id: [(seq, value), ...]}`` in topic order (a key's messages share a partition)."""
+    partitions: dict[int, set[int]] = defaultdict(set)
+    out: dict[int, list[tuple[int, Any]]] = defaultdict(list)
+    for m in messages:
+        partitions[m.key["id"]].add(m.partition)
+        out[m.key["id"]].append((m.seq, m.value))
+    assert all(len(p) == 1 for p in partitions.values()), partitions
+    return dict(out)
+
+
+def test_open_creates_missing_topics(spark: Any, servers: str, tmp_path: Any) -> None:
+    table = orders_table()
+    admin = AdminClient({"bootstrap.servers": servers})
+    assert table.name not in admin.list_topics(timeout=10).topics
+
+    make_sink(spark, tmp_path, **{"properties.bootstrap.servers": servers}).open([table])
+
+    topics = admin.list_topics(timeout=10).topics
+    assert table.name in topics
+    assert len(topics[table.name].partitions) == 1
+
+
+def test_debezium_json(spark: Any, servers: str, tmp_path: Any) -> None:
+    table = orders_table()  # default topic: the sink table's name
+    sink = make_sink(spark, tmp_path, **{"properties.bootstrap.servers": servers})
+    sink.open([table])
+    sink.write(table, change_frame(spark, CHANGES), 7)
+
+    messages = consume(servers, table.name)
+    short = table.short_name
+    for m in messages:
+        assert isinstance(m.value.pop("ts_ms"), int)  # the write time
+
+    def envelope(before: Any, after: Any, op: str, ts_ms: int | None) -> dict[str, Any]:
+        source = {"db": "app_db", "table": short, "ts_ms": ts_ms}
+        return {"before": before, "after": after, "op": op, "source": source}
+
+    assert by_key(messages) == {
+        1: [
+            (100, envelope(None, row(1, "a", "1.00"), "r", None)),
+            (400, envelope(row(1, "a", "1.00"), row(1, "a", "1.10"), "u", T1_MS)),
+        ],
+        2: [
+            (100, envelope(None, row(2, "b", "2.00"), "r", None)),
+            (500, envelope(row(2, "b", "2.00"), None, "d", T1_MS)),  # key changed to 20
+        ],
+        3: [
+            (200, envelope(None, row(3, "c", "3.00"), "c", T1_MS)),
+            (301, envelope(row(3, "c", "3.00"), row(3, "c2", "3.50"), "u", T1_MS)),
+            (600, envelope(row(3, "c2", "3.50"), None, "d", T1_MS)),  # lone -U
+        ],
+        20: [
+            (501, envelope(None, row(20, "b", "2.00"), "c", T1_MS)),
+            (800, envelope(row(20, "b", "2.00"), None, "d", T1_MS)),
+        ],
+        4: [(700, envelope(None, row(4, None, "4.00"), "c", T1_MS))],  # lone +U
+    }
+    assert all(set(m.headers) == {"sparkcdc.seq"} for m in messages)
+
+
+def test_canal_json_with_topic_mapping_and_table_headers(
+    spark: Any, servers: str, tmp_path: Any
+) -> None:
+    table = orders_table()
+    topic = f"canal_{uuid.uuid4().hex[:10]}"
+    sink = make_sink(
+        spark,
+        tmp_path,
+        **{
+            "properties.bootstrap.servers": servers,
+            "value.format": "canal-json",
+            "sink.table-id-to-topic.mapping": f"app_db.elsewhere:x;{table.name}:{topic}",
+            "sink.add-tableId-to-header-enabled": "true",
+        },
+    )
+    sink.open([table])
+    sink.write(table, change_frame(spark, CHANGES), 1)
+
+    messages = consume(servers, topic)
+    for m in messages:
+        assert isinstance(m.value.pop("ts"), int)
+        assert m.value.pop("database") == "app_db"
+        assert m.value.pop("table") == table.short_name
+        assert m.value.pop("pkNames") == ["id"]
+        assert m.headers["schemaName"] == b"app_db"
+        assert m.headers["tableName"] == table.short_name.encode()
+
+    def canal(kind: str, data: Any, old: Any, es: int | None) -> dict[str, Any]:
+        return {"data": [data], "old": None if old is None else [old], "type": kind, "es": es}
+
+    assert by_key(messages) == {
+        1: [
+            (100, canal("INSERT", row(1, "a", "1.00"), None, None)),
+            (400, canal("UPDATE", row(1, "a", "1.10"), row(1, "a", "1.00"), T1_MS)),
+        ],
+        2: [
+            (100, canal("INSERT", row(2, "b", "2.00"), None, None)),
+            (500, canal("DELETE", row(2, "b", "2.00"), None, T1_MS)),
+        ],
+        3: [
+            (200, canal("INSERT", row(3, "c", "3.00"), None, T1_MS)),
+            (301, canal("UPDATE", row(3, "c2", "3.50"), row(3, "c", "3.00"), T1_MS)),
+            (600, canal("DELETE", row(3, "c2", "3.50"), None, T1_MS)),
+        ],
+        20: [
+            (501, canal("INSERT", row(20, "b", "2.00"), None, T1_MS)),
+            (800, canal("DELETE", row(20, "b", "2.00"), None, T1_MS)),
+        ],
+        4: [(700, canal("INSERT", row(4, None, "4.00"), None, T1_MS))],
+    }
+
+
+def write_changelog(spark: Any, servers: str, tmp_path: Any) -> list[Message]:
+    table = orders_table()
+    topic = f"changelog_{uuid.uuid4().hex[:10]}"
+    sink = make_sink(
+        spark,
+        tmp_path,
+        **{
+            "properties.bootstrap.servers": servers,
+            "value.format": "changelog-json",
+            "topic": topic,
+            "properties.linger.ms": 5,
+        },
+    )
+    sink.open([table])
+    sink.write(table, change_frame(spark, CHANGES), 3)
+    return consume(servers, topic)
+
+
+def test_changelog_json(spark: Any, servers: str, tmp_path: Any) -> None:
+    messages = write_changelog(spark, servers, tmp_path)
+
+    def change(op: str, data: dict[str, Any]) -> dict[str, Any]:
+        return {"data": data, "op": op}
+
+    assert by_key(messages) == {
+        1: [
+            (100, change("+I", row(1, "a", "1.00"))),
+            (400, change("-U", row(1, "a", "1.00"))),  # '-U' before '+U' of one seq
+            (400, change("+U", row(1, "a", "1.10"))),
+        ],
+        2: [(100, change("+I", row(2, "b", "2.00"))), (500, change("-U", row(2, "b", "2.00")))],
+        3: [
+            (200, change("+I", row(3, "c", "3.00"))),
+            (300, change("-U", row(3, "c", "3.00"))),
+            (301, change("+U", row(3, "c2", "3.50"))),
+            (600, change("-U", row(3, "c2", "3.50"))),
+        ],
+        20: [
+            (501, change("+U", row(20, "b", "2.00"))),
+            (800, change("-D", row(20, "b", "2.00"))),
+        ],
+        4: [(700, change("+U", row(4, None, "4.00")))],
+    }
+
+
+def test_replaying_changelog_json_gives_the_final_table(
+    spark: Any, servers: str, tmp_path: Any
+) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for m in write_changelog(spark, servers, tmp_path):
+        if m.value["op"] in ("+I", "+U"):
+            state[m.key["id"]] = m.value["data"]
+        else:
+            assert state.pop(m.key["id"]) == m.value["data"]
+
+    assert state == {1: row(1, "a", "1.10"), 4: row(4, None, "4.00")}
+
+
+def test_table_without_primary_key_has_no_message_key(spark: Any) -> None:
+    table = SinkTable("app_db.log", orders_table().columns, (), ("app_db.log",))
+    rows = [c for c in CHANGES if c[2] in (200, 300, 301)]
+    messages = kafka_messages(change_frame(spark, rows), table, "canal-json").collect()
+
+    assert [m["key"] for m in messages] == [None, None]
+    values = [json.loads(m["value"], parse_float=Decimal) for m in messages]
+    assert [(v["type"], v["pkNames"], v["old"]) for v in values] == [
+        ("INSERT", [], None),
+        ("UPDATE", [], [row(3, "c", "3.00")]),
+    ]
+
+
+def test_unreachable_kafka_fails_fast(spark: Any, tmp_path: Any) -> None:
+    sink = make_sink(spark, tmp_path, **{"properties.bootstrap.servers": "127.0.0.1:1"})
+    started = time.monotonic()
+    with pytest.raises(SinkError, match=r"Kafka at 127\.0\.0\.1:1 is not reachable") as info:
+        sink.open([orders_table()])
+    assert time.monotonic() - started < 10
+    assert "properties.bootstrap.servers" in str(info.value)
+
+
+def test_options_follow_flink_cdc_names() -> None:
+    assert sink_class("kafka").options_model is KafkaOptions
+    options = KafkaOptions.model_validate(
+        {
+            "type": "kafka",
+            "properties.bootstrap.servers": "k1:9092,k2:9092",
+            "properties.linger.ms": 5,
+            "properties.enable.idempotence": True,
+            "sink.table-id-to-topic.mapping": "app_db.orders:orders_topic; app_db.items:items",
+        }
+    )
+    assert options.value_format == "debezium-json"
+    assert options.properties == {"linger.ms": "5", "enable.idempotence": "true"}
+    assert options.client_properties()["bootstrap.servers"] == "k1:9092,k2:9092"
+    table = orders_table()
+    assert options.topic_for(table) == table.name
+    assert options.topic_for(SinkTable("app_db.orders", (), (), ())) == "orders_topic"
+    single = options.model_copy(update={"topic": "all"})
+    assert single.topic_for(SinkTable("app_db.orders", (), (), ())) == "all"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"value.format": "avro"}, "value.format"),
+        ({"key.format": "csv"}, "key.format"),
+        ({"topik": "x"}, "topik"),
+        ({"sink.table-id-to-topic.mapping": "app_db.orders"}, "sink.table-id-to-topic.mapping"),
+        ({"topic": "no spaces"}, "topic"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        KafkaOptions.model_validate(
+            {"type": "kafka", "properties.bootstrap.servers": "k:9092", **options}
+        )
+    assert [".".join(map(str, e["loc"])) for e in info.value.errors()] == [named]
+
+
+def test_bootstrap_servers_are_required() -> None:
+    with pytest.raises(ValidationError, match=r"properties\.bootstrap\.servers"):
+        KafkaOptions.model_validate({"type": "kafka", "topic": "t"})
