@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything sparkcdc needs on a fresh Debian machine. Safe to run twice.
-#   - Debian packages: mariadb-server (the private test/quickstart server), a JDK for Spark
+#   - Debian packages: mariadb-server (the private test/quickstart server), postgresql (the
+#     jdbc sink's test target), a JDK for Spark; maven (by the fetch scripts) for the jars
 #   - the Python package with its dev extras (pyspark from PyPI among them)
+#   - the pinned JVM jars from Maven Central: connectors (jars/pom.xml), Kafka (jars/kafka-broker)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -29,4 +31,6 @@ echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
 "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
 echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null
+echo "setup: fetching the Kafka broker jars for the tests' private Kafka (jars/kafka-broker/pom.xml)"
+bash scripts/fetch_kafka.sh >/dev/null
 echo "setup: done"
