@@ -43,6 +43,11 @@ def parse_table_patterns(text: str, *, option: str = "tables") -> tuple[Pattern,
                 r"e.g. 'app_db.orders' or 'app_db.\.*' (all tables of app_db)"
             )
         database, table = item[: split.start()], item[split.end() :]
+        if not database or not table:
+            raise ConfigError(
+                f"{option}: {item!r} has an empty database or table part; write "
+                r"'database.table' patterns, e.g. 'app_db.orders' or 'app_db.\.*'"
+            )
         patterns.append(
             (
                 _compile(database, f"{option}: database pattern"),

@@ -134,10 +134,14 @@ def split_top_level(text: str) -> list[str]:
     ['*', "concat(a, ',', b) AS ab", '`x,y`']
     """
     items: list[str] = []
-    depth, quote_char, start = 0, "", 0
+    depth, quote_char, start, escaped = 0, "", 0, False
     for i, ch in enumerate(text):
-        if quote_char:
-            if ch == quote_char:
+        if escaped:
+            escaped = False
+        elif quote_char:
+            if ch == "\\" and quote_char != "`":
+                escaped = True  # Spark SQL string literals escape with a backslash
+            elif ch == quote_char:
                 quote_char = ""
         elif ch in "'\"`":
             quote_char = ch

@@ -54,6 +54,14 @@ class _Block(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
+def _checked_patterns(value: str) -> str:
+    try:
+        parse_table_patterns(value, option="source-table")
+    except ConfigError as exc:  # a ValueError gets the YAML path added by _validate
+        raise ValueError(str(exc).removeprefix("source-table: ")) from None
+    return value
+
+
 class RouteRule(_Block):
     """``route`` entry: tables matching ``source-table`` go to ``sink-table``."""
 
@@ -65,8 +73,7 @@ class RouteRule(_Block):
     @field_validator("source_table")
     @classmethod
     def _patterns(cls, value: str) -> str:
-        parse_table_patterns(value, option="source-table")
-        return value
+        return _checked_patterns(value)
 
     def patterns(self) -> tuple[Pattern, ...]:
         return parse_table_patterns(self.source_table, option="source-table")
@@ -98,8 +105,7 @@ class TransformRule(_Block):
     @field_validator("source_table")
     @classmethod
     def _patterns(cls, value: str) -> str:
-        parse_table_patterns(value, option="source-table")
-        return value
+        return _checked_patterns(value)
 
     def matches(self, database: str, table: str) -> bool:
         patterns = parse_table_patterns(self.source_table, option="source-table")
@@ -136,7 +142,7 @@ class PipelineBlock(_Block):
     def checkpoint_dir(self, base: Path) -> str:
         if self.checkpoint:
             return self.checkpoint
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-") or "pipeline"
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-.") or "pipeline"
         return str(base / ".sparkcdc" / slug)
 
 
@@ -218,7 +224,11 @@ def parse_pipeline(
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{origin} is not valid YAML: {exc}") from None
+        # only the problem and where: PyYAML's own text quotes the line (maybe a password)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        raise ConfigError(f"{origin} is not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping with 'source' and 'sink' blocks")
     data = _interpolate(data, os.environ if env is None else env, "")

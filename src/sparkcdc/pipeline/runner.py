@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from sparkcdc.errors import SinkError, SourceError, SparkCdcError
 from sparkcdc.model.options import SourceOptions
-from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.sinks.base import Sink, SinkContext, sink_class
@@ -154,7 +154,8 @@ def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
     """How far ``position`` is behind the server, in bytes of the same file or in files."""
     if position.file == server_pos.file:
         return f"{max(0, server_pos.pos - position.pos):,} bytes"
-    return f"{server_pos.file} (files behind)"
+    files = binlog_file_number(server_pos.file) - binlog_file_number(position.file)
+    return f"{max(files, 0)} binlog file(s)"
 
 
 def write_status(checkpoint: str, status: dict[str, Any]) -> None:
@@ -302,7 +303,7 @@ def _offset_dict(end: Any) -> dict[str, Any] | None:
         except json.JSONDecodeError:
             try:
                 parsed = ast.literal_eval(end)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError):
                 log.debug("unparsed offset in query progress: %s", end)
                 return None
         return parsed if isinstance(parsed, dict) else None

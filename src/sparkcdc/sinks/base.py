@@ -186,6 +186,14 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     )
 
 
+def spark_error_text(exc: BaseException) -> str:
+    """The first line that says what went wrong in a Spark / py4j error (not py4j's
+    "An error occurred while calling o123.sql")."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)
+
+
 def quote(name: str) -> str:
     """A Spark SQL identifier in backquotes."""
     return "`" + name.replace("`", "``") + "`"

@@ -25,6 +25,7 @@ from sparkcdc.sinks.base import (
     SinkTable,
     final_states,
     quote,
+    spark_error_text,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class DeltaSink(Sink):
             except Exception as exc:  # Spark's AnalysisException and friends
                 raise SinkError(
                     f"delta sink: cannot create or open table {table.name} at "
-                    f"{location or 'the session catalog'}: {str(exc).splitlines()[0]}"
+                    f"{location or 'the session catalog'}: {spark_error_text(exc)}"
                 ) from None
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
@@ -107,7 +108,7 @@ class DeltaSink(Sink):
         except Exception as exc:
             raise SinkError(
                 f"delta sink: MERGE into {table.name} failed for batch {batch_id}: "
-                f"{str(exc).splitlines()[0]}. Nothing of this batch is committed to that "
+                f"{spark_error_text(exc)}. Nothing of this batch is committed to that "
                 "table; a restart replays it"
             ) from None
         finally:

@@ -92,8 +92,9 @@ class JdbcUrl:
             )
         scheme = url[5:].partition(":")[0].lower()
         if scheme not in SCHEMES:
+            shown = scheme if re.fullmatch(r"[a-z0-9+.-]{1,20}", scheme) else "(unreadable)"
             raise ConfigError(
-                f"{where}: the jdbc sink does not support URL scheme 'jdbc:{scheme}'; "
+                f"{where}: the jdbc sink does not support URL scheme 'jdbc:{shown}'; "
                 f"supported: {supported}"
             )
         parts = urlsplit(url[5:])
@@ -104,8 +105,8 @@ class JdbcUrl:
             )
         if parts.query or ";" in parts.path:
             names = sorted(
-                {p.partition("=")[0] for p in re.split(r"[&;]", parts.query) if p}
-                | {p.partition("=")[0] for p in parts.path.split(";")[1:] if p}
+                {p.partition("=")[0] for p in re.split(r"[&;]", parts.query) if "=" in p}
+                | {p.partition("=")[0] for p in parts.path.split(";")[1:] if "=" in p}
             )
             raise ConfigError(
                 f"{where}: driver properties in the URL are not supported (got "

@@ -1,0 +1,265 @@
+"""A whole pipeline into Delta Lake: snapshot plus live changes, a route merging two shard
+tables, a transform with projection and filter, a stop in the middle and a restart.
+The Delta tables must equal what the source says they should hold, read with Spark and,
+independently, with delta-rs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import threading
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
+
+from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "pipe_delta"
+SHARD_DDL = """
+CREATE TABLE {name} (
+  id INT NOT NULL PRIMARY KEY,
+  customer VARCHAR(30) NOT NULL,
+  amount DECIMAL(10,2) NOT NULL,
+  placed DATETIME(3)
+)
+"""
+PIPELINE = """
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: cdc
+  password: ${{SPARKCDC_TEST_PASSWORD}}
+  tables: {database}.\\.*
+  server-id: 5800-5809
+  scan.incremental.snapshot.chunk.size: 25
+  scan.incremental.snapshot.chunks-per-batch: 4
+sink:
+  type: delta
+  path: {lake}
+route:
+  - source-table: {database}.orders_[0-9]+
+    sink-table: {database}.all_orders
+transform:
+  - source-table: {database}.items
+    projection: "*, UPPER(name) AS name_uc, __table_name__ AS src"
+    filter: qty >= 0
+pipeline:
+  name: delta-e2e
+  checkpoint: {checkpoint}
+  trigger.interval: 200ms
+"""
+
+
+def shard_step(cur: Any, rng: random.Random) -> None:
+    shard = rng.choice([1, 2])
+    key = rng.randint(1, 120) + (0 if shard == 1 else 1000)
+    choice = rng.random()
+    table = f"orders_{shard}"
+    if choice < 0.5:
+        cur.execute(
+            f"INSERT INTO {table} VALUES (%s,%s,%s,NOW(3)) ON DUPLICATE KEY UPDATE amount=amount+1",
+            (key, rng.choice(["ada", "grace", "ken"]), rng.randint(0, 99999) / 100),
+        )
+    elif choice < 0.8:
+        cur.execute(f"UPDATE {table} SET amount = amount * 2 WHERE id = %s", (key,))
+    else:
+        cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+
+
+def write_changes(server: DevServer, stop: threading.Event, seed: int) -> None:
+    conn = server.connection(DATABASE)
+    conn.autocommit(True)
+    rng = random.Random(seed)
+    workload = MultiWorkload(conn, seed, key_space=300)
+    try:
+        while not stop.is_set() and workload.operations < 20_000:
+            workload.step()
+            with conn.cursor() as cur:
+                shard_step(cur, rng)
+            stop.wait(0.005)
+    finally:
+        conn.close()
+
+
+def plain(value: Any) -> Any:
+    """One value as both readers and pymysql can agree on."""
+    if hasattr(value, "item") and not isinstance(value, bytes | str):  # numpy scalars
+        value = value.item()
+    if hasattr(value, "to_pydatetime"):  # pandas Timestamp
+        value = value.to_pydatetime()
+    if isinstance(value, float) and value != value:  # NaN from pandas for a NULL
+        return None
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral() else str(value)
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None).isoformat(timespec="milliseconds")
+    return value
+
+
+def source_rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return sorted(tuple(plain(v) for v in row) for row in cur.fetchall())
+
+
+def expected(conn: Any) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    item_cols = ["id", "name", "qty", "price", "big", "at", "tag", "flag", "name_uc", "src"]
+    return {
+        "all_orders": (
+            ["id", "customer", "amount", "placed"],
+            source_rows(
+                conn,
+                "SELECT * FROM orders_1 UNION ALL SELECT * FROM orders_2",
+            ),
+        ),
+        "items": (
+            item_cols,
+            [
+                (*row[:7], None if row[7] is None else bool(row[7]), *row[8:])
+                for row in source_rows(
+                    conn,
+                    "SELECT id, name, qty, price, big, at, tag, flag, UPPER(name), 'items' "
+                    "FROM items WHERE qty >= 0",
+                )
+            ],
+        ),
+        "skus": (["sku", "qty", "note"], source_rows(conn, "SELECT * FROM skus")),
+        "order_lines": (
+            ["order_id", "line", "amount"],
+            source_rows(conn, "SELECT * FROM order_lines"),
+        ),
+    }
+
+
+def delta_rows_spark(spark: Any, path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
+    frame = spark.read.format("delta").load(str(path)).select(*columns)
+    return sorted(tuple(plain(v) for v in row) for row in frame.collect())
+
+
+def delta_rows_rs(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
+    import deltalake
+
+    frame = deltalake.DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    return sorted(tuple(plain(v) for v in row.values()) for row in frame.to_pylist())
+
+
+@pytest.fixture
+def source(server: DevServer) -> Any:
+    with server.root_connection() as root, root.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+        cur.execute(f"CREATE DATABASE {DATABASE}")
+    conn = server.connection(DATABASE)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        for ddl in (ITEMS_DDL, SKUS_DDL, LINES_DDL):
+            cur.execute(ddl)
+        for shard in (1, 2):
+            cur.execute(SHARD_DDL.format(name=f"orders_{shard}"))
+    workload = MultiWorkload(conn, 11, key_space=300)
+    rng = random.Random(5)
+    for _ in range(400):
+        workload.step()
+        with conn.cursor() as cur:
+            shard_step(cur, rng)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def server() -> DevServer:
+    server = DevServer.from_env()
+    server.start()
+    return server
+
+
+def pipeline_file(tmp_path: Path, server: DevServer) -> Path:
+    settings = server.start()
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(
+        PIPELINE.format(
+            host=settings.host,
+            port=settings.port,
+            database=DATABASE,
+            lake=tmp_path / "lake",
+            checkpoint=tmp_path / "checkpoint",
+        )
+    )
+    return path
+
+
+def test_pipeline_into_delta_equals_the_source_across_a_restart(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    config = load_pipeline(pipeline_file(tmp_path, server), env=env)
+    stop = threading.Event()
+    writer = threading.Thread(target=write_changes, args=(server, stop, 23), daemon=True)
+    writer.start()
+    try:
+        # stopped after a few seconds, in the middle of the snapshot or just after it
+        first = run_pipeline(config, available_now=True, spark=spark, max_seconds=15)
+        second = run_pipeline(config, available_now=True, spark=spark)
+    finally:
+        stop.set()
+        writer.join()
+    last = run_pipeline(config, available_now=True, spark=spark)
+    assert first.batches + second.batches + last.batches >= 2
+    assert set(last.sink_tables) == {
+        f"{DATABASE}.{t}" for t in ("all_orders", "items", "skus", "order_lines")
+    }
+
+    lake = tmp_path / "lake" / DATABASE
+    for table, (columns, rows) in expected(source).items():
+        assert rows, f"the workload left {table} empty: the test would prove nothing"
+        assert delta_rows_spark(spark, lake / table, columns) == rows, table
+        assert delta_rows_rs(lake / table, columns) == rows, table
+
+
+def test_route_merging_tables_with_different_keys_is_refused(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    with source.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE orders_9 (id INT NOT NULL, code INT NOT NULL, PRIMARY KEY (code))"
+        )
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    config = load_pipeline(pipeline_file(tmp_path, server), env=env)
+    with pytest.raises(ConfigError, match=r"all_orders merges .* need the same key columns"):
+        run_pipeline(config, available_now=True, spark=spark)
+
+
+def test_typo_in_the_sink_block_names_the_path_and_the_closest_key(tmp_path: Path) -> None:
+    text = (
+        "source: {type: mysql, hostname: h, username: u, tables: a.b}\nsink: {type: delta, pth: /x}"
+    )
+    with pytest.raises(ConfigError, match=r"sink\.pth: unknown key\. Did you mean 'path'\?"):
+        parse_pipeline(text)
+
+
+def test_a_sink_path_that_cannot_be_written_stops_before_reading(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    from sparkcdc.errors import SinkError
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the lake should be")
+    text = (
+        pipeline_file(tmp_path, server)
+        .read_text()
+        .replace(str(tmp_path / "lake"), str(blocker / "lake"))
+    )
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    config = parse_pipeline(text, env=env, base_dir=tmp_path)
+    with pytest.raises(SinkError, match="delta sink: cannot create table directory"):
+        run_pipeline(config, available_now=True, spark=spark)
+    assert not (tmp_path / "checkpoint" / "spark").exists()  # nothing was read or committed
