@@ -52,7 +52,7 @@ source:
   hostname: {host}
   port: {port}
   username: {user}
-  password: ${{SPARKCDC_DEMO_PASSWORD}}
+  password: ${{SPARKCDC_DEMO_PASSWORD:-{password}}}  # the private dev server's password
   tables: app_db.\\.*
   server-id: 5500-5510
   scan.incremental.snapshot.chunk.size: 20
@@ -99,10 +99,14 @@ def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
     pipeline_file = base / "pipeline.yaml"
     pipeline_file.write_text(
         DEMO_PIPELINE.format(
-            host=settings.host, port=settings.port, user=DEV_USER, lake=lake, checkpoint=checkpoint
+            host=settings.host,
+            port=settings.port,
+            user=DEV_USER,
+            password=DEV_PASSWORD,
+            lake=lake,
+            checkpoint=checkpoint,
         )
     )
-    os.environ["SPARKCDC_DEMO_PASSWORD"] = DEV_PASSWORD  # the YAML reads it as ${...}
     config = load_pipeline(pipeline_file)
     print(f"pipeline file: {pipeline_file}")
 
