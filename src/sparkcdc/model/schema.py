@@ -197,6 +197,15 @@ def _to_decimal(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(value)
 
 
+def bit_width(column_type: str) -> int:
+    """The n of ``bit(n)`` (1 when absent).
+
+    >>> bit_width("bit(10)")
+    10
+    """
+    return _length(column_type, 1)
+
+
 def _bits_to_bytes(width: int) -> Converter:
     size = (width + 7) // 8
 

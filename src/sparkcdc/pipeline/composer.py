@@ -17,7 +17,8 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError, SinkError
-from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema import Column as SchemaColumn
+from sparkcdc.model.schema import TableSchema, bit_width
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.sinks.base import (
     DATABASE,
@@ -71,16 +72,23 @@ class PipelinePlan:
 # --------------------------------------------------------------------------- change frames
 
 
-def _image_value(name: str, spark_type: str) -> SparkColumn:
-    """The typed value of one column from the parsed image (every field parsed as text)."""
+def _image_value(column: SchemaColumn) -> SparkColumn:
+    """The typed value of one column from the parsed image (every field parsed as text).
+
+    Images carry bytes as base64 and BIT(n) as its number (``changelog.image_json``);
+    BIT(n > 1) maps to BINARY: big-endian, ceil(n/8) bytes, as the typed changelog has it.
+    """
     from pyspark.sql import functions as F
 
-    raw = F.col(_IMAGE).getField(name)
-    if spark_type == "STRING":
+    raw = F.col(_IMAGE).getField(column.name)
+    if column.spark_type == "STRING":
         return raw
-    if spark_type == "BINARY":
-        return F.unbase64(raw)  # images carry bytes as base64 (changelog.image_json)
-    return raw.cast(spark_type)
+    if column.spark_type == "BINARY" and column.data_type == "bit":
+        width = 2 * ((bit_width(column.column_type) + 7) // 8)  # hex digits
+        return F.unhex(F.lpad(F.conv(raw, 10, 16), width, "0"))
+    if column.spark_type == "BINARY":
+        return F.unbase64(raw)
+    return raw.cast(column.spark_type)
 
 
 def source_changes(envelope: DataFrame, schema: TableSchema) -> DataFrame:
@@ -123,7 +131,7 @@ def source_changes(envelope: DataFrame, schema: TableSchema) -> DataFrame:
     )
     return parsed.select(
         *METADATA_COLUMNS,
-        *[_image_value(c.name, c.spark_type).alias(c.name) for c in schema.columns],
+        *[_image_value(c).alias(c.name) for c in schema.columns],
     )
 
 
