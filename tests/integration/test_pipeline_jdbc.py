@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 from psycopg import sql
-from pyspark.errors import StreamingQueryException
 from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
 from sparkcdc.devpostgres import DEFAULT_DIR, DevPostgres
@@ -375,18 +374,9 @@ class StopAfterFirstBatch:
             self.pg.stop()
 
 
-# run_pipeline lets pyspark's StreamingQueryException out instead of a SinkError (see below)
-QUERY_FAILURES = (SinkError, StreamingQueryException)
 UNREACHABLE = (
     f"jdbc sink: the target jdbc:postgresql://127.0.0.1:{PRIVATE_PG_PORT}/sink_db is not "
     "reachable as user cdc"
-)
-RUNNER_BUG = (
-    "runner.run_pipeline: query.awaitTermination(_POLL_S) raises pyspark's "
-    "StreamingQueryException when the query fails, so the 'raise _query_error(...)' after the "
-    "loop is never reached; and _query_error keeps only the first line of the sink's message, "
-    "which cuts a multi-line driver error (psycopg's 'Connection refused\\n\\tIs the server "
-    "running ...') before the batch, the table and what to do"
 )
 
 
@@ -397,7 +387,7 @@ def test_a_target_that_goes_away_mid_stream_fails_the_run_and_a_rerun_catches_up
     config = pipeline_config(tmp_path, server, pg, name="jdbc-gone")
     checkpoint = tmp_path / "checkpoint"
     stopper = StopAfterFirstBatch(pg)
-    with Writer(server, seed=29), pytest.raises(QUERY_FAILURES) as failure:
+    with Writer(server, seed=29), pytest.raises(SinkError) as failure:
         run_pipeline(config, available_now=True, spark=spark, on_batch=stopper)
     applied = stopper.applied
     assert applied is not None, "PostgreSQL was never stopped: no batch with rows was applied"
@@ -428,7 +418,6 @@ def test_a_target_that_goes_away_mid_stream_fails_the_run_and_a_rerun_catches_up
     assert max(commits.values()) <= final_commit[0], (commits, final_commit)
 
 
-@pytest.mark.xfail(strict=True, reason=RUNNER_BUG)
 def test_a_target_that_goes_away_mid_stream_is_reported_as_a_sink_error(
     spark: Any, server: DevServer, source: Any, private_target: DevPostgres, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ import ast
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkcdc.errors import SinkError, SourceError, SparkCdcError
+from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, plan_pipeline
@@ -80,17 +81,23 @@ def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> b
 
 
 def _query_error(exc: BaseException) -> SparkCdcError:
-    """Our own error from a failed streaming query's (Java-wrapped) exception text."""
+    r"""Our own error from a failed streaming query's (Java-wrapped) exception text.
+
+    >>> _query_error(Exception("...\nsparkcdc.errors.SinkError: gone:\n\tIs it up?\n\n\tat x"))
+    SinkError('gone: Is it up?')
+    """
+    from sparkcdc import errors
+
     text = str(exc)
-    for kind in (SinkError, SourceError, SparkCdcError):
-        marker = f"sparkcdc.errors.{kind.__name__}: "
-        if marker in text:
-            message = text.split(marker, 1)[1].split("\n", 1)[0]
-            return kind(message)
-    for name in ("SnapshotError", "ProtocolError", "PositionError", "ConfigError"):
-        marker = f"sparkcdc.errors.{name}: "
-        if marker in text:
-            return SparkCdcError(text.split(marker, 1)[1].split("\n", 1)[0])
+    found = re.search(r"sparkcdc\.errors\.(\w+Error): ", text)
+    if found:
+        message = text[found.end() :]
+        # the exception's own lines end where the Java / Python traceback goes on
+        message = re.split(r"\n\s*\n|\n\s*at |\nJVM stacktrace", message, maxsplit=1)[0]
+        kind = getattr(errors, found.group(1), SparkCdcError)
+        if not (isinstance(kind, type) and issubclass(kind, SparkCdcError)):
+            kind = SparkCdcError
+        return kind(" ".join(message.split()))
     first = next((line for line in text.splitlines() if line.strip()), text)
     return SparkCdcError(f"the streaming query failed: {first}")
 
@@ -197,6 +204,8 @@ def run_pipeline(
     ``spark_session(connectors=True)``); by default one is made with
     ``local[pipeline.parallelism]``.
     """
+    from pyspark.errors import StreamingQueryException
+
     from sparkcdc.mysql.validator import check_source
     from sparkcdc.spark.session import register, spark_session
     from sparkcdc.spark.source import plan_capture
@@ -253,7 +262,10 @@ def run_pipeline(
     server_pos: BinlogPosition | None = None
     try:
         while query.isActive:
-            query.awaitTermination(_POLL_S)
+            try:
+                query.awaitTermination(_POLL_S)
+            except StreamingQueryException:
+                break  # reported below, as our own error
             latest = query.lastProgress
             if latest and latest.get("sources"):
                 log.debug("progress endOffset: %r", latest["sources"][0].get("endOffset"))
