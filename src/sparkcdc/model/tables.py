@@ -107,6 +107,10 @@ class TableFilter:
 
         return hit(self.include) and not hit(self.exclude)
 
+    def matches_database(self, database: str) -> bool:
+        """Whether some include pattern's database part matches ``database``."""
+        return any(d.fullmatch(database) for d, _ in self.include)
+
     def describe(self) -> str:
         text = ", ".join(f"{d.pattern}.{t.pattern}" for d, t in self.include)
         if self.exclude:

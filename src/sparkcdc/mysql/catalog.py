@@ -26,12 +26,14 @@ def match_tables(conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
         rows = [(str(db), str(name)) for db, name in cur.fetchall()]
     matched = [(db, t) for db, t in rows if tables.matches(db, t)]
     if not matched:
-        shown = ", ".join(f"{db}.{t}" for db, t in rows[:20]) or "(none)"
-        more = f" and {len(rows) - 20} more" if len(rows) > 20 else ""
+        # the tables of the databases the patterns name are the likely intended ones
+        near = [(db, t) for db, t in rows if tables.matches_database(db)] or rows
+        shown = ", ".join(f"{db}.{t}" for db, t in near[:20]) or "(none)"
+        more = f" and {len(near) - 20} more" if len(near) > 20 else ""
         raise ConfigError(
-            f"the table patterns ({tables.describe()}) match no table (regular expressions "
-            "that must match the whole name). "
-            f"Tables that exist: {shown}{more}"
+            f"{tables.describe()} matches no table (regular expressions that must match the "
+            f"whole database and table name). Tables that exist"
+            f"{' in the databases it names' if near is not rows else ''}: {shown}{more}"
         )
     return matched
 
