@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -184,6 +184,59 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         .drop("_rn")
         .withColumn(DELETED, F.col(OP).isin("-D", "-U"))
     )
+
+
+def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
+    """``MERGE INTO`` applying :func:`final_states` rows (in ``source_view``) to ``target``:
+    delete keys whose last change deletes them, update the others, insert new ones."""
+    columns = table.column_names
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
+    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    return (
+        f"MERGE INTO {target} t USING {source_view} s ON {on} "
+        f"WHEN MATCHED AND s.{DELETED} THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {assignments} "
+        f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN INSERT ({names}) VALUES ({values})"
+    )
+
+
+def property_text(value: Any) -> str:
+    """A YAML value as the text a Java client wants (``true``/``false`` for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def gather_prefixed(
+    data: Mapping[str, Any], prefix: str, own: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Pass-through options (``properties.linger.ms: 5``, or a mapping under ``properties``)
+    gathered into one dict under ``prefix`` without its dot, as text; the keys in ``own``
+    have fields of their own and stay ``prefix + key``. A flat key wins over the mapping.
+
+    >>> gather_prefixed({"type": "kafka", "properties.acks": 1}, "properties.")
+    {'type': 'kafka', 'properties': {'acks': '1'}}
+    """
+    field = prefix.rstrip(".")
+    out: dict[str, Any] = {}
+    gathered: dict[str, Any] = {}
+    nested = data.get(field)
+    if isinstance(nested, Mapping):
+        gathered.update({str(k): v for k, v in nested.items()})
+    for key, value in data.items():
+        if key == field and isinstance(nested, Mapping):
+            continue
+        if isinstance(key, str) and key.startswith(prefix):
+            gathered[key.removeprefix(prefix)] = value
+        else:
+            out[key] = value
+    for name in own:
+        if name in gathered:
+            out[prefix + name] = gathered.pop(name)
+    out[field] = {k: property_text(v) for k, v in gathered.items()}
+    return out
 
 
 def spark_error_text(exc: BaseException) -> str:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
-    DELETED,
     Sink,
     SinkOptions,
     SinkTable,
     final_states,
+    merge_statement,
     quote,
     spark_error_text,
 )
@@ -89,17 +89,7 @@ class DeltaSink(Sink):
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
-        columns = table.column_names
-        on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
-        assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
-        names = ", ".join(quote(c) for c in columns)
-        values = ", ".join(f"s.{quote(c)}" for c in columns)
-        statement = (
-            f"MERGE INTO {self.identifier(table)} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s.{DELETED} THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {assignments} "
-            f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN INSERT ({names}) VALUES ({values})"
-        )
+        statement = merge_statement(self.identifier(table), view, table)
         # Delta records (appId, version) in the same commit and skips a version it has seen
         session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
         session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))

@@ -41,11 +41,12 @@ from pydantic import Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
-    DELETED,
     Sink,
     SinkOptions,
     SinkTable,
     final_states,
+    gather_prefixed,
+    merge_statement,
     quote,
 )
 
@@ -102,23 +103,7 @@ class IcebergOptions(SinkOptions):
     def _gather_properties(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        out: dict[str, Any] = {}
-        gathered: dict[str, Any] = {}
-        nested = data.get("catalog.properties")
-        if isinstance(nested, Mapping):  # a YAML mapping under 'catalog.properties:' works too
-            gathered.update({str(k): v for k, v in nested.items()})
-        for key, value in data.items():
-            if key == "catalog.properties" and isinstance(nested, Mapping):
-                continue
-            if isinstance(key, str) and key.startswith(CATALOG_PROPERTIES):
-                gathered[key.removeprefix(CATALOG_PROPERTIES)] = value
-            else:
-                out[key] = value
-        for own in _OWN_PROPERTIES:
-            if own in gathered:
-                out[CATALOG_PROPERTIES + own] = gathered.pop(own)
-        out["catalog.properties"] = {k: _property_text(v) for k, v in gathered.items()}
-        return out
+        return gather_prefixed(data, CATALOG_PROPERTIES, _OWN_PROPERTIES)
 
     @field_validator("catalog_name")
     @classmethod
@@ -278,17 +263,7 @@ class IcebergSink(Sink):
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
-        columns = table.column_names
-        on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
-        assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
-        names = ", ".join(quote(c) for c in columns)
-        values = ", ".join(f"s.{quote(c)}" for c in columns)
-        statement = (
-            f"MERGE INTO {self.identifier(table)} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND s.{DELETED} THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {assignments} "
-            f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN INSERT ({names}) VALUES ({values})"
-        )
+        statement = merge_statement(self.identifier(table), view, table)
         batch_conf = SNAPSHOT_PROPERTY_CONF + self.batch_property
         session.conf.set(batch_conf, str(batch_id))
         try:
@@ -385,13 +360,6 @@ def safe_uri(uri: str) -> str:
 
 def _strip_file_scheme(location: str) -> str:
     return re.sub(r"^file:(//)?", "", location)
-
-
-def _property_text(value: Any) -> str:
-    # YAML gives numbers and booleans; Iceberg wants the Java spelling of each
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _reason(exc: BaseException) -> str:

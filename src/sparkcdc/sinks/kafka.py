@@ -66,6 +66,7 @@ from sparkcdc.sinks.base import (
     Sink,
     SinkOptions,
     SinkTable,
+    gather_prefixed,
     quote,
 )
 
@@ -96,7 +97,7 @@ class KafkaOptions(SinkOptions):
     # pipeline/config.py accepts any key with one of these prefixes
     passthrough_prefixes: ClassVar[frozenset[str]] = frozenset({PROPERTIES_PREFIX})
 
-    bootstrap_servers: str = Field(alias="properties.bootstrap.servers", min_length=1)
+    bootstrap_servers: str = Field(alias=BOOTSTRAP_SERVERS, min_length=1)
     topic: str | None = None
     table_id_to_topic: dict[str, str] = Field(
         default_factory=dict, alias="sink.table-id-to-topic.mapping"
@@ -112,25 +113,7 @@ class KafkaOptions(SinkOptions):
     def _gather_properties(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        out: dict[str, Any] = {}
-        gathered: dict[str, str] = {}
-        nested = data.get("properties")
-        if isinstance(nested, Mapping):  # a YAML mapping under 'properties:' also works
-            gathered.update({str(k): _property_text(v) for k, v in nested.items()})
-        for key, value in data.items():
-            if key == "properties" and isinstance(nested, Mapping):
-                continue
-            if isinstance(key, str) and key.startswith(PROPERTIES_PREFIX):
-                if key == BOOTSTRAP_SERVERS:
-                    out[key] = value
-                else:
-                    gathered[key.removeprefix(PROPERTIES_PREFIX)] = _property_text(value)
-            else:
-                out[key] = value
-        if "bootstrap.servers" in gathered:
-            out.setdefault(BOOTSTRAP_SERVERS, gathered.pop("bootstrap.servers"))
-        out["properties"] = gathered
-        return out
+        return gather_prefixed(data, PROPERTIES_PREFIX, ("bootstrap.servers",))
 
     @field_validator("topic")
     @classmethod
@@ -420,13 +403,6 @@ def check_topic_name(topic: str) -> None:
             f"{topic!r} is not a valid Kafka topic name (1-249 characters of a-z, A-Z, 0-9, "
             "'.', '_', '-'; not '.' or '..')"
         )
-
-
-def _property_text(value: Any) -> str:
-    # YAML gives numbers and booleans; Kafka wants the Java spelling of each
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # -- reachability and topics (through the JVM's kafka-clients, as Spark's writer) -------
