@@ -1,0 +1,201 @@
+"""Schema change events (Flink CDC 3.x's SchemaChangeEvent family) and how they evolve a schema.
+
+A DDL statement becomes one or more events per table (``mysql/ddl.py`` parses them);
+:func:`evolve` applies one event to the table's schema. Events are pure values: they travel
+in the schema history and are compared, logged and filtered by :attr:`kind`, the
+``include.schema.changes`` / ``exclude.schema.changes`` tag Flink CDC uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from sparkcdc.model.schema import Column, TableSchema
+
+
+class SchemaChangeType(StrEnum):
+    """Event type tags, as Flink CDC names them (plus ``rename.table``)."""
+
+    ADD_COLUMN = "add.column"
+    ALTER_COLUMN_TYPE = "alter.column.type"
+    CREATE_TABLE = "create.table"
+    DROP_COLUMN = "drop.column"
+    DROP_TABLE = "drop.table"
+    RENAME_COLUMN = "rename.column"
+    RENAME_TABLE = "rename.table"
+    TRUNCATE_TABLE = "truncate.table"
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    schema: TableSchema
+    kind = SchemaChangeType.CREATE_TABLE
+
+
+@dataclass(frozen=True)
+class AddColumn:
+    column: Column
+    first: bool = False
+    after: str | None = None  # None and not first: appended last
+    kind = SchemaChangeType.ADD_COLUMN
+
+
+@dataclass(frozen=True)
+class DropColumn:
+    name: str
+    kind = SchemaChangeType.DROP_COLUMN
+
+
+@dataclass(frozen=True)
+class RenameColumn:
+    old: str
+    new: str
+    kind = SchemaChangeType.RENAME_COLUMN
+
+
+@dataclass(frozen=True)
+class AlterColumnType:
+    column: Column  # the column's new definition (same name)
+    kind = SchemaChangeType.ALTER_COLUMN_TYPE
+
+
+@dataclass(frozen=True)
+class TruncateTable:
+    kind = SchemaChangeType.TRUNCATE_TABLE
+
+
+@dataclass(frozen=True)
+class DropTable:
+    kind = SchemaChangeType.DROP_TABLE
+
+
+@dataclass(frozen=True)
+class RenameTable:
+    database: str
+    table: str  # the new name
+    kind = SchemaChangeType.RENAME_TABLE
+
+
+SchemaChangeEvent = (
+    CreateTable
+    | AddColumn
+    | DropColumn
+    | RenameColumn
+    | AlterColumnType
+    | TruncateTable
+    | DropTable
+    | RenameTable
+)
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One event of a DDL statement and the table it acts on."""
+
+    database: str
+    table: str
+    event: SchemaChangeEvent
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+def _index(schema: TableSchema, name: str) -> int | None:
+    # MySQL column names are case-insensitive
+    folded = name.lower()
+    for i, column in enumerate(schema.columns):
+        if column.name.lower() == folded:
+            return i
+    return None
+
+
+def evolve(schema: TableSchema | None, event: SchemaChangeEvent) -> TableSchema | None:
+    """The schema after ``event``; the same object when the event changes nothing.
+
+    Mirrors what the server did: an ADD of a column that exists, a DROP or RENAME of one
+    that does not, a MODIFY to the same definition are no-ops (the statement was replayed,
+    or carried IF [NOT] EXISTS). ``None`` is a table that does not exist.
+
+    >>> s = TableSchema("db", "t", (Column.from_mysql("id", "int", "int", False),), ("id",))
+    >>> evolve(s, AddColumn(Column.from_mysql("x", "int", "int", True))).column_names
+    ('id', 'x')
+    """
+    if isinstance(event, CreateTable):
+        return event.schema
+    if isinstance(event, DropTable | RenameTable):
+        return None
+    if schema is None or isinstance(event, TruncateTable):
+        return schema
+    columns = list(schema.columns)
+    if isinstance(event, AddColumn):
+        if _index(schema, event.column.name) is not None:
+            return schema
+        at = len(columns)
+        if event.first:
+            at = 0
+        elif event.after is not None:
+            after = _index(schema, event.after)
+            at = len(columns) if after is None else after + 1
+        columns.insert(at, event.column)
+        return replace(schema, columns=tuple(columns))
+    if isinstance(event, DropColumn):
+        index = _index(schema, event.name)
+        if index is None:
+            return schema
+        dropped = columns.pop(index).name
+        key = tuple(k for k in schema.primary_key if k != dropped)
+        return replace(schema, columns=tuple(columns), primary_key=key)
+    if isinstance(event, RenameColumn):
+        index = _index(schema, event.old)
+        if index is None or _index(schema, event.new) not in (None, index):
+            return schema
+        old = columns[index].name
+        columns[index] = replace(columns[index], name=event.new)
+        key = tuple(event.new if k == old else k for k in schema.primary_key)
+        return replace(schema, columns=tuple(columns), primary_key=key)
+    index = _index(schema, event.column.name)
+    if index is None or columns[index] == replace(event.column, name=columns[index].name):
+        return schema
+    columns[index] = replace(event.column, name=columns[index].name)
+    return replace(schema, columns=tuple(columns))
+
+
+def matches_kinds(kind: SchemaChangeType, patterns: Iterable[str]) -> bool:
+    """Whether ``kind`` is named by one of ``patterns``: a whole tag or a dotted prefix.
+
+    >>> matches_kinds(SchemaChangeType.DROP_TABLE, ["drop"]), matches_kinds(
+    ...     SchemaChangeType.ADD_COLUMN, ["alter"])
+    (True, False)
+    """
+    tag = kind.value
+    return any(tag == p or tag.startswith(p.rstrip(".") + ".") for p in patterns)
+
+
+# ---------------------------------------------------------------------- JSON round trip
+
+
+def schema_to_json(schema: TableSchema) -> dict[str, Any]:
+    return {
+        "database": schema.database,
+        "table": schema.table,
+        "primary_key": list(schema.primary_key),
+        "columns": [
+            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
+        ],
+    }
+
+
+def schema_from_json(data: Mapping[str, Any]) -> TableSchema:
+    return TableSchema(
+        str(data["database"]),
+        str(data["table"]),
+        tuple(
+            Column(str(n), str(d), str(t), bool(null), str(s))
+            for n, d, t, null, s in data["columns"]
+        ),
+        tuple(str(k) for k in data["primary_key"]),
+    )

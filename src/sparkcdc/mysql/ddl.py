@@ -1,0 +1,209 @@
+"""DDL statements of the binlog's QUERY events → schema change events (sqlglot, MySQL dialect).
+
+>>> [c.event for c in parse_ddl("app", "ALTER TABLE t DROP COLUMN x, RENAME COLUMN a TO b")]
+[DropColumn(name='x'), RenameColumn(old='a', new='b')]
+
+What does not change a table's columns (indexes, engine, comments, partitions) yields no
+event. A statement sqlglot cannot read raises :class:`DdlParseError`; the caller warns with the
+statement and its position and goes on (DDL on tables we do not capture must never stop a
+stream).
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from sparkcdc.errors import SourceError
+from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema_change import (
+    AddColumn,
+    AlterColumnType,
+    CreateTable,
+    DropColumn,
+    DropTable,
+    RenameColumn,
+    RenameTable,
+    SchemaChangeEvent,
+    TableChange,
+    TruncateTable,
+)
+
+
+class DdlParseError(SourceError):
+    """A DDL statement that sparkcdc cannot read."""
+
+
+# Words MariaDB / MySQL allow that sqlglot's MySQL dialect does not know; they do not change
+# what the statement does to the columns.
+_NOISE = re.compile(r"^(\s*ALTER)\s+(?:ONLINE\s+|IGNORE\s+)+(TABLE)", re.IGNORECASE)
+_COMMENT = re.compile(r"/\*(?!!).*?\*/|^\s*--[^\n]*\n|^\s*#[^\n]*\n", re.DOTALL)
+_RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_RENAME_PAIR = re.compile(
+    rf"\s*({_IDENT}(?:\s*\.\s*{_IDENT})?)\s+TO\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)\s*",
+    re.IGNORECASE,
+)
+# sqlglot renders some types differently from information_schema's COLUMN_TYPE
+_TYPE_ALIASES = {
+    "boolean": ("tinyint", "tinyint(1)"),
+    "bool": ("tinyint", "tinyint(1)"),
+    "serial": ("bigint", "bigint unsigned"),
+}
+
+
+def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
+    """The schema change events of one DDL statement, per table, in statement order.
+
+    ``default_database`` is the QUERY event's current database (unqualified names).
+    """
+    text = _NOISE.sub(r"\1 \2", _COMMENT.sub(" ", statement)).strip().rstrip(";")
+    renamed = _RENAME_TABLE.match(text)
+    if renamed:
+        return _rename_tables(default_database, renamed.group(1), statement)
+    try:
+        tree = sqlglot.parse_one(text, read="mysql")
+    except ParseError as exc:
+        raise DdlParseError(f"cannot parse DDL {statement!r}: {str(exc).splitlines()[0]}") from None
+    if isinstance(tree, exp.Command):
+        raise DdlParseError(f"cannot parse DDL {statement!r}: syntax sqlglot does not support")
+    if isinstance(tree, exp.Alter):
+        database, table = _table_name(tree.this, default_database)
+        return [TableChange(database, table, e) for e in _alter_events(tree, database, table)]
+    if isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() == "TABLE":
+        return _create_table(tree, default_database)
+    if isinstance(tree, exp.TruncateTable):
+        return [
+            TableChange(*_table_name(t, default_database), TruncateTable())
+            for t in tree.expressions
+        ]
+    if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
+        return [
+            TableChange(*_table_name(t, default_database), DropTable())
+            for t in tree.args.get("tables") or [tree.this]
+            if t is not None
+        ]
+    return []
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if name.startswith("`") and name.endswith("`"):
+        return name[1:-1].replace("``", "`")
+    return name
+
+
+def _rename_tables(default_database: str, pairs: str, statement: str) -> list[TableChange]:
+    changes: list[TableChange] = []
+    for part in _split_commas(pairs):
+        match = _RENAME_PAIR.fullmatch(part)
+        if not match:
+            raise DdlParseError(f"cannot parse DDL {statement!r}: expected 'a TO b' in {part!r}")
+        old_db, old = _qualified(match.group(1), default_database)
+        new_db, new = _qualified(match.group(2), default_database)
+        changes.append(TableChange(old_db, old, RenameTable(new_db, new)))
+    return changes
+
+
+def _split_commas(text: str) -> list[str]:
+    parts, start, quoted = [], 0, False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _qualified(text: str, default_database: str) -> tuple[str, str]:
+    names = re.findall(_IDENT, text)
+    if len(names) == 2:
+        return _unquote(names[0]), _unquote(names[1])
+    return default_database, _unquote(names[0])
+
+
+def _table_name(node: exp.Expression, default_database: str) -> tuple[str, str]:
+    table = node.this if isinstance(node, exp.Schema) else node
+    assert isinstance(table, exp.Table)
+    return (table.db or default_database), table.name
+
+
+def column_from_def(definition: exp.ColumnDef, table: str, *, key: bool = False) -> Column:
+    """A :class:`Column` from a column definition (type as information_schema spells it)."""
+    kind = definition.args.get("kind")
+    if not isinstance(kind, exp.DataType):
+        raise DdlParseError(f"column {table}.{definition.name} has no type in its definition")
+    column_type = kind.sql(dialect="mysql").lower().replace(", ", ",")
+    constraints = definition.args.get("constraints") or []
+    if any(isinstance(c.args.get("kind"), exp.ZeroFillColumnConstraint) for c in constraints):
+        column_type += " zerofill"
+    data_type = re.split(r"[ (]", column_type, maxsplit=1)[0]
+    if data_type in _TYPE_ALIASES:
+        data_type, column_type = _TYPE_ALIASES[data_type]
+    nullable = not key and not any(
+        isinstance(c.args.get("kind"), exp.NotNullColumnConstraint | exp.PrimaryKeyColumnConstraint)
+        for c in constraints
+    )
+    return Column.from_mysql(definition.name, data_type, column_type, nullable, table=table)
+
+
+def _position(definition: exp.Expression) -> tuple[bool, str | None]:
+    position = definition.args.get("position")
+    if not isinstance(position, exp.ColumnPosition):
+        return False, None
+    if str(position.args.get("position", "")).upper() == "FIRST":
+        return True, None
+    return False, position.this.name if position.this is not None else None
+
+
+def _alter_events(tree: exp.Alter, database: str, table: str) -> list[SchemaChangeEvent]:
+    events: list[SchemaChangeEvent] = []
+    for action in tree.args.get("actions") or []:
+        if isinstance(action, exp.ColumnDef):
+            first, after = _position(action)
+            events.append(AddColumn(column_from_def(action, table), first, after))
+        elif isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
+            events.extend(DropColumn(c.name) for c in action.args.get("tables") or [])
+        elif isinstance(action, exp.RenameColumn):
+            events.append(RenameColumn(action.this.name, action.args["to"].name))
+        elif isinstance(action, exp.ModifyColumn):  # MODIFY, or CHANGE old new ...
+            definition = action.this
+            old = action.args.get("rename_from")
+            if old is not None and old.name != definition.name:
+                events.append(RenameColumn(old.name, definition.name))
+            events.append(AlterColumnType(column_from_def(definition, table)))
+        elif isinstance(action, exp.AlterRename):
+            events.append(RenameTable(*_table_name(action.this, database)))
+        elif isinstance(action, exp.Schema):  # ADD COLUMN (a INT, b INT)
+            for definition in action.expressions:
+                if isinstance(definition, exp.ColumnDef):
+                    events.append(AddColumn(column_from_def(definition, table)))
+    return events
+
+
+def _create_table(tree: exp.Create, default_database: str) -> list[TableChange]:
+    schema_node = tree.this
+    if not isinstance(schema_node, exp.Schema):
+        return []  # CREATE TABLE ... LIKE / AS SELECT: the columns are not in the statement
+    database, table = _table_name(schema_node, default_database)
+    key: list[str] = []
+    definitions: list[exp.ColumnDef] = []
+    for item in schema_node.expressions:
+        if isinstance(item, exp.ColumnDef):
+            definitions.append(item)
+            constraints = item.args.get("constraints") or []
+            if any(
+                isinstance(c.args.get("kind"), exp.PrimaryKeyColumnConstraint) for c in constraints
+            ):
+                key.append(item.name)
+        elif isinstance(item, exp.PrimaryKey):
+            key.extend(e.name for e in item.expressions)
+    columns = tuple(column_from_def(d, table, key=d.name in key) for d in definitions)
+    return [
+        TableChange(database, table, CreateTable(TableSchema(database, table, columns, tuple(key))))
+    ]
