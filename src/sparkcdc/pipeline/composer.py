@@ -16,10 +16,18 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.errors import ConfigError, SinkError
+from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
+from sparkcdc.pipeline.evolution import (
+    DdlRow,
+    SchemaEvolver,
+    SchemaHistory,
+    SchemaState,
+    Segment,
+    SinkTableState,
+)
 from sparkcdc.sinks.base import (
     DATABASE,
     METADATA_COLUMNS,
@@ -195,23 +203,6 @@ def apply_transform(
     return with_meta.select(*METADATA_COLUMNS, *[quote(c) for c in data_columns])
 
 
-def conform(changes: DataFrame, table: SinkTable) -> DataFrame:
-    """The frame in the sink table's column order and types (NULL where a merged shard lacks
-    a column)."""
-    from pyspark.sql import functions as F
-
-    present = set(changes.columns)
-    return changes.select(
-        *METADATA_COLUMNS,
-        *[
-            (F.col(quote(c.name)) if c.name in present else F.lit(None))
-            .cast(c.spark_type)
-            .alias(c.name)
-            for c in table.columns
-        ],
-    )
-
-
 # ------------------------------------------------------------------------------ planning
 
 
@@ -269,13 +260,31 @@ def plan_pipeline(
     Spark analyses each transform on an empty frame, so a bad expression fails here, before
     the stream starts, with the table and the rule named.
     """
+    sources = [
+        SourceTablePlan(
+            schema,
+            config.route_for(schema.database, schema.table),
+            config.transform_for(schema.database, schema.table),
+        )
+        for schema in schemas
+    ]
+    names = dict.fromkeys(s.sink_table for s in sources)
+    sink_tables = tuple(
+        sink_frame(spark, name, [(s.schema, s.transform) for s in sources if s.sink_table == name])
+        for name in names
+    )
+    return PipelinePlan(tuple(sources), sink_tables)
+
+
+def sink_frame(
+    spark: SparkSession,
+    name: str,
+    members: Sequence[tuple[TableSchema, TransformRule | None]],
+) -> SinkTable:
+    """The sink table that ``members`` (source schemas and their transforms) route into."""
     empty = _empty_envelope(spark)
-    sources: list[SourceTablePlan] = []
-    shapes: dict[str, list[tuple[TableSchema, list[tuple[str, str]], tuple[str, ...]]]] = {}
-    for schema in schemas:
-        rule = config.transform_for(schema.database, schema.table)
-        target = config.route_for(schema.database, schema.table)
-        sources.append(SourceTablePlan(schema, target, rule))
+    shapes = []
+    for schema, rule in members:
         try:
             frame = apply_transform(source_changes(empty, schema), rule, schema.column_names)
             fields = [
@@ -304,9 +313,8 @@ def plan_pipeline(
                 f"columns {[n for n, _ in fields]} (missing {missing}): keep the key columns "
                 "in the projection, or set primary-keys"
             )
-        shapes.setdefault(target, []).append((schema, fields, tuple(keys)))
-    sink_tables = tuple(_merge(name, members) for name, members in shapes.items())
-    return PipelinePlan(tuple(sources), sink_tables)
+        shapes.append((schema, fields, tuple(keys)))
+    return _merge(name, shapes)
 
 
 def _merge(
@@ -337,8 +345,38 @@ def _merge(
 BatchListener = Callable[[int, dict[str, int]], None]
 
 
+def initial_state(plan: PipelinePlan) -> SchemaState:
+    """The schema state of a pipeline's first start: the catalog's schemas, fresh sink tables."""
+    return SchemaState(
+        {s.schema.qualified_name: s.schema for s in plan.sources},
+        {t.name: SinkTableState.fresh(t) for t in plan.sink_tables},
+    )
+
+
+def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> DataFrame:
+    """A transformed frame in the sink table's shape: each column renamed to the sink column
+    ``mapping`` names (unmapped ones left out), cast; sink columns nothing feeds are NULL."""
+    from pyspark.sql import functions as F
+
+    fed = {mapping[c]: c for c in changes.columns if c in mapping}
+    return changes.select(
+        *METADATA_COLUMNS,
+        *[
+            (F.col(quote(fed[c.name])) if c.name in fed else F.lit(None))
+            .cast(c.spark_type)
+            .alias(c.name)
+            for c in table.columns
+        ],
+    )
+
+
 class BatchWriter:
-    """The ``foreachBatch`` function: one envelope batch → every touched sink table."""
+    """The ``foreachBatch`` function: one envelope batch → every touched sink table.
+
+    Schema change rows are handled first (:class:`~sparkcdc.pipeline.evolution.SchemaEvolver`:
+    the sink's tables are changed, the rows cut into segments by schema); then each touched
+    sink table is written once, in its shape at the end of the batch.
+    """
 
     def __init__(
         self,
@@ -346,75 +384,92 @@ class BatchWriter:
         sink: Any,
         behavior: str,
         listener: BatchListener | None = None,
+        history: SchemaHistory | None = None,
     ) -> None:
         self.plan = plan
         self.sink = sink
-        self.behavior = behavior
         self.listener = listener
-        self._by_source = {s.schema.qualified_name: s for s in plan.sources}
+        self.history = history
+        self._state = initial_state(plan)
+        self._state_batch: int | None = None  # the batch self._state is the end of
+        self._rules = {s.schema.qualified_name: s.transform for s in plan.sources}
+        self._spark: SparkSession | None = None
+        members: dict[str, tuple[str, ...]] = {
+            t.name: tuple(s.schema.qualified_name for s in plan.sources_of(t))
+            for t in plan.sink_tables
+        }
+        self.evolver = SchemaEvolver(sink, behavior, self._frame, members)
+
+    def _frame(self, name: str, schemas: Sequence[TableSchema]) -> SinkTable:
+        assert self._spark is not None
+        return sink_frame(
+            self._spark, name, [(s, self._rules.get(s.qualified_name)) for s in schemas]
+        )
+
+    def state_before(self, batch_id: int) -> SchemaState:
+        if self._state_batch is not None and self._state_batch == batch_id - 1:
+            return self._state
+        saved = self.history.before(batch_id) if self.history is not None else None
+        return saved or self._state
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
+        self._spark = batch.sparkSession
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = batch.groupBy("database", "table", F.col("op") == "ddl").count().collect()
             touched: set[str] = set()
             rows: dict[str, int] = {}
+            has_ddl = False
             for database, table, is_ddl, count in counts:
                 qualified = f"{database}.{table}"
                 if is_ddl:
-                    self._schema_change(batch, qualified)
+                    has_ddl = True
                     continue
                 touched.add(qualified)
                 rows[qualified] = rows.get(qualified, 0) + int(count)
-            for sink_table in self.plan.sink_tables:
-                members = [
-                    s
-                    for s in self.plan.sources_of(sink_table)
-                    if s.schema.qualified_name in touched
+            ddl = (
+                [
+                    DdlRow(r["database"], r["table"], int(r["seq"]), r["ddl"])
+                    for r in batch.where(F.col("op") == "ddl")
+                    .select("database", "table", "seq", "ddl")
+                    .collect()
                 ]
-                if not members:
+                if has_ddl
+                else []
+            )
+            # a replayed batch whose schema work was done (and saved) before its writes must
+            # not truncate or drop again what those writes left
+            replay = self.history is not None and self.history.has(batch_id)
+            plan = self.evolver.plan(self.state_before(batch_id), ddl, replay=replay)
+            if plan.changed and self.history is not None:
+                self.history.save(batch_id, plan.state)
+            for name, segments in plan.segments.items():
+                fed = [s for s in segments if s.source in touched]
+                sink_state = plan.state.sinks[name]
+                if not fed or sink_state.dropped:
                     continue
-                frames = [
-                    conform(
-                        apply_transform(
-                            source_changes(batch, m.schema), m.transform, m.schema.column_names
-                        ),
-                        sink_table,
-                    )
-                    for m in members
-                ]
+                frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
                 changes = reduce(lambda a, b: a.unionByName(b), frames)
-                self.sink.write(sink_table, changes, batch_id)
+                self.sink.write(sink_state.table, changes, batch_id)
+            self._state, self._state_batch = plan.state, batch_id
             if self.listener is not None:
                 self.listener(batch_id, rows)
         finally:
             batch.unpersist()
 
-    def _schema_change(self, batch: DataFrame, qualified: str) -> None:
+    def _segment_frame(self, batch: DataFrame, segment: Segment, table: SinkTable) -> DataFrame:
         from pyspark.sql import functions as F
 
-        database, _, table = qualified.partition(".")
-        statements = [
-            (r["seq"], r["ddl"])
-            for r in batch.where(
-                (F.col("op") == "ddl") & (F.col("database") == database) & (F.col("table") == table)
-            )
-            .select("seq", "ddl")
-            .collect()
-        ]
-        for seq, ddl in statements:
-            if self.behavior == "exception":
-                raise SinkError(
-                    f"schema change on {qualified} (seq {seq}): {ddl!r}, and "
-                    "pipeline.schema.change.behavior is 'exception'. Apply it to the sink by "
-                    "hand and restart, or choose another behavior"
-                )
-            log.warning(
-                "schema change on %s (seq %s) is not applied to the sink yet: %s",
-                qualified,
-                seq,
-                ddl,
-            )
+        rows = batch
+        if segment.lo is not None:
+            rows = rows.where(F.col("seq") >= segment.lo)
+        if segment.hi is not None:
+            rows = rows.where(F.col("seq") < segment.hi)
+        schema = segment.schema
+        frame = apply_transform(
+            source_changes(rows, schema), self._rules.get(segment.source), schema.column_names
+        )
+        return to_sink(frame, segment.mapping, table)

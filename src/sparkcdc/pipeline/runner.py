@@ -18,15 +18,16 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, plan_pipeline
+from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
+from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
 from sparkcdc.sinks.base import Sink, SinkContext, sink_class
 
 log = logging.getLogger(__name__)
@@ -227,9 +228,23 @@ def run_pipeline(
         register(spark)
         for key, value in {**cls.spark_conf(config.sink), **config.pipeline.spark_conf}.items():
             spark.conf.set(key, value)
-    plan = plan_pipeline(config, capture.tables, spark)
+    history = SchemaHistory(config.checkpoint)
+    saved = history.latest()
+    schemas = capture.tables
+    if saved is not None:  # a restart: the schemas as the stream last saw them
+        schemas = tuple(saved.sources.get(s.qualified_name) or s for s in schemas)
+    plan = plan_pipeline(config, schemas, spark)
     sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
-    sink.open(plan.sink_tables)
+    if saved is None:
+        history.save(-1, initial_state(plan))
+    else:
+        plan = replace(
+            plan,
+            sink_tables=tuple(
+                saved.sinks[t.name].table if t.name in saved.sinks else t for t in plan.sink_tables
+            ),
+        )
+    sink.open([t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))])
     summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
     committed = committed_offset(config.checkpoint)
     if committed is not None:  # a restart: where the last run got to
@@ -252,7 +267,9 @@ def run_pipeline(
     query = (
         reader.load()
         .writeStream.queryName(_query_name(config.pipeline.name))
-        .foreachBatch(BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener))
+        .foreachBatch(
+            BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener, history)
+        )
         .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
         .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
         .start()
@@ -302,6 +319,11 @@ def run_pipeline(
             _status(config, plan, summary, summary.batches - 1, server_pos, running=False),
         )
     return summary
+
+
+def _dropped(state: SchemaState, name: str) -> bool:
+    sink_state = state.sinks.get(name)
+    return sink_state is not None and sink_state.dropped
 
 
 def _offset_dict(end: Any) -> dict[str, Any] | None:

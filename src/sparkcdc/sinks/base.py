@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.errors import ConfigError, SinkError, did_you_mean
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -145,6 +145,35 @@ class Sink(ABC):
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
+
+    # The metadata applier (DESIGN.md §5): called between batches' writes, each idempotent
+    # (a column that already exists is not added again, one that is gone not dropped again).
+    # ``table`` is the sink table as it was before the change. A sink that cannot make a
+    # change raises SinkError saying why; schema.change.behavior decides what follows.
+
+    def add_column(self, table: SinkTable, column: SinkColumn) -> None:
+        raise self._unsupported(f"add column {column.name}")
+
+    def drop_column(self, table: SinkTable, name: str) -> None:
+        raise self._unsupported(f"drop column {name}")
+
+    def rename_column(self, table: SinkTable, old: str, new: str) -> None:
+        raise self._unsupported(f"rename column {old} to {new}")
+
+    def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
+        raise self._unsupported(f"change the type of column {name} to {spark_type}")
+
+    def truncate_table(self, table: SinkTable) -> None:
+        raise self._unsupported(f"truncate {table.name}")
+
+    def drop_table(self, table: SinkTable) -> None:
+        raise self._unsupported(f"drop {table.name}")
+
+    def create_table(self, table: SinkTable) -> None:
+        self.open([table])
+
+    def _unsupported(self, what: str) -> SinkError:
+        return SinkError(f"the {self.options.type} sink does not support schema changes ({what})")
 
 
 def sink_class(type_name: str, *, where: str = "sink.type") -> type[Sink]:

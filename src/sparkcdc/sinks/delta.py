@@ -12,6 +12,7 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
     Sink,
+    SinkColumn,
     SinkOptions,
     SinkTable,
     final_states,
@@ -105,6 +107,111 @@ class DeltaSink(Sink):
             session.conf.unset("spark.databricks.delta.write.txnAppId")
             session.conf.unset("spark.databricks.delta.write.txnVersion")
             session.catalog.dropTempView(view)
+
+    # -------------------------------------------------------------- metadata applier
+
+    def _columns(self, table: SinkTable) -> dict[str, str]:
+        """The table's columns as Delta has them now: lower-cased name → name."""
+        return {n.lower(): n for n in self._current(table).columns}
+
+    def _current(self, table: SinkTable) -> DataFrame:
+        return self.spark.sql(f"SELECT * FROM {self.identifier(table)} LIMIT 0")
+
+    def _alter(self, table: SinkTable, what: str, *statements: str) -> None:
+        try:
+            for statement in statements:
+                self.spark.sql(f"ALTER TABLE {self.identifier(table)} {statement}")
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot {what} in {table.name}: {spark_error_text(exc)}"
+            ) from None
+
+    def _column_mapping(self) -> str:
+        # renaming and dropping columns needs Delta's column mapping (name mode)
+        return (
+            "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+            "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+        )
+
+    def add_column(self, table: SinkTable, column: SinkColumn) -> None:
+        if column.name.lower() not in self._columns(table):
+            self._alter(
+                table,
+                f"add column {column.name}",
+                f"ADD COLUMNS ({quote(column.name)} {column.spark_type})",
+            )
+
+    def drop_column(self, table: SinkTable, name: str) -> None:
+        if name.lower() in self._columns(table):
+            self._alter(
+                table, f"drop column {name}", self._column_mapping(), f"DROP COLUMN {quote(name)}"
+            )
+
+    def rename_column(self, table: SinkTable, old: str, new: str) -> None:
+        columns = self._columns(table)
+        if old.lower() in columns and new.lower() not in columns:
+            self._alter(
+                table,
+                f"rename column {old} to {new}",
+                self._column_mapping(),
+                f"RENAME COLUMN {quote(old)} TO {quote(new)}",
+            )
+
+    def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
+        current = {f.name.lower(): f for f in self._current(table).schema}
+        field = current.get(name.lower())
+        if field is None or field.dataType.simpleString().upper().replace("INTEGER", "INT") == (
+            spark_type
+        ):
+            return
+        # Delta's in-place type widening makes a table delta-rs cannot read; a type change
+        # is rare, so the table is rewritten with the column cast (its txn markers stay)
+        from pyspark.sql import functions as F
+
+        location = self.location(table)
+        try:
+            current_frame = self._current(table).sparkSession.sql(
+                f"SELECT * FROM {self.identifier(table)}"
+            )
+            rewritten = current_frame.select(
+                *[
+                    F.col(quote(f.name)).cast(spark_type).alias(f.name)
+                    if f.name == field.name
+                    else F.col(quote(f.name))
+                    for f in current_frame.schema
+                ]
+            )
+            writer = rewritten.write.format("delta").mode("overwrite")
+            writer = writer.option("overwriteSchema", "true")
+            if location is not None:
+                writer.save(location)
+            else:
+                writer.saveAsTable(table.name)
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot change the type of column {name} in {table.name} to "
+                f"{spark_type}: {spark_error_text(exc)}"
+            ) from None
+
+    def truncate_table(self, table: SinkTable) -> None:
+        try:
+            self.spark.sql(f"DELETE FROM {self.identifier(table)}")
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot truncate {table.name}: {spark_error_text(exc)}"
+            ) from None
+
+    def drop_table(self, table: SinkTable) -> None:
+        location = self.location(table)
+        try:
+            if location is None:
+                self.spark.sql(f"DROP TABLE IF EXISTS {self.identifier(table)}")
+            else:
+                shutil.rmtree(location, ignore_errors=True)
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot drop {table.name}: {spark_error_text(exc)}"
+            ) from None
 
     def app_id(self, table: SinkTable) -> str:
         return f"sparkcdc:{self.context.pipeline_name}:{table.name}"

@@ -97,7 +97,7 @@ class KafkaOptions(SinkOptions):
     # pipeline/config.py accepts any key with one of these prefixes
     passthrough_prefixes: ClassVar[frozenset[str]] = frozenset({PROPERTIES_PREFIX})
 
-    bootstrap_servers: str = Field(alias=BOOTSTRAP_SERVERS, min_length=1)
+    bootstrap_servers: str = Field(alias="properties.bootstrap.servers", min_length=1)
     topic: str | None = None
     table_id_to_topic: dict[str, str] = Field(
         default_factory=dict, alias="sink.table-id-to-topic.mapping"

@@ -1,0 +1,572 @@
+"""Schema evolution in pipelines: Flink CDC 3.x's SchemaOperator and MetadataApplier, for Spark.
+
+The source stream carries each DDL statement as a row of kind ``ddl`` at its binlog position
+(``seq``). Per micro-batch, :class:`SchemaEvolver` walks those statements in ``seq`` order:
+
+1. the statement is parsed into schema change events (:mod:`sparkcdc.mysql.ddl`) and applied
+   to the source table's schema; the table's rows are cut into *segments* at the statement's
+   ``seq``, each decoded with the schema of its time;
+2. the sink table's wanted shape is computed again (transform, then route merge) and compared
+   with the shape it had; the difference becomes sink changes (add / drop / rename / type),
+   which ``schema.change.behavior`` and the sink's ``include.schema.changes`` /
+   ``exclude.schema.changes`` turn into calls of the sink's metadata applier;
+3. every segment remembers which sink column each of its columns lands in, as of the end of
+   the batch (a later rename carries earlier rows along; a truncate or drop discards them).
+
+The sink then writes the batch once, in the final shape: for a sink that keeps the last state
+per key this is the same result as "rows before the change, the change, rows after", and it
+keeps one idempotent write per batch id. The state after each batch that changed something
+is kept under ``<checkpoint>/schema/`` so a restart or a replayed batch starts from the shape
+of its time.
+
+Behaviours (Flink CDC's): ``exception`` stops on any change; ``evolve`` applies every change
+and stops if the sink refuses one; ``try_evolve`` applies, and where the sink refuses, treats
+that change as ``lenient`` does; ``lenient`` (default) never loses data in the sink: a new
+column is added, a dropped column stays and gets NULLs, a renamed column is added under its
+new name (the old one stays), a changed type adds a column ``<name>_<type>`` (the old column
+keeps its values), truncate and drop table are not forwarded unless
+``exclude.schema.changes`` is set; ``ignore`` keeps the sink as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sparkcdc.errors import SinkError
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema_change import (
+    CreateTable,
+    DropTable,
+    RenameColumn,
+    RenameTable,
+    SchemaChangeEvent,
+    SchemaChangeType,
+    TruncateTable,
+    evolve,
+    matches_kinds,
+    schema_from_json,
+    schema_to_json,
+)
+from sparkcdc.sinks.base import Sink, SinkColumn, SinkTable
+
+log = logging.getLogger(__name__)
+
+BEHAVIORS = ("exception", "evolve", "try_evolve", "lenient", "ignore")
+_LENIENT_EXCLUDED = ("drop.table", "truncate.table")
+
+
+# ------------------------------------------------------------------------------- state
+
+
+@dataclass(frozen=True)
+class SinkTableState:
+    """A sink table as it is (``table``), the shape its sources want (``frame``), and which
+    sink column each frame column is written to (``mapping``; absent: not written)."""
+
+    frame: SinkTable
+    table: SinkTable
+    mapping: dict[str, str]
+    dropped: bool = False
+
+    @classmethod
+    def fresh(cls, table: SinkTable) -> SinkTableState:
+        return cls(table, table, {c: c for c in table.column_names})
+
+
+@dataclass
+class SchemaState:
+    """Every source table's schema and every sink table's state, at a point of the stream."""
+
+    sources: dict[str, TableSchema | None]
+    sinks: dict[str, SinkTableState]
+
+    def copy(self) -> SchemaState:
+        return SchemaState(dict(self.sources), dict(self.sinks))
+
+
+def _table_json(table: SinkTable) -> dict[str, Any]:
+    return {
+        "name": table.name,
+        "columns": [[c.name, c.spark_type, c.nullable] for c in table.columns],
+        "primary_key": list(table.primary_key),
+        "sources": list(table.sources),
+    }
+
+
+def _table_from_json(data: dict[str, Any]) -> SinkTable:
+    return SinkTable(
+        data["name"],
+        tuple(SinkColumn(n, t, bool(null)) for n, t, null in data["columns"]),
+        tuple(data["primary_key"]),
+        tuple(data["sources"]),
+    )
+
+
+class SchemaHistory:
+    """The schema state after each batch that changed it, under ``<checkpoint>/schema/``.
+
+    File ``<n>.json`` is the state after batch ``n - 1`` (``0``: at the first start), written
+    whole and renamed into place, so a crash leaves the previous file standing.
+    """
+
+    def __init__(self, checkpoint: str) -> None:
+        self.root = Path(checkpoint) / "schema"
+
+    def _numbers(self) -> list[int]:
+        if not self.root.exists():
+            return []
+        return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
+
+    def latest(self) -> SchemaState | None:
+        numbers = self._numbers()
+        return self._load(numbers[-1]) if numbers else None
+
+    def before(self, batch_id: int) -> SchemaState | None:
+        """The state a batch starts from: written by an earlier batch (or the first start)."""
+        numbers = [n for n in self._numbers() if n <= batch_id]
+        return self._load(numbers[-1]) if numbers else None
+
+    def has(self, batch_id: int) -> bool:
+        """Whether the state after ``batch_id`` was saved (the batch is being replayed)."""
+        return (self.root / f"{batch_id + 1:012d}.json").exists()
+
+    def save(self, batch_id: int, state: SchemaState) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        data = {
+            "sources": {
+                q: None if s is None else schema_to_json(s) for q, s in state.sources.items()
+            },
+            "sinks": {
+                name: {
+                    "frame": _table_json(s.frame),
+                    "table": _table_json(s.table),
+                    "mapping": s.mapping,
+                    "dropped": s.dropped,
+                }
+                for name, s in state.sinks.items()
+            },
+        }
+        path = self.root / f"{batch_id + 1:012d}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+
+    def _load(self, number: int) -> SchemaState:
+        data = json.loads((self.root / f"{number:012d}.json").read_text())
+        return SchemaState(
+            {q: None if s is None else schema_from_json(s) for q, s in data["sources"].items()},
+            {
+                name: SinkTableState(
+                    _table_from_json(s["frame"]),
+                    _table_from_json(s["table"]),
+                    dict(s["mapping"]),
+                    bool(s["dropped"]),
+                )
+                for name, s in data["sinks"].items()
+            },
+        )
+
+
+# ---------------------------------------------------------------------------- segments
+
+
+@dataclass
+class Segment:
+    """Rows of one source table with ``lo <= seq < hi`` (None: unbounded), decoded with
+    ``schema``; ``mapping``: frame column → sink column at the end of the batch."""
+
+    source: str
+    lo: int | None
+    hi: int | None
+    schema: TableSchema
+    mapping: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DdlRow:
+    """A schema change row of the envelope."""
+
+    database: str
+    table: str
+    seq: int
+    statement: str
+
+
+@dataclass(frozen=True)
+class SinkChange:
+    """A change of a sink table's columns, derived from its sources' schema changes."""
+
+    kind: SchemaChangeType
+    name: str  # the column (the old name for a rename)
+    new_name: str | None = None
+    spark_type: str | None = None
+    old_type: str | None = None
+
+    def describe(self) -> str:
+        if self.kind is SchemaChangeType.RENAME_COLUMN:
+            return f"rename column {self.name} to {self.new_name}"
+        if self.kind is SchemaChangeType.ALTER_COLUMN_TYPE:
+            return f"change column {self.name} from {self.old_type} to {self.spark_type}"
+        if self.kind is SchemaChangeType.ADD_COLUMN:
+            return f"add column {self.name} {self.spark_type}"
+        return f"drop column {self.name}"
+
+
+def diff_frames(
+    old: SinkTable, new: SinkTable, renames: Sequence[tuple[str, str]] = ()
+) -> list[SinkChange]:
+    """The column changes that take ``old`` to ``new`` (renames where the source renamed).
+
+    >>> a = SinkTable("t", (SinkColumn("id", "INT"), SinkColumn("x", "INT")), ("id",), ())
+    >>> b = SinkTable("t", (SinkColumn("id", "BIGINT"), SinkColumn("y", "INT")), ("id",), ())
+    >>> [c.describe() for c in diff_frames(a, b, [("x", "y")])]
+    ['rename column x to y', 'change column id from INT to BIGINT']
+    """
+    before = {c.name: c.spark_type for c in old.columns}
+    after = {c.name: c.spark_type for c in new.columns}
+    changes: list[SinkChange] = []
+    renamed_from: set[str] = set()
+    renamed_to: set[str] = set()
+    for old_name, new_name in renames:
+        if (
+            old_name in before
+            and old_name not in after
+            and new_name in after
+            and new_name not in before
+        ):
+            changes.append(SinkChange(SchemaChangeType.RENAME_COLUMN, old_name, new_name))
+            renamed_from.add(old_name)
+            renamed_to.add(new_name)
+            if before[old_name] != after[new_name]:
+                changes.append(
+                    SinkChange(
+                        SchemaChangeType.ALTER_COLUMN_TYPE,
+                        new_name,
+                        spark_type=after[new_name],
+                        old_type=before[old_name],
+                    )
+                )
+    for name, spark_type in after.items():
+        if name in renamed_to:
+            continue
+        if name not in before:
+            changes.append(SinkChange(SchemaChangeType.ADD_COLUMN, name, spark_type=spark_type))
+        elif before[name] != spark_type:
+            changes.append(
+                SinkChange(
+                    SchemaChangeType.ALTER_COLUMN_TYPE,
+                    name,
+                    spark_type=spark_type,
+                    old_type=before[name],
+                )
+            )
+    changes.extend(
+        SinkChange(SchemaChangeType.DROP_COLUMN, name)
+        for name in before
+        if name not in after and name not in renamed_from
+    )
+    return changes
+
+
+def type_suffix(spark_type: str) -> str:
+    """A column-name suffix for a type: ``DECIMAL(12,2)`` → ``decimal_12_2``."""
+    return re.sub(r"[^0-9a-z]+", "_", spark_type.lower()).strip("_")
+
+
+# ------------------------------------------------------------------------------ evolver
+
+FrameOf = Callable[[str, Sequence[TableSchema]], SinkTable]
+"""(sink table name, member source schemas) → the sink table the transform and route make."""
+
+
+@dataclass
+class BatchPlan:
+    """What one batch writes: per sink table, its final shape and the segments that feed it."""
+
+    state: SchemaState
+    segments: dict[str, list[Segment]] = field(default_factory=dict)
+    changed: bool = False
+
+
+class SchemaEvolver:
+    """Applies a batch's schema changes to the sink and cuts its rows into segments."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        behavior: str,
+        frame_of: FrameOf,
+        members: dict[str, tuple[str, ...]],
+    ) -> None:
+        self.sink = sink
+        self.behavior = behavior
+        self.frame_of = frame_of
+        self.members = members  # sink table → its source tables
+        options = sink.options
+        self.include = options.include_schema_changes
+        exclude = tuple(options.exclude_schema_changes)
+        if not exclude and behavior == "lenient":
+            exclude = _LENIENT_EXCLUDED  # Flink CDC's default; naming any exclusion overrides it
+        self.exclude = exclude
+        self._replay = False
+
+    def allowed(self, kind: SchemaChangeType) -> bool:
+        """Whether the sink's include / exclude lists let a change of ``kind`` through."""
+        if self.include is not None and not matches_kinds(kind, self.include):
+            return False
+        return not matches_kinds(kind, self.exclude)
+
+    def plan(self, state: SchemaState, ddl: Sequence[DdlRow], *, replay: bool = False) -> BatchPlan:
+        """Apply the batch's schema changes to the sink; cut its rows into segments.
+
+        ``replay``: the batch ran before up to its writes, so truncate / drop / create, which
+        are not idempotent against those writes, are not done again (column changes are).
+        """
+        from sparkcdc.mysql.ddl import DdlParseError, parse_ddl
+
+        self._replay = replay
+
+        state = state.copy()
+        result = BatchPlan(state)
+        events: list[tuple[int, str, SchemaChangeEvent, str]] = []
+        for row in sorted(ddl, key=lambda r: r.seq):
+            try:
+                changes = parse_ddl(row.database, row.statement)
+            except DdlParseError as exc:
+                log.warning("%s (seq %s); its table's columns are taken as unchanged", exc, row.seq)
+                continue
+            events.extend(
+                (row.seq, c.qualified_name, c.event, row.statement)
+                for c in changes
+                if c.qualified_name in state.sources
+            )
+        for sink_name, sources in self.members.items():
+            result.segments[sink_name] = self._sink_table(
+                state, sink_name, sources, [e for e in events if e[1] in sources], result
+            )
+        return result
+
+    def _sink_table(
+        self,
+        state: SchemaState,
+        sink_name: str,
+        sources: tuple[str, ...],
+        events: list[tuple[int, str, SchemaChangeEvent, str]],
+        result: BatchPlan,
+    ) -> list[Segment]:
+        sink_state = state.sinks[sink_name]
+        done: list[Segment] = []
+        low: dict[str, int | None] = dict.fromkeys(sources)
+        for seq, source, event, statement in events:
+            schema = state.sources.get(source)
+            if schema is not None:
+                done.append(Segment(source, low[source], seq, schema, dict(sink_state.mapping)))
+            low[source] = seq
+            new_schema = evolve(schema, event)
+            if new_schema is schema and not isinstance(event, TruncateTable):
+                continue
+            state.sources[source] = new_schema
+            result.changed = True
+            where = f"{source} at seq {seq} ({statement!r})"
+            if isinstance(event, TruncateTable | DropTable):
+                if self._forward_table_event(event.kind, sink_name, sources, where):
+                    if isinstance(event, TruncateTable):
+                        if not self._replay:
+                            self.sink.truncate_table(sink_state.table)
+                    else:
+                        if not self._replay:
+                            self.sink.drop_table(sink_state.table)
+                        sink_state = replace(sink_state, dropped=True)
+                    done.clear()  # the change wipes out every earlier row
+                continue
+            if isinstance(event, RenameTable):
+                log.warning(
+                    "%s: table renamed to %s.%s; its sink table %s keeps what it has, and the "
+                    "new name is captured after a restart if it matches the source tables",
+                    where,
+                    event.database,
+                    event.table,
+                    sink_name,
+                )
+                continue
+            members = [s for s in (state.sources.get(m) for m in sources) if s is not None]
+            if not members:
+                continue
+            frame = self.frame_of(sink_name, members)
+            if sink_state.dropped or (isinstance(event, CreateTable) and sink_state.dropped):
+                if self._forward_table_event(
+                    SchemaChangeType.CREATE_TABLE, sink_name, sources, where
+                ):
+                    self.sink.create_table(frame)
+                    sink_state = SinkTableState.fresh(frame)
+                continue
+            renames = [(event.old, event.new)] if isinstance(event, RenameColumn) else []
+            sink_state = self._apply(sink_state, frame, renames, where, done)
+        for source in sources:
+            schema = state.sources.get(source)
+            if schema is not None:
+                done.append(Segment(source, low[source], None, schema, dict(sink_state.mapping)))
+        state.sinks[sink_name] = sink_state
+        return done
+
+    def _forward_table_event(
+        self, kind: SchemaChangeType, sink_name: str, sources: tuple[str, ...], where: str
+    ) -> bool:
+        if self.behavior == "ignore" or not self.allowed(kind):
+            log.info("%s: %s not forwarded to %s", where, kind.value, sink_name)
+            return False
+        if self.behavior == "exception":
+            raise self._exception(f"{kind.value}", where)
+        if len(sources) > 1 and kind is not SchemaChangeType.CREATE_TABLE:
+            log.warning(
+                "%s: %s not forwarded: sink table %s merges %s, and the change concerns one "
+                "of them",
+                where,
+                kind.value,
+                sink_name,
+                ", ".join(sources),
+            )
+            return False
+        return True
+
+    def _exception(self, what: str, where: str) -> SinkError:
+        return SinkError(
+            f"schema change on {where}: {what}, and pipeline.schema.change.behavior is "
+            "'exception'. Apply it to the sink by hand and restart with another behavior "
+            "(evolve, try_evolve, lenient or ignore), or exclude it with the sink's "
+            "exclude.schema.changes"
+        )
+
+    def _apply(
+        self,
+        state: SinkTableState,
+        frame: SinkTable,
+        renames: list[tuple[str, str]],
+        where: str,
+        done: list[Segment],
+    ) -> SinkTableState:
+        table, mapping = state.table, dict(state.mapping)
+        for change in diff_frames(state.frame, frame, renames):
+            if self.behavior == "ignore" or not self.allowed(change.kind):
+                log.info("%s: %s not applied to %s", where, change.describe(), table.name)
+                mapping = _ignored(change, mapping)
+                continue
+            if self.behavior == "exception":
+                raise self._exception(change.describe(), where)
+            key = change.name in table.primary_key
+            if self.behavior in ("evolve", "try_evolve") or key:
+                try:
+                    table, mapping = self._in_place(table, mapping, change, done)
+                    log.info("%s: %s applied to %s", where, change.describe(), table.name)
+                    continue
+                except SinkError as exc:
+                    if self.behavior == "evolve" or key:
+                        raise SinkError(
+                            f"schema change on {where}: the {self.sink.options.type} sink "
+                            f"cannot {change.describe()} in {table.name}: {exc}. Choose "
+                            "pipeline.schema.change.behavior lenient or try_evolve, or change "
+                            "the sink table by hand and restart"
+                        ) from None
+                    log.warning(
+                        "%s: %s failed in %s (%s); treated as in lenient mode",
+                        where,
+                        change.describe(),
+                        table.name,
+                        exc,
+                    )
+            table, mapping = self._lenient(table, mapping, change)
+        return SinkTableState(frame, table, mapping)
+
+    def _in_place(
+        self,
+        table: SinkTable,
+        mapping: dict[str, str],
+        change: SinkChange,
+        done: list[Segment],
+    ) -> tuple[SinkTable, dict[str, str]]:
+        target = mapping.get(change.name, change.name)
+        columns = list(table.columns)
+        if change.kind is SchemaChangeType.ADD_COLUMN:
+            assert change.spark_type is not None
+            if target not in table.column_names:
+                column = SinkColumn(change.name, change.spark_type, True)
+                self.sink.add_column(table, column)
+                columns.append(column)
+            return replace(table, columns=tuple(columns)), {**mapping, change.name: change.name}
+        if change.kind is SchemaChangeType.DROP_COLUMN:
+            if target in table.column_names:
+                self.sink.drop_column(table, target)
+                columns = [c for c in columns if c.name != target]
+            for segment in done:
+                segment.mapping = {f: s for f, s in segment.mapping.items() if s != target}
+            rest = {f: s for f, s in mapping.items() if f != change.name}
+            return replace(table, columns=tuple(columns)), rest
+        if change.kind is SchemaChangeType.RENAME_COLUMN:
+            assert change.new_name is not None
+            new = change.new_name
+            if target in table.column_names and new not in table.column_names:
+                self.sink.rename_column(table, target, new)
+                columns = [replace(c, name=new) if c.name == target else c for c in columns]
+                key = tuple(new if k == target else k for k in table.primary_key)
+                table = replace(table, primary_key=key)
+            for segment in done:
+                segment.mapping = {
+                    f: (new if s == target else s) for f, s in segment.mapping.items()
+                }
+            rest = {f: s for f, s in mapping.items() if f != change.name}
+            return replace(table, columns=tuple(columns)), {**rest, new: new}
+        assert change.spark_type is not None
+        if target in table.column_names:
+            current = next(c for c in columns if c.name == target)
+            if current.spark_type != change.spark_type:
+                self.sink.alter_column_type(table, target, change.spark_type)
+                columns = [
+                    replace(c, spark_type=change.spark_type) if c.name == target else c
+                    for c in columns
+                ]
+        return replace(table, columns=tuple(columns)), mapping
+
+    def _lenient(
+        self, table: SinkTable, mapping: dict[str, str], change: SinkChange
+    ) -> tuple[SinkTable, dict[str, str]]:
+        if change.kind is SchemaChangeType.DROP_COLUMN:
+            return table, {f: s for f, s in mapping.items() if f != change.name}
+        if change.kind is SchemaChangeType.RENAME_COLUMN:
+            assert change.new_name is not None
+            mapping = {f: s for f, s in mapping.items() if f != change.name}
+            name = change.new_name
+            spark_type = next(
+                (c.spark_type for c in table.columns if c.name == change.name), "STRING"
+            )
+        else:
+            assert change.spark_type is not None
+            name, spark_type = change.name, change.spark_type
+        by_name = {c.name: c for c in table.columns}
+        target = name
+        if target in by_name and by_name[target].spark_type != spark_type:
+            target = f"{name}_{type_suffix(spark_type)}"
+        if target not in by_name:
+            column = SinkColumn(target, spark_type, True)
+            self.sink.add_column(table, column)
+            table = replace(table, columns=(*table.columns, column))
+        elif by_name[target].spark_type != spark_type:
+            raise SinkError(
+                f"sink table {table.name} has a column {target} of type "
+                f"{by_name[target].spark_type}, and lenient schema evolution wants it for "
+                f"{name} of type {spark_type}; rename or drop that column in the sink"
+            )
+        return table, {**mapping, name: target}
+
+
+def _ignored(change: SinkChange, mapping: dict[str, str]) -> dict[str, str]:
+    """The mapping when a change is not applied to the sink (its type stays, values cast)."""
+    if change.kind in (SchemaChangeType.DROP_COLUMN, SchemaChangeType.RENAME_COLUMN):
+        return {f: s for f, s in mapping.items() if f != change.name}
+    return mapping

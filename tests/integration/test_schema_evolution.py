@@ -1,0 +1,222 @@
+"""Schema evolution end to end: DDL on the source while a pipeline runs, into a real sink.
+
+One scenario drives every column change (add, rename, type change, drop) with rows written
+before and after each statement in the same batch (one AvailableNow run is one batch) and
+across batches; each test states the sink table it expects — columns and rows — for one
+behaviour and one sink, read back independently of the sink (delta-rs, psycopg, a consumer).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.errors import SinkError
+from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "evolve_db"
+PIPELINE = """
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: cdc
+  password: {password}
+  tables: {database}.ev
+  server-id: 5900-5909
+sink:
+{sink}
+pipeline:
+  name: evolve-{behavior}
+  checkpoint: {checkpoint}
+  trigger.interval: 200ms
+  schema.change.behavior: {behavior}
+"""
+Row = tuple[Any, ...]
+
+# (statements, then run a batch): rows before and after each DDL inside one batch, then a DDL
+# whose rows come in the next batch
+STEPS: list[list[str]] = [
+    [
+        "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
+        "ALTER TABLE ev ADD COLUMN e INT",
+        "INSERT INTO ev VALUES (4, 'b4', 4, 4, 40)",
+        "UPDATE ev SET e = 10 WHERE id = 1",
+        "ALTER TABLE ev RENAME COLUMN b TO bb",
+        "UPDATE ev SET bb = 'x2' WHERE id = 2",
+        "ALTER TABLE ev MODIFY c BIGINT",
+        "INSERT INTO ev VALUES (5, 'b5', 5000000000, 5, 50)",
+        "ALTER TABLE ev DROP COLUMN d",
+        "INSERT INTO ev VALUES (6, 'b6', 6, 60)",
+    ],
+    ["ALTER TABLE ev ADD COLUMN f VARCHAR(5)"],
+    ["INSERT INTO ev VALUES (7, 'b7', 7, 70, 'f7')", "UPDATE ev SET f = 'f1' WHERE id = 1"],
+]
+
+# What the sink holds at the end, per behaviour: its columns (in order), then its rows.
+EXPECTED: dict[str, tuple[list[str], list[Row]]] = {
+    # the sink follows the source exactly
+    "evolve": (
+        ["id", "bb", "c", "e", "f"],
+        [
+            (1, "b1", 1, 10, "f1"),
+            (2, "x2", 2, None, None),
+            (3, "b3", 3, None, None),
+            (4, "b4", 4, 40, None),
+            (5, "b5", 5000000000, 50, None),
+            (6, "b6", 6, 60, None),
+            (7, "b7", 7, 70, "f7"),
+        ],
+    ),
+    # nothing is dropped: b and d stay and get NULLs from rows written after their change; the
+    # type change of c adds c_bigint, which rows written after it fill
+    "lenient": (
+        ["id", "b", "c", "d", "e", "bb", "c_bigint", "f"],
+        [
+            (1, None, None, None, 10, "b1", 1, "f1"),
+            (2, None, 2, 2, None, "x2", None, None),
+            (3, "b3", 3, 3, None, None, None, None),
+            (4, "b4", 4, 4, 40, None, None, None),
+            (5, None, None, 5, 50, "b5", 5000000000, None),
+            (6, None, None, None, 60, "b6", 6, None),
+            (7, None, None, None, 70, "b7", 7, "f7"),
+        ],
+    ),
+    # the sink keeps its first shape; a renamed or dropped column gets NULLs, a value that no
+    # longer fits the old type too
+    "ignore": (
+        ["id", "b", "c", "d"],
+        [
+            (1, None, 1, None),
+            (2, None, 2, 2),
+            (3, "b3", 3, 3),
+            (4, "b4", 4, 4),
+            (5, None, None, 5),
+            (6, None, 6, None),
+            (7, None, 7, None),
+        ],
+    ),
+}
+EXPECTED["try_evolve"] = EXPECTED["evolve"]  # every change here is one the sinks can make
+INITIAL: tuple[list[str], list[Row]] = (["id", "b", "c", "d"], [(1, "b1", 1, 1), (2, "b2", 2, 2)])
+
+
+@pytest.fixture
+def server() -> DevServer:
+    server = DevServer.from_env()
+    server.start()
+    return server
+
+
+@pytest.fixture
+def source(server: DevServer) -> Iterator[Any]:
+    with server.root_connection() as root, root.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+        cur.execute(f"CREATE DATABASE {DATABASE}")
+    conn = server.connection(DATABASE)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE ev (id INT PRIMARY KEY, b VARCHAR(20), c INT, d INT)")
+        cur.execute("INSERT INTO ev VALUES (1, 'b1', 1, 1), (2, 'b2', 2, 2)")
+    yield conn
+    conn.close()
+
+
+def make_config(
+    server: DevServer, tmp_path: Path, sink: str, behavior: str, extra_sink: str = ""
+) -> PipelineConfig:
+    settings = server.start()
+    block = "\n".join(f"  {line}" for line in (sink + extra_sink).strip().splitlines())
+    text = PIPELINE.format(
+        host=settings.host,
+        port=settings.port,
+        password=DEV_PASSWORD,
+        database=DATABASE,
+        sink=block,
+        behavior=behavior,
+        checkpoint=tmp_path / f"checkpoint-{behavior}",
+    )
+    return parse_pipeline(text, env=dict(os.environ))
+
+
+def execute(conn: Any, statements: list[str]) -> None:
+    with conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+
+
+def run_steps(
+    spark: Any, config: PipelineConfig, conn: Any, steps: list[list[str]] = STEPS
+) -> None:
+    run_pipeline(config, available_now=True, spark=spark)  # the snapshot
+    for statements in steps:
+        execute(conn, statements)
+        run_pipeline(config, available_now=True, spark=spark)
+
+
+def plain(value: Any) -> Any:
+    if hasattr(value, "item") and not isinstance(value, bytes | str):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+# ----------------------------------------------------------------------------- delta
+
+
+def delta_table(path: Path) -> tuple[list[str], list[Row]]:
+    """Columns and rows of a Delta table, read with delta-rs (not with Spark); its
+    DataFusion reader knows column mapping, which renaming and dropping columns turn on."""
+    import deltalake
+
+    reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path)))
+    table = pa.table(reader.execute("SELECT * FROM t").read_all())
+    columns = table.column_names
+    rows = sorted(tuple(plain(v) for v in row.values()) for row in table.to_pylist())
+    return columns, rows
+
+
+DELTA_SINK = "type: delta\npath: {lake}\n"
+
+
+@pytest.mark.parametrize("behavior", ["evolve", "try_evolve", "lenient", "ignore"])
+def test_delta_follows_column_changes_by_behavior(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, behavior: str
+) -> None:
+    lake = tmp_path / "lake"
+    config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), behavior)
+    run_steps(spark, config, source)
+    assert delta_table(lake / DATABASE / "ev") == EXPECTED[behavior]
+
+
+def test_delta_exception_stops_before_writing_the_batch_and_evolve_goes_on(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), "exception")
+    run_pipeline(config, available_now=True, spark=spark)
+    execute(source, STEPS[0])
+    with pytest.raises(SinkError, match=r"evolve_db\.ev at seq \d+ .*ADD COLUMN e.*'exception'"):
+        run_pipeline(config, available_now=True, spark=spark)
+    # nothing of the batch that holds the change reached the sink
+    assert delta_table(lake / DATABASE / "ev") == INITIAL
+    # the same checkpoint, now with evolve: the batch is replayed and the sink catches up
+    evolving = config.model_copy(
+        update={"pipeline": config.pipeline.model_copy(update={"schema_change_behavior": "evolve"})}
+    )
+    run_pipeline(evolving, available_now=True, spark=spark)  # the batch left open
+    run_pipeline(evolving, available_now=True, spark=spark)
+    for statements in STEPS[1:]:
+        execute(source, statements)
+        run_pipeline(evolving, available_now=True, spark=spark)
+    assert delta_table(lake / DATABASE / "ev") == EXPECTED["evolve"]
