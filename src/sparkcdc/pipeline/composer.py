@@ -355,19 +355,26 @@ def initial_state(plan: PipelinePlan) -> SchemaState:
 
 def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> DataFrame:
     """A transformed frame in the sink table's shape: each column renamed to the sink column
-    ``mapping`` names (unmapped ones left out), cast; sink columns nothing feeds are NULL."""
+    ``mapping`` names (unmapped ones left out); sink columns nothing feeds are NULL.
+
+    A column whose type differs from the sink's is cast; where the value does not fit (a type
+    change the sink did not follow: ``ignore``, or an excluded change) it is written as NULL
+    rather than failing every batch from then on.
+    """
     from pyspark.sql import functions as F
 
+    types = {f.name: _spark_type(f.dataType) for f in changes.schema.fields}
     fed = {mapping[c]: c for c in changes.columns if c in mapping}
-    return changes.select(
-        *METADATA_COLUMNS,
-        *[
-            (F.col(quote(fed[c.name])) if c.name in fed else F.lit(None))
-            .cast(c.spark_type)
-            .alias(c.name)
-            for c in table.columns
-        ],
-    )
+
+    def value(column: SinkColumn) -> SparkColumn:
+        if column.name not in fed:
+            return F.lit(None).cast(column.spark_type)
+        source = F.col(quote(fed[column.name]))
+        if types[fed[column.name]] == column.spark_type:
+            return source
+        return source.try_cast(column.spark_type)
+
+    return changes.select(*METADATA_COLUMNS, *[value(c).alias(c.name) for c in table.columns])
 
 
 class BatchWriter:
