@@ -22,6 +22,7 @@ Adding a sink is adding one module with a :class:`Sink` subclass and a line in
 from __future__ import annotations
 
 import importlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ DATABASE = "_database"
 TABLE = "_table"
 METADATA_COLUMNS = (OP, OP_TS, SEQ, DATABASE, TABLE)
 DELETED = "_deleted"  # added by final_states
+
+log = logging.getLogger(__name__)
 
 SINK_TYPES = {
     "console": "sparkcdc.sinks.console:ConsoleSink",
@@ -174,6 +177,30 @@ class Sink(ABC):
 
     def _unsupported(self, what: str) -> SinkError:
         return SinkError(f"the {self.options.type} sink does not support schema changes ({what})")
+
+
+class SchemalessSink(Sink):
+    """A sink with no table schema to change (Kafka, console): every column change is
+    accepted as it is, and the next rows simply carry the new shape. A truncate or drop of
+    the source table cannot be undone in what was already written; it is logged."""
+
+    def add_column(self, table: SinkTable, column: SinkColumn) -> None:
+        pass
+
+    def drop_column(self, table: SinkTable, name: str) -> None:
+        pass
+
+    def rename_column(self, table: SinkTable, old: str, new: str) -> None:
+        pass
+
+    def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
+        pass
+
+    def truncate_table(self, table: SinkTable) -> None:
+        log.warning("%s sink: %s was truncated at the source", self.options.type, table.name)
+
+    def drop_table(self, table: SinkTable) -> None:
+        log.warning("%s sink: %s was dropped at the source", self.options.type, table.name)
 
 
 def sink_class(type_name: str, *, where: str = "sink.type") -> type[Sink]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from sparkcdc.sinks.base import METADATA_COLUMNS, Sink, SinkOptions, SinkTable
+from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -18,7 +18,7 @@ class ConsoleOptions(SinkOptions):
     truncate: bool = True
 
 
-class ConsoleSink(Sink):
+class ConsoleSink(SchemalessSink):
     """Shows the change frame of every table in every batch (nothing is kept)."""
 
     options_model = ConsoleOptions

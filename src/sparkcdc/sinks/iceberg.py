@@ -42,6 +42,7 @@ from pydantic import Field, field_validator, model_validator
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
     Sink,
+    SinkColumn,
     SinkOptions,
     SinkTable,
     final_states,
@@ -291,6 +292,60 @@ class IcebergSink(Sink):
             .first()
         )
         return None if row is None or row[0] is None else int(row[0])
+
+    # -- the metadata applier (Iceberg's schema update API, through Spark SQL) ---------
+
+    def _fields(self, table: SinkTable) -> dict[str, Any]:
+        schema = self.spark.sql(f"SELECT * FROM {self.identifier(table)} LIMIT 0").schema
+        return {f.name.lower(): f for f in schema.fields}
+
+    def _alter(self, table: SinkTable, what: str, statement: str) -> None:
+        self._configure(self.spark)
+        try:
+            self.spark.sql(statement.format(table=self.identifier(table)))
+        except Exception as exc:
+            raise SinkError(
+                f"iceberg sink: cannot {what} in {self.identifier(table)}: "
+                f"{self._options.redact(_reason(exc))}"
+            ) from None
+
+    def add_column(self, table: SinkTable, column: SinkColumn) -> None:
+        if column.name.lower() not in self._fields(table):
+            self._alter(
+                table,
+                f"add column {column.name}",
+                f"ALTER TABLE {{table}} ADD COLUMN {quote(column.name)} {column.spark_type}",
+            )
+
+    def drop_column(self, table: SinkTable, name: str) -> None:
+        if name.lower() in self._fields(table):
+            self._alter(
+                table, f"drop column {name}", f"ALTER TABLE {{table}} DROP COLUMN {quote(name)}"
+            )
+
+    def rename_column(self, table: SinkTable, old: str, new: str) -> None:
+        fields = self._fields(table)
+        if old.lower() in fields and new.lower() not in fields:
+            self._alter(
+                table,
+                f"rename column {old} to {new}",
+                f"ALTER TABLE {{table}} RENAME COLUMN {quote(old)} TO {quote(new)}",
+            )
+
+    def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
+        # Iceberg widens int → bigint, float → double and a decimal's precision; it refuses
+        # anything else, and so does this sink
+        self._alter(
+            table,
+            f"change the type of column {name} to {spark_type}",
+            f"ALTER TABLE {{table}} ALTER COLUMN {quote(name)} TYPE {spark_type}",
+        )
+
+    def truncate_table(self, table: SinkTable) -> None:
+        self._alter(table, "truncate the table", "DELETE FROM {table}")
+
+    def drop_table(self, table: SinkTable) -> None:
+        self._alter(table, "drop the table", "DROP TABLE IF EXISTS {table}")
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -486,6 +486,89 @@ class JdbcSink(Sink):
                 raise
             self._plans.update(plans)
 
+    # -- the metadata applier ------------------------------------------------------------
+
+    def _ddl(self, table: SinkTable, what: str, build: Callable[[_Cursor, str], list[str]]) -> None:
+        """Run the statements ``build(cursor, qualified target)`` returns, in a transaction
+        where the database has transactional DDL (PostgreSQL)."""
+        d = self._dialect
+        target = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _cursor(conn) as cur:
+                    for statement in build(cur, target):
+                        cur.execute(statement)
+                conn.commit()
+            except _DRIVER_ERRORS as exc:
+                self._discard(conn)
+                raise SinkError(
+                    f"jdbc sink: cannot {what} in {self.jdbc.namespace}.{table.short_name} "
+                    f"({self.url}): {self._clean(exc)}"
+                ) from None
+            except BaseException:
+                self._discard(conn)
+                raise
+
+    def _has_columns(self, cur: _Cursor, table: SinkTable) -> set[str]:
+        existing = self._existing_columns(cur, self.jdbc.namespace, table.short_name) or []
+        return {self._fold(c) for c in existing}
+
+    def _fold(self, column: str) -> str:  # MySQL column names are case-insensitive
+        return column.lower() if self._dialect.family == "mysql" else column
+
+    def add_column(self, table: SinkTable, column: SinkColumn) -> None:
+        d = self._dialect
+        kind = target_type(column.spark_type, d.family, where=f"{table.name}.{column.name}")
+
+        def build(cur: _Cursor, target: str) -> list[str]:
+            if self._fold(column.name) in self._has_columns(cur, table):
+                return []  # added before a crash: the change is idempotent
+            return [f"ALTER TABLE {target} ADD COLUMN {d.ddl_ident(column.name)} {kind}"]
+
+        self._ddl(table, f"add column {column.name}", build)
+
+    def drop_column(self, table: SinkTable, name: str) -> None:
+        def build(cur: _Cursor, target: str) -> list[str]:
+            if self._fold(name) not in self._has_columns(cur, table):
+                return []
+            return [f"ALTER TABLE {target} DROP COLUMN {self._dialect.ddl_ident(name)}"]
+
+        self._ddl(table, f"drop column {name}", build)
+
+    def rename_column(self, table: SinkTable, old: str, new: str) -> None:
+        d = self._dialect
+
+        def build(cur: _Cursor, target: str) -> list[str]:
+            have = self._has_columns(cur, table)
+            if self._fold(old) not in have or self._fold(new) in have:
+                return []
+            return [f"ALTER TABLE {target} RENAME COLUMN {d.ddl_ident(old)} TO {d.ddl_ident(new)}"]
+
+        self._ddl(table, f"rename column {old} to {new}", build)
+
+    def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
+        d = self._dialect
+        key = name in table.primary_key
+        kind = target_type(spark_type, d.family, key=key, where=f"{table.name}.{name}")
+        column = d.ddl_ident(name)
+        if d.family == "postgresql":
+            change = f"ALTER COLUMN {column} TYPE {kind} USING {column}::{kind}"
+        else:
+            change = f"MODIFY COLUMN {column} {kind}{' NOT NULL' if key else ' NULL'}"
+        self._ddl(
+            table,
+            f"change the type of column {name} to {spark_type}",
+            lambda cur, target: [f"ALTER TABLE {target} {change}"],
+        )
+
+    def truncate_table(self, table: SinkTable) -> None:
+        self._ddl(table, "truncate the table", lambda cur, target: [f"DELETE FROM {target}"])
+
+    def drop_table(self, table: SinkTable) -> None:
+        self._ddl(table, "drop the table", lambda cur, target: [f"DROP TABLE IF EXISTS {target}"])
+        self._plans = {t: p for t, p in self._plans.items() if t.name != table.name}
+
     # -- the transaction -----------------------------------------------------------------
 
     def _apply(
@@ -678,10 +761,7 @@ class JdbcSink(Sink):
         self, cur: _Cursor, table: SinkTable, namespace: str, name: str, existing: list[str]
     ) -> None:
         display = f"{namespace}.{name}"
-
-        def fold(column: str) -> str:  # MySQL column names are case-insensitive
-            return column.lower() if self._dialect.family == "mysql" else column
-
+        fold = self._fold
         have = {fold(c) for c in existing}
         missing = [c for c in table.column_names if fold(c) not in have]
         if missing:

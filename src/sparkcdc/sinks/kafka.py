@@ -63,7 +63,7 @@ from sparkcdc.sinks.base import (
     OP_TS,
     SEQ,
     TABLE,
-    Sink,
+    SchemalessSink,
     SinkOptions,
     SinkTable,
     gather_prefixed,
@@ -155,7 +155,7 @@ class KafkaOptions(SinkOptions):
         return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
 
 
-class KafkaSink(Sink):
+class KafkaSink(SchemalessSink):
     """Writes each change as a JSON message to the table's Kafka topic.
 
     Guarantee: at-least-once. Kafka cannot take a batch back, so a batch that Spark replays
