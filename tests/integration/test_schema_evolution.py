@@ -9,13 +9,17 @@ behaviour and one sink, read back independently of the sink (delta-rs, psycopg, 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from psycopg import sql
 
+from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.devpostgres import DevPostgres
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
@@ -220,3 +224,124 @@ def test_delta_exception_stops_before_writing_the_batch_and_evolve_goes_on(
         execute(source, statements)
         run_pipeline(evolving, available_now=True, spark=spark)
     assert delta_table(lake / DATABASE / "ev") == EXPECTED["evolve"]
+
+
+# ------------------------------------------------------------------------------ jdbc
+
+
+@pytest.fixture(scope="module")
+def pg() -> DevPostgres:
+    pg = DevPostgres.from_env()
+    pg.start()
+    return pg
+
+
+def pg_table(pg: DevPostgres, schema: str, table: str) -> tuple[list[str], list[Row]]:
+    """Columns (in order) and rows of a PostgreSQL table, read with psycopg."""
+    with pg.connection() as conn:
+        columns = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s ORDER BY ordinal_position",
+                (schema, table),
+            ).fetchall()
+        ]
+        query = sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+        rows = sorted(tuple(plain(v) for v in row) for row in conn.execute(query).fetchall())
+    return columns, rows
+
+
+JDBC_SINK = """type: jdbc
+url: jdbc:postgresql://127.0.0.1:{port}/sink_db
+username: cdc
+password: {password}
+schema: {schema}
+"""
+
+
+@pytest.mark.parametrize("behavior", ["evolve", "lenient", "ignore"])
+def test_jdbc_postgresql_follows_column_changes_by_behavior(
+    spark: Any, server: DevServer, source: Any, pg: DevPostgres, tmp_path: Path, behavior: str
+) -> None:
+    schema = f"evolve_{behavior}"
+    with pg.connection() as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    block = JDBC_SINK.format(port=pg.settings.port, password=PG_PASSWORD, schema=schema)
+    config = make_config(server, tmp_path, block, behavior)
+    run_steps(spark, config, source)
+    assert pg_table(pg, schema, "ev") == EXPECTED[behavior]
+
+
+# --------------------------------------------------------------------------- iceberg
+
+
+def iceberg_table(warehouse: Path, table: str) -> tuple[list[str], list[Row]]:
+    """Columns and rows of a hadoop-catalog Iceberg table, read with pyiceberg."""
+    from pyiceberg.table import StaticTable
+
+    folder = warehouse / DATABASE / table / "metadata"
+    version = (folder / "version-hint.text").read_text().strip()
+    arrow = StaticTable.from_metadata(str(folder / f"v{version}.metadata.json")).scan().to_arrow()
+    rows = sorted(tuple(plain(v) for v in row.values()) for row in arrow.to_pylist())
+    return arrow.column_names, rows
+
+
+ICEBERG_SINK = """type: iceberg
+catalog.name: {catalog}
+catalog.properties.warehouse: {warehouse}
+"""
+
+
+@pytest.mark.parametrize("behavior", ["evolve", "lenient"])
+def test_iceberg_follows_column_changes_by_behavior(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, behavior: str
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    block = ICEBERG_SINK.format(catalog=f"evolve_{behavior}", warehouse=warehouse)
+    config = make_config(server, tmp_path, block, behavior)
+    run_steps(spark, config, source)
+    assert iceberg_table(warehouse, "ev") == EXPECTED[behavior]
+
+
+# ----------------------------------------------------------------------------- kafka
+
+
+KAFKA_SINK = """type: kafka
+properties.bootstrap.servers: {servers}
+value.format: changelog-json
+topic: {topic}
+"""
+
+
+def replayed(messages: list[Any], columns: list[str]) -> list[Row]:
+    """The rows the changelog leaves, each in ``columns`` (a column a message lacks: NULL)."""
+    state: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.value["op"] in ("+I", "+U"):
+            state[message.key] = message.value["data"]
+        else:
+            state.pop(message.key, None)
+    return sorted(tuple(plain(data.get(c)) for c in columns) for data in state.values())
+
+
+@pytest.mark.parametrize("behavior", ["evolve", "lenient"])
+def test_kafka_messages_carry_the_new_shape(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, behavior: str
+) -> None:
+    from test_pipeline_kafka import consume
+
+    from sparkcdc.devkafka import DevKafka
+
+    servers = DevKafka.from_env().start()
+    topic = f"evolve-{behavior}-{uuid.uuid4().hex[:8]}"
+    config = make_config(
+        server, tmp_path, KAFKA_SINK.format(servers=servers, topic=topic), behavior
+    )
+    run_steps(spark, config, source)
+    messages = consume(servers, topic)
+    columns, rows = EXPECTED[behavior]
+    assert replayed(messages, columns) == rows
+    # the first batch's messages have the first shape, the last one's the final shape
+    assert set(messages[0].value["data"]) == {"id", "b", "c", "d"}
+    assert set(messages[-1].value["data"]) == set(columns)
