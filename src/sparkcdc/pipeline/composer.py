@@ -26,7 +26,6 @@ from sparkcdc.pipeline.evolution import (
     SchemaHistory,
     SchemaState,
     Segment,
-    SinkTableState,
 )
 from sparkcdc.sinks.base import (
     DATABASE,
@@ -347,10 +346,7 @@ BatchListener = Callable[[int, dict[str, int]], None]
 
 def initial_state(plan: PipelinePlan) -> SchemaState:
     """The schema state of a pipeline's first start: the catalog's schemas, fresh sink tables."""
-    return SchemaState(
-        {s.schema.qualified_name: s.schema for s in plan.sources},
-        {t.name: SinkTableState.fresh(t) for t in plan.sink_tables},
-    )
+    return SchemaState.start([s.schema for s in plan.sources], plan.sink_tables)
 
 
 def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> DataFrame:
@@ -417,7 +413,15 @@ class BatchWriter:
         if self._state_batch is not None and self._state_batch == batch_id - 1:
             return self._state
         saved = self.history.before(batch_id) if self.history is not None else None
-        return saved or self._state
+        if saved is None:
+            return self._state
+        # tables captured since the state was saved (the pattern now matches more)
+        start = initial_state(self.plan)
+        for source, versions in start.sources.items():
+            saved.sources.setdefault(source, versions)
+        for name, sink_state in start.sinks.items():
+            saved.sinks.setdefault(name, sink_state)
+        return saved
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark import StorageLevel

@@ -42,7 +42,6 @@ from typing import Any
 from sparkcdc.errors import SinkError
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.schema_change import (
-    CreateTable,
     DropTable,
     RenameColumn,
     RenameTable,
@@ -81,14 +80,50 @@ class SinkTableState:
 
 
 @dataclass
-class SchemaState:
-    """Every source table's schema and every sink table's state, at a point of the stream."""
+class SourceVersion:
+    """A source table's schema from binlog position ``since`` on (-1: from the start).
 
-    sources: dict[str, TableSchema | None]
+    ``mapping``: frame column → sink column for rows of this version, kept once a newer
+    version exists (the newest version uses its sink table's current mapping). ``discarded``:
+    a forwarded truncate or drop came after it, so its rows are not written.
+    """
+
+    since: int
+    schema: TableSchema | None
+    mapping: dict[str, str] | None = None
+    discarded: bool = False
+
+
+KEPT_VERSIONS = 3  # rows of older versions no longer arrive (see SchemaEvolver.plan)
+
+
+@dataclass
+class SchemaState:
+    """Every source table's schema versions and every sink table's state."""
+
+    sources: dict[str, list[SourceVersion]]
     sinks: dict[str, SinkTableState]
 
+    @classmethod
+    def start(cls, schemas: Sequence[TableSchema], sinks: Sequence[SinkTable]) -> SchemaState:
+        return cls(
+            {s.qualified_name: [SourceVersion(-1, s)] for s in schemas},
+            {t.name: SinkTableState.fresh(t) for t in sinks},
+        )
+
+    def schema(self, source: str) -> TableSchema | None:
+        """The source table's newest schema (None: dropped, or not captured)."""
+        versions = self.sources.get(source)
+        return versions[-1].schema if versions else None
+
     def copy(self) -> SchemaState:
-        return SchemaState(dict(self.sources), dict(self.sinks))
+        return SchemaState(
+            {
+                q: [replace(v, mapping=None if v.mapping is None else dict(v.mapping)) for v in vs]
+                for q, vs in self.sources.items()
+            },
+            dict(self.sinks),
+        )
 
 
 def _table_json(table: SinkTable) -> dict[str, Any]:
@@ -141,7 +176,16 @@ class SchemaHistory:
         self.root.mkdir(parents=True, exist_ok=True)
         data = {
             "sources": {
-                q: None if s is None else schema_to_json(s) for q, s in state.sources.items()
+                q: [
+                    [
+                        v.since,
+                        None if v.schema is None else schema_to_json(v.schema),
+                        v.mapping,
+                        v.discarded,
+                    ]
+                    for v in versions
+                ]
+                for q, versions in state.sources.items()
             },
             "sinks": {
                 name: {
@@ -161,7 +205,18 @@ class SchemaHistory:
     def _load(self, number: int) -> SchemaState:
         data = json.loads((self.root / f"{number:012d}.json").read_text())
         return SchemaState(
-            {q: None if s is None else schema_from_json(s) for q, s in data["sources"].items()},
+            {
+                q: [
+                    SourceVersion(
+                        int(since),
+                        None if schema is None else schema_from_json(schema),
+                        mapping,
+                        bool(discarded),
+                    )
+                    for since, schema, mapping, discarded in versions
+                ]
+                for q, versions in data["sources"].items()
+            },
             {
                 name: SinkTableState(
                     _table_from_json(s["frame"]),
@@ -335,8 +390,17 @@ class SchemaEvolver:
 
         state = state.copy()
         result = BatchPlan(state)
+        # a statement already applied (a snapshot chunk carried it a batch early, or several
+        # chunks did) comes again: each table takes a statement once, by its position
+        applied = {q: vs[-1].since for q, vs in state.sources.items()}
+        for versions in state.sources.values():
+            del versions[:-KEPT_VERSIONS]  # before this batch's: its rows need all of those
         events: list[tuple[int, str, SchemaChangeEvent, str]] = []
+        seen: set[tuple[str, str, int]] = set()
         for row in sorted(ddl, key=lambda r: r.seq):
+            if (row.database, row.table, row.seq) in seen:
+                continue
+            seen.add((row.database, row.table, row.seq))
             try:
                 changes = parse_ddl(row.database, row.statement)
             except DdlParseError as exc:
@@ -345,13 +409,29 @@ class SchemaEvolver:
             events.extend(
                 (row.seq, c.qualified_name, c.event, row.statement)
                 for c in changes
-                if c.qualified_name in state.sources
+                if c.qualified_name in state.sources and row.seq > applied[c.qualified_name]
             )
         for sink_name, sources in self.members.items():
-            result.segments[sink_name] = self._sink_table(
-                state, sink_name, sources, [e for e in events if e[1] in sources], result
-            )
+            self._sink_table(state, sink_name, sources, [e for e in events if e[1] in sources])
+            result.segments[sink_name] = self._segments(state, sink_name, sources)
+        result.changed = bool(events)
         return result
+
+    def _segments(
+        self, state: SchemaState, sink_name: str, sources: tuple[str, ...]
+    ) -> list[Segment]:
+        current = state.sinks[sink_name].mapping
+        segments = []
+        for source in sources:
+            versions = state.sources[source]
+            for i, version in enumerate(versions):
+                if version.schema is None or version.discarded:
+                    continue
+                low = version.since if i > 0 else None
+                high = versions[i + 1].since if i + 1 < len(versions) else None
+                mapping = current if version.mapping is None else version.mapping
+                segments.append(Segment(source, low, high, version.schema, dict(mapping)))
+        return segments
 
     def _sink_table(
         self,
@@ -359,32 +439,30 @@ class SchemaEvolver:
         sink_name: str,
         sources: tuple[str, ...],
         events: list[tuple[int, str, SchemaChangeEvent, str]],
-        result: BatchPlan,
-    ) -> list[Segment]:
+    ) -> None:
         sink_state = state.sinks[sink_name]
-        done: list[Segment] = []
-        low: dict[str, int | None] = dict.fromkeys(sources)
         for seq, source, event, statement in events:
-            schema = state.sources.get(source)
-            if schema is not None:
-                done.append(Segment(source, low[source], seq, schema, dict(sink_state.mapping)))
-            low[source] = seq
+            versions = state.sources[source]
+            schema = versions[-1].schema
             new_schema = evolve(schema, event)
             if new_schema is schema and not isinstance(event, TruncateTable):
                 continue
-            state.sources[source] = new_schema
-            result.changed = True
+            closed = [v for m in sources for v in state.sources[m][:-1]]
+            versions[-1].mapping = dict(sink_state.mapping)
+            versions.append(SourceVersion(seq, new_schema))
+            closed.append(versions[-2])
             where = f"{source} at seq {seq} ({statement!r})"
             if isinstance(event, TruncateTable | DropTable):
                 if self._forward_table_event(event.kind, sink_name, sources, where):
-                    if isinstance(event, TruncateTable):
-                        if not self._replay:
+                    if not self._replay:
+                        if isinstance(event, TruncateTable):
                             self.sink.truncate_table(sink_state.table)
-                    else:
-                        if not self._replay:
+                        else:
                             self.sink.drop_table(sink_state.table)
+                    if isinstance(event, DropTable):
                         sink_state = replace(sink_state, dropped=True)
-                    done.clear()  # the change wipes out every earlier row
+                    for version in versions[:-1]:
+                        version.discarded = True  # the change wipes out every earlier row
                 continue
             if isinstance(event, RenameTable):
                 log.warning(
@@ -396,25 +474,19 @@ class SchemaEvolver:
                     sink_name,
                 )
                 continue
-            members = [s for s in (state.sources.get(m) for m in sources) if s is not None]
+            members = [s for s in (state.schema(m) for m in sources) if s is not None]
             if not members:
                 continue
             frame = self.frame_of(sink_name, members)
-            if sink_state.dropped or (isinstance(event, CreateTable) and sink_state.dropped):
-                if self._forward_table_event(
-                    SchemaChangeType.CREATE_TABLE, sink_name, sources, where
-                ):
-                    self.sink.create_table(frame)
+            if sink_state.dropped:
+                kind = SchemaChangeType.CREATE_TABLE
+                if self._forward_table_event(kind, sink_name, sources, where):
+                    self.sink.create_table(frame)  # CREATE TABLE IF NOT EXISTS: idempotent
                     sink_state = SinkTableState.fresh(frame)
                 continue
             renames = [(event.old, event.new)] if isinstance(event, RenameColumn) else []
-            sink_state = self._apply(sink_state, frame, renames, where, done)
-        for source in sources:
-            schema = state.sources.get(source)
-            if schema is not None:
-                done.append(Segment(source, low[source], None, schema, dict(sink_state.mapping)))
+            sink_state = self._apply(sink_state, frame, renames, where, closed)
         state.sinks[sink_name] = sink_state
-        return done
 
     def _forward_table_event(
         self, kind: SchemaChangeType, sink_name: str, sources: tuple[str, ...], where: str
@@ -450,7 +522,7 @@ class SchemaEvolver:
         frame: SinkTable,
         renames: list[tuple[str, str]],
         where: str,
-        done: list[Segment],
+        closed: list[SourceVersion],
     ) -> SinkTableState:
         table, mapping = state.table, dict(state.mapping)
         for change in diff_frames(state.frame, frame, renames):
@@ -463,7 +535,7 @@ class SchemaEvolver:
             key = change.name in table.primary_key
             if self.behavior in ("evolve", "try_evolve") or key:
                 try:
-                    table, mapping = self._in_place(table, mapping, change, done)
+                    table, mapping = self._in_place(table, mapping, change, closed)
                     log.info("%s: %s applied to %s", where, change.describe(), table.name)
                     continue
                 except SinkError as exc:
@@ -489,8 +561,10 @@ class SchemaEvolver:
         table: SinkTable,
         mapping: dict[str, str],
         change: SinkChange,
-        done: list[Segment],
+        closed: list[SourceVersion],
     ) -> tuple[SinkTable, dict[str, str]]:
+        """Make ``change`` in the sink table; rows of earlier versions follow a renamed column
+        and lose a dropped one."""
         target = mapping.get(change.name, change.name)
         columns = list(table.columns)
         if change.kind is SchemaChangeType.ADD_COLUMN:
@@ -504,8 +578,9 @@ class SchemaEvolver:
             if target in table.column_names:
                 self.sink.drop_column(table, target)
                 columns = [c for c in columns if c.name != target]
-            for segment in done:
-                segment.mapping = {f: s for f, s in segment.mapping.items() if s != target}
+            for version in closed:
+                assert version.mapping is not None
+                version.mapping = {f: s for f, s in version.mapping.items() if s != target}
             rest = {f: s for f, s in mapping.items() if f != change.name}
             return replace(table, columns=tuple(columns)), rest
         if change.kind is SchemaChangeType.RENAME_COLUMN:
@@ -516,9 +591,10 @@ class SchemaEvolver:
                 columns = [replace(c, name=new) if c.name == target else c for c in columns]
                 key = tuple(new if k == target else k for k in table.primary_key)
                 table = replace(table, primary_key=key)
-            for segment in done:
-                segment.mapping = {
-                    f: (new if s == target else s) for f, s in segment.mapping.items()
+            for version in closed:
+                assert version.mapping is not None
+                version.mapping = {
+                    f: (new if s == target else s) for f, s in version.mapping.items()
                 }
             rest = {f: s for f, s in mapping.items() if f != change.name}
             return replace(table, columns=tuple(columns)), {**rest, new: new}

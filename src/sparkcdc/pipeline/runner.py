@@ -232,7 +232,7 @@ def run_pipeline(
     saved = history.latest()
     schemas = capture.tables
     if saved is not None:  # a restart: the schemas as the stream last saw them
-        schemas = tuple(saved.sources.get(s.qualified_name) or s for s in schemas)
+        schemas = tuple(saved.schema(s.qualified_name) or s for s in schemas)
     plan = plan_pipeline(config, schemas, spark)
     sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
     if saved is None:
