@@ -126,6 +126,29 @@ class TableSchema:
         return ", ".join(f"`{c.name}` {c.spark_type}" for c in self.columns)
 
 
+def schema_to_json(schema: TableSchema) -> dict[str, Any]:
+    """A schema as JSON-ready data (staged chunks and the schema history keep it)."""
+    return {
+        "database": schema.database,
+        "table": schema.table,
+        "primary_key": list(schema.primary_key),
+        "columns": [
+            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
+        ],
+    }
+
+
+def schema_from_json(data: dict[str, Any]) -> TableSchema:
+    return TableSchema(
+        str(data["database"]),
+        str(data["table"]),
+        tuple(
+            Column(str(n), str(d), str(t), bool(nl), str(s)) for n, d, t, nl, s in data["columns"]
+        ),
+        tuple(str(c) for c in data["primary_key"]),
+    )
+
+
 def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
     """The Spark DDL type of a MySQL column, as Flink CDC maps it.
 

@@ -8,10 +8,9 @@ in the schema history and are compared, logged and filtered by :attr:`kind`, the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
 
 from sparkcdc.model.schema import Column, TableSchema
 
@@ -173,29 +172,3 @@ def matches_kinds(kind: SchemaChangeType, patterns: Iterable[str]) -> bool:
     """
     tag = kind.value
     return any(tag == p or tag.startswith(p.rstrip(".") + ".") for p in patterns)
-
-
-# ---------------------------------------------------------------------- JSON round trip
-
-
-def schema_to_json(schema: TableSchema) -> dict[str, Any]:
-    return {
-        "database": schema.database,
-        "table": schema.table,
-        "primary_key": list(schema.primary_key),
-        "columns": [
-            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
-        ],
-    }
-
-
-def schema_from_json(data: Mapping[str, Any]) -> TableSchema:
-    return TableSchema(
-        str(data["database"]),
-        str(data["table"]),
-        tuple(
-            Column(str(n), str(d), str(t), bool(null), str(s))
-            for n, d, t, null, s in data["columns"]
-        ),
-        tuple(str(k) for k in data["primary_key"]),
-    )

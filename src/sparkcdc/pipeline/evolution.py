@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SinkError
-from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
     DropTable,
     RenameColumn,
@@ -50,8 +50,6 @@ from sparkcdc.model.schema_change import (
     TruncateTable,
     evolve,
     matches_kinds,
-    schema_from_json,
-    schema_to_json,
 )
 from sparkcdc.sinks.base import Sink, SinkColumn, SinkTable
 

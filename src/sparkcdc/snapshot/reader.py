@@ -35,6 +35,7 @@ import pymysql
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import current_position, server_info
@@ -101,6 +102,9 @@ class ChunkResult:
     backfill_changes: int = 0
     reader: str = "pymysql"
     select_seconds: float = 0.0
+    # DDL on the table between the batch's binlog end and ``high``: the rows have its effect
+    # before the binlog part of the stream gets to it, so the chunk carries it along
+    ddl: tuple[SchemaChange, ...] = ()
 
     @property
     def row_count(self) -> int:
@@ -255,7 +259,7 @@ def _backfill_changes(
     low: BinlogPosition,
     high: BinlogPosition,
 ) -> list[Change]:
-    from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, read_range
+    from sparkcdc.mysql.binlog_range import RowChanges, read_range
 
     db, name = schema.database, schema.table
     changes: list[Change] = []
@@ -326,8 +330,14 @@ def read_chunk(
     collation: str | None,
     server_id: int,
     use_connectorx: bool | None = None,
+    since: BinlogPosition | None = None,
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
+
+    The chunk is read with the table's schema at its low watermark. Where that differs from
+    ``schema`` (the one the stream planned with), the DDL statements on the table from
+    ``since`` (the batch's binlog end) to the low watermark come along in the result, so a
+    consumer learns of them no later than of the rows they shaped.
 
     >>> result = read_chunk(settings, schema, chunk, key_column="id", collation=None,
     ...                     server_id=5401)                        # doctest: +SKIP
@@ -344,17 +354,22 @@ def read_chunk(
         info = server_info(conn)
         for _attempt in range(DDL_RETRIES):
             low = current_position(conn, info, with_gtids=False)
+            # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
+            current = load_schema(conn, schema.database, schema.table)
+            ddl: tuple[SchemaChange, ...] = ()
+            if current != schema and since is not None and since < low:
+                ddl = _schema_changes(settings, server_id, current, since, low)
             started = time.perf_counter()
             try:
-                base, reader = _select(conn, settings, schema, key_column, chunk, use_connectorx)
+                base, reader = _select(conn, settings, current, key_column, chunk, use_connectorx)
             except pymysql.MySQLError as exc:
-                raise _changed_shape(schema, chunk, exc) from None
+                raise _changed_shape(current, chunk, exc) from None
             select_seconds = time.perf_counter() - started
             high = current_position(conn, info, with_gtids=False)
             if not low < high:
-                return ChunkResult(chunk, schema, base, low, high, 0, reader, select_seconds)
+                return ChunkResult(chunk, current, base, low, high, 0, reader, select_seconds, ddl)
             try:
-                changes = _backfill_changes(settings, server_id, schema, low, high)
+                changes = _backfill_changes(settings, server_id, current, low, high)
             except _SchemaChangedError as exc:
                 log.info(
                     "table %s changed during chunk %d (%s); reading it again",
@@ -362,16 +377,35 @@ def read_chunk(
                     chunk.index,
                     exc,
                 )
-                schema = load_schema(conn, schema.database, schema.table)
                 continue
-            rows = merge_backfill(base, schema, changes, chunk, key_column, sort_key)
-            return ChunkResult(chunk, schema, rows, low, high, len(changes), reader, select_seconds)
+            rows = merge_backfill(base, current, changes, chunk, key_column, sort_key)
+            return ChunkResult(
+                chunk, current, rows, low, high, len(changes), reader, select_seconds, ddl
+            )
         raise SnapshotError(
             f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while chunk "
             f"{chunk.index} was read; pause DDL on it or re-snapshot the table"
         )
     finally:
         conn.close()
+
+
+def _schema_changes(
+    settings: ConnectionSettings,
+    server_id: int,
+    schema: TableSchema,
+    start: BinlogPosition,
+    end: BinlogPosition,
+) -> tuple[SchemaChange, ...]:
+    """The DDL statements on the table in ``[start, end)``."""
+    from sparkcdc.mysql.binlog_range import read_range
+
+    db, name = schema.database, schema.table
+    return tuple(
+        item
+        for item in read_range(settings, server_id, start, end, lambda d, t: d == db and t == name)
+        if isinstance(item, SchemaChange) and item.database == db and item.table == name
+    )
 
 
 # Server errors that mean the table lost a column or vanished under the snapshot.

@@ -29,34 +29,13 @@ import pyarrow as pa
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
+from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult
 from sparkcdc.snapshot.storage import StateStore
 
 _META_KEY = b"sparkcdc.chunk"
-
-
-def schema_to_json(schema: TableSchema) -> dict[str, Any]:
-    return {
-        "database": schema.database,
-        "table": schema.table,
-        "primary_key": list(schema.primary_key),
-        "columns": [
-            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
-        ],
-    }
-
-
-def schema_from_json(data: dict[str, Any]) -> TableSchema:
-    return TableSchema(
-        str(data["database"]),
-        str(data["table"]),
-        tuple(
-            Column(str(n), str(d), str(t), bool(nl), str(s)) for n, d, t, nl, s in data["columns"]
-        ),
-        tuple(str(c) for c in data["primary_key"]),
-    )
 
 
 @dataclass(frozen=True)
@@ -68,6 +47,7 @@ class ChunkMeta:
     high: BinlogPosition
     row_count: int
     schema: TableSchema
+    ddl: tuple[SchemaChange, ...] = ()  # see ChunkResult.ddl
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +56,9 @@ class ChunkMeta:
             "high": self.high.to_offset(),
             "row_count": self.row_count,
             "schema": schema_to_json(self.schema),
+            "ddl": [
+                [d.database, d.table, d.ddl, d.timestamp, d.position.to_offset()] for d in self.ddl
+            ],
         }
 
     @classmethod
@@ -86,6 +69,10 @@ class ChunkMeta:
             BinlogPosition.from_offset(data["high"]),
             int(data["row_count"]),
             schema_from_json(data["schema"]),
+            tuple(
+                SchemaChange(db, table, text, int(ts), BinlogPosition.from_offset(position))
+                for db, table, text, ts, position in data.get("ddl", [])
+            ),
         )
 
 
@@ -112,7 +99,9 @@ class ChunkStaging:
 
     def stage(self, result: ChunkResult) -> StagedChunk:
         """Stage ``result`` unless a result for the chunk is staged already; return the winner."""
-        meta = ChunkMeta(result.chunk, result.low, result.high, result.row_count, result.schema)
+        meta = ChunkMeta(
+            result.chunk, result.low, result.high, result.row_count, result.schema, result.ddl
+        )
         meta_bytes = json.dumps(meta.to_json(), ensure_ascii=False).encode()
         table = result.rows.replace_schema_metadata({_META_KEY: meta_bytes})
         sink = pa.BufferOutputStream()

@@ -76,6 +76,7 @@ class SnapshotRows:
     column_names: tuple[str, ...]
     rows: pa.Table
     seq: int  # the chunk's high watermark
+    ddl: tuple[SchemaChange, ...] = ()  # DDL before the rows, not yet in the stream's binlog
 
 
 def record_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
@@ -135,17 +136,18 @@ class _ImageMapper:
     """Turns a binlog row image (table-map column order) into the schema's column order.
 
     Columns are matched by name when the binlog carries names
-    (binlog_row_metadata=FULL), else by position. A column the stream's schema
-    lacks means the table changed shape after the query started: stop, with what
-    to do (the restart picks the new schema up).
+    (binlog_row_metadata=FULL), else by position. A column the stream's schema lacks is
+    left out of images written before the schema was read (``older``: the column was
+    dropped since); after that it means a change the stream did not see as DDL: stop, with
+    what to do (the restart picks the new schema up).
     """
 
-    def __init__(self, schema: TableSchema, names: Sequence[str | None]) -> None:
+    def __init__(self, schema: TableSchema, names: Sequence[str | None], older: bool) -> None:
         wanted = schema.column_names
         if all(n is not None for n in names):
             index = {n: i for i, n in enumerate(names)}
             extra = [n for n in names if n not in set(wanted)]
-            if extra:
+            if extra and not older:
                 raise SourceError(
                     f"table {schema.qualified_name} changed while streaming: the binlog at "
                     f"this point has column(s) {extra} that the stream's schema "
@@ -176,19 +178,38 @@ class _ImageMapper:
 
 
 class TypedChangelogBuilder:
-    """Builds typed-changelog record batches for one table."""
+    """Builds typed-changelog record batches for one table.
 
-    def __init__(self, schema: TableSchema) -> None:
+    A typed stream has one fixed schema, so a schema change on its table after the schema
+    was read (``schema_seq``) stops it with a message naming the statement and its position;
+    the restarted query reads the new schema and goes on from its checkpoint. Statements
+    before ``schema_seq`` (a replay after that restart) are already in the schema.
+    """
+
+    def __init__(self, schema: TableSchema, schema_seq: int = 0) -> None:
         self.schema = schema
+        self.schema_seq = schema_seq
         self.arrow_schema = _typed_arrow_schema(schema)
-        self._mappers: dict[int, tuple[TableMapEvent, _ImageMapper]] = {}
+        self._mappers: dict[tuple[int, bool], tuple[TableMapEvent, _ImageMapper]] = {}
 
-    def _mapper(self, table_map: TableMapEvent) -> _ImageMapper:
-        cached = self._mappers.get(id(table_map))
+    def _mapper(self, table_map: TableMapEvent, older: bool) -> _ImageMapper:
+        key = (id(table_map), older)
+        cached = self._mappers.get(key)
         if cached is None or cached[0] is not table_map:
-            cached = (table_map, _ImageMapper(self.schema, [c.name for c in table_map.columns]))
-            self._mappers[id(table_map)] = cached
+            names = [c.name for c in table_map.columns]
+            cached = (table_map, _ImageMapper(self.schema, names, older))
+            self._mappers[key] = cached
         return cached[1]
+
+    def _schema_change(self, change: SchemaChange) -> None:
+        if change.position.seq() < self.schema_seq:
+            return
+        raise SourceError(
+            f"table {self.schema.qualified_name} changed at binlog position {change.position}: "
+            f"{change.ddl!r}. A typed stream's columns are fixed when it starts. Restart the "
+            "query (same checkpoint) to go on with the new schema, or read the table through "
+            "a pipeline (sparkcdc run), whose sinks follow schema changes"
+        )
 
     def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
         """A chunk's rows as ``+I`` with ``_seq`` = the chunk's high watermark.
@@ -196,6 +217,8 @@ class TypedChangelogBuilder:
         Columnar: the staged Arrow columns are cast to the Spark types; only values
         with no Arrow cast (TIME, BIT(n), DECIMAL(p>38)) go through Python.
         """
+        for change in chunk.ddl:
+            self._schema_change(change)
         by_name = {name: i for i, name in enumerate(chunk.column_names)}
         for batch in chunk.rows.to_batches(max_chunksize=BATCH_ROWS * 4):
             n = batch.num_rows
@@ -221,8 +244,9 @@ class TypedChangelogBuilder:
         rows: list[list[Any]] = []
         for change in changes:
             if isinstance(change, SchemaChange):
-                continue  # the image mapper notices a shape it cannot follow
-            mapper = self._mapper(change.table_map)
+                self._schema_change(change)
+                continue
+            mapper = self._mapper(change.table_map, change.position.seq() < self.schema_seq)
             ts = change.timestamp * 1_000_000
             meta_db, meta_table = change.database, change.table
             index = 0
@@ -290,6 +314,8 @@ class EnvelopeBuilder:
 
     def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
         """A chunk's rows as ``op = 'r'`` with ``seq`` = the chunk's high watermark."""
+        if chunk.ddl:
+            yield record_batch([self._ddl_row(d) for d in chunk.ddl], self.arrow_schema)
         names = [str(n) for n in chunk.column_names]
         op = EnvelopeOp.READ.value
         for batch in chunk.rows.to_batches(BATCH_ROWS):
@@ -311,6 +337,21 @@ class EnvelopeBuilder:
             if rows:
                 yield record_batch(rows, self.arrow_schema)
 
+    def _ddl_row(self, change: SchemaChange) -> tuple[Any, ...]:
+        key = (change.database, change.table)
+        version = self._versions[key] = self._versions.get(key, 0) + 1
+        return (
+            change.database,
+            change.table,
+            EnvelopeOp.DDL.value,
+            None,
+            None,
+            change.timestamp * 1_000_000,
+            change.position.seq(),
+            version,
+            change.ddl,
+        )
+
     def _column_names(self, table_map: TableMapEvent) -> Sequence[str]:
         names = [c.name for c in table_map.columns]
         if all(n is not None for n in names):
@@ -327,20 +368,7 @@ class EnvelopeBuilder:
             ts = change.timestamp * 1_000_000
             version = self._versions.get(key, 0)
             if isinstance(change, SchemaChange):
-                self._versions[key] = version + 1
-                rows.append(
-                    (
-                        change.database,
-                        change.table,
-                        EnvelopeOp.DDL.value,
-                        None,
-                        None,
-                        ts,
-                        change.position.seq(),
-                        version + 1,
-                        change.ddl,
-                    )
-                )
+                rows.append(self._ddl_row(change))
                 continue
             names = self._column_names(change.table_map)
             op = _ENVELOPE_OPS[change.kind].value

@@ -50,6 +50,7 @@ class CapturePlan:
 
     tables: tuple[TableSchema, ...]
     shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | envelope
+    schema_seq: int = 0  # the binlog position (as seq) the schemas were read at
 
     @property
     def typed(self) -> bool:
@@ -62,7 +63,7 @@ class CapturePlan:
 
     def builder(self) -> Builder:
         if self.typed:
-            return TypedChangelogBuilder(self.tables[0])
+            return TypedChangelogBuilder(self.tables[0], self.schema_seq)
         return EnvelopeBuilder(self.tables)
 
     def includes(self, database: str, table: str) -> bool:
@@ -88,13 +89,14 @@ def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> Captur
     with sql_connection(settings) as conn:
         names = catalog.match_tables(conn, options.table_filter())
         tables = tuple(catalog.load_schema(conn, db, t) for db, t in names)
+        read_at = server.current_position(conn, server.server_info(conn), with_gtids=False)
     if options.changelog_shape == "typed" and len(tables) != 1:
         raise ConfigError(
             f"changelog.shape=typed needs exactly one table, but the patterns match "
             f"{len(tables)}: {', '.join(t.qualified_name for t in tables[:10])}. Narrow the "
             "patterns or use changelog.shape=envelope"
         )
-    return CapturePlan(tables, options.changelog_shape)
+    return CapturePlan(tables, options.changelog_shape, read_at.seq())
 
 
 def startup_position(options: SourceOptions, settings: ConnectionSettings) -> BinlogPosition:
@@ -152,6 +154,7 @@ class ChunkPartition(InputPartition):
     key_column: str
     collation: str | None
     server_id: int
+    since: str = ""  # the batch's end offset (JSON): DDL after it comes with the chunk
 
 
 def _position(offset: dict[str, Any]) -> BinlogPosition:
@@ -332,6 +335,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                             coordinator.key_column(table),
                             coordinator.collation(table),
                             self.server_ids.pick(1 + len(parts)),
+                            json.dumps(end),
                         )
                     )
         return parts
@@ -366,6 +370,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     key_column=partition.key_column,
                     collation=partition.collation,
                     server_id=partition.server_id,
+                    since=_position(json.loads(partition.since)) if partition.since else None,
                 )
                 staged = staging.stage(result)
             if staged.rows is None:
@@ -381,6 +386,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 schema.column_names,
                 staged.rows,
                 staged.meta.high.seq(),
+                staged.meta.ddl,
             )
             yield from builder.snapshot_batches(rows)
 
