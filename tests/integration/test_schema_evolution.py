@@ -9,6 +9,8 @@ behaviour and one sink, read back independently of the sink (delta-rs, psycopg, 
 from __future__ import annotations
 
 import os
+import random
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -345,3 +347,93 @@ def test_kafka_messages_carry_the_new_shape(
     # the first batch's messages have the first shape, the last one's the final shape
     assert set(messages[0].value["data"]) == {"id", "b", "c", "d"}
     assert set(messages[-1].value["data"]) == set(columns)
+
+
+# ------------------------------------------------------------- DDL during the snapshot
+
+SNAPSHOT_DDL = [
+    "ALTER TABLE snap ADD COLUMN e INT",
+    "ALTER TABLE snap RENAME COLUMN b TO bb",
+    "ALTER TABLE snap DROP COLUMN c",
+    "ALTER TABLE snap MODIFY e BIGINT",
+]
+
+
+def snapshot_writer(
+    server: DevServer, batches: threading.Semaphore, stop: threading.Event, seed: int
+) -> None:
+    """Random writes all along; after every second batch, at a random moment, the next DDL
+    (so it lands sometimes before a batch is planned, sometimes between planning and the
+    chunk reads, sometimes during them)."""
+    rng = random.Random(seed)
+    conn = server.connection(DATABASE)
+    conn.autocommit(True)
+    pending = list(SNAPSHOT_DDL)
+    seen = 0
+    try:
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                if pending and batches.acquire(timeout=0.01):
+                    seen += 1
+                    if seen % 2 == 0:
+                        stop.wait(rng.random() * 0.4)
+                        cur.execute(pending.pop(0))
+                cur.execute("SHOW COLUMNS FROM snap")
+                columns = {r[0] for r in cur.fetchall()}
+                key = rng.randint(1, 400)
+                value = rng.randint(0, 10**6)
+                sets = [f"{c} = %s" for c in ("c", "e") if c in columns]
+                text = "bb" if "bb" in columns else "b"
+                choice = rng.random()
+                if choice < 0.6 and sets:
+                    cur.execute(
+                        f"UPDATE snap SET {', '.join(sets)}, {text} = %s WHERE id = %s",
+                        (*[value] * len(sets), f"v{value}", key),
+                    )
+                elif choice < 0.9:
+                    cur.execute(
+                        f"INSERT IGNORE INTO snap (id, {text}) VALUES (%s, %s)", (key, f"n{key}")
+                    )
+                else:
+                    cur.execute("DELETE FROM snap WHERE id = %s", (key,))
+                stop.wait(0.01)
+    finally:
+        conn.close()
+
+
+def test_ddl_during_the_snapshot_comes_out_right(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    with source.cursor() as cur:
+        cur.execute("CREATE TABLE snap (id INT PRIMARY KEY, b VARCHAR(20), c INT)")
+        cur.executemany(
+            "INSERT INTO snap VALUES (%s, %s, %s)", [(i, f"b{i}", i) for i in range(1, 301)]
+        )
+    lake = tmp_path / "lake"
+    config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), "evolve")
+    config = config.model_copy(
+        update={
+            "source": config.source.model_copy(
+                update={"tables": f"{DATABASE}.snap", "chunk_size": 20, "chunks_per_batch": 1}
+            )
+        }
+    )
+    batches = threading.Semaphore(0)
+    stop = threading.Event()
+    writer = threading.Thread(target=snapshot_writer, args=(server, batches, stop, 7))
+    writer.start()
+    try:
+        run_pipeline(
+            config, available_now=True, spark=spark, on_batch=lambda b, r: batches.release()
+        )
+    finally:
+        stop.set()
+        writer.join()
+    run_pipeline(config, available_now=True, spark=spark)
+    with source.cursor() as cur:
+        cur.execute("SHOW COLUMNS FROM snap")
+        columns = [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT * FROM snap")
+        rows = sorted(tuple(r) for r in cur.fetchall())
+    assert columns == ["id", "bb", "e"], "the writer did not get to every DDL"
+    assert delta_table(lake / DATABASE / "snap") == (columns, rows)

@@ -359,6 +359,14 @@ def read_chunk(
             ddl: tuple[SchemaChange, ...] = ()
             if current != schema and since is not None and since < low:
                 ddl = _schema_changes(settings, server_id, current, since, low)
+                if ddl:
+                    log.info(
+                        "chunk %d of %s is read after %d DDL statement(s) its batch's binlog "
+                        "range does not reach; it carries them",
+                        chunk.index,
+                        schema.qualified_name,
+                        len(ddl),
+                    )
             started = time.perf_counter()
             try:
                 base, reader = _select(conn, settings, current, key_column, chunk, use_connectorx)
