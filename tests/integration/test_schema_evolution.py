@@ -437,3 +437,114 @@ def test_ddl_during_the_snapshot_comes_out_right(
         rows = sorted(tuple(r) for r in cur.fetchall())
     assert columns == ["id", "bb", "e"], "the writer did not get to every DDL"
     assert delta_table(lake / DATABASE / "snap") == (columns, rows)
+
+
+# ---------------------------------------------------------- truncate, drop and create
+
+
+@pytest.mark.parametrize(
+    ("behavior", "exclude", "expected"),
+    [
+        ("evolve", "", [(10, "b10", 10, 10)]),
+        # lenient does not forward truncate.table by default ...
+        ("lenient", "", [(1, "b1", 1, 1), (2, "b2", 2, 2), (3, "b3", 3, 3), (10, "b10", 10, 10)]),
+        # ... unless exclude.schema.changes is set: then it excludes only what it names
+        ("lenient", "exclude.schema.changes: [drop.table]\n", [(10, "b10", 10, 10)]),
+        # and evolve forwards everything but what is excluded
+        (
+            "evolve",
+            "exclude.schema.changes: [truncate]\n",
+            [(1, "b1", 1, 1), (2, "b2", 2, 2), (3, "b3", 3, 3), (10, "b10", 10, 10)],
+        ),
+    ],
+    ids=["evolve", "lenient", "lenient-exclude-drop-table", "evolve-exclude-truncate"],
+)
+def test_delta_truncate_by_behavior(
+    spark: Any,
+    server: DevServer,
+    source: Any,
+    tmp_path: Path,
+    behavior: str,
+    exclude: str,
+    expected: list[Row],
+) -> None:
+    lake = tmp_path / "lake"
+    config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), behavior, exclude)
+    steps = [
+        [
+            "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
+            "TRUNCATE TABLE ev",
+            "INSERT INTO ev VALUES (10, 'b10', 10, 10)",
+        ]
+    ]
+    run_steps(spark, config, source, steps)
+    assert delta_table(lake / DATABASE / "ev") == (INITIAL[0], expected)
+
+
+@pytest.mark.parametrize(
+    ("behavior", "expected"),
+    [
+        ("evolve", (["id", "z"], [(1, "z1")])),
+        # the drop is not forwarded; the re-created table's columns are added to the old ones
+        (
+            "lenient",
+            (["id", "b", "c", "d", "z"], [(1, None, None, None, "z1"), (2, "b2", 2, 2, None)]),
+        ),
+    ],
+)
+def test_jdbc_drop_and_create_table_by_behavior(
+    spark: Any,
+    server: DevServer,
+    source: Any,
+    pg: DevPostgres,
+    tmp_path: Path,
+    behavior: str,
+    expected: tuple[list[str], list[Row]],
+) -> None:
+    schema = f"recreate_{behavior}"
+    with pg.connection() as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    block = JDBC_SINK.format(port=pg.settings.port, password=PG_PASSWORD, schema=schema)
+    config = make_config(server, tmp_path, block, behavior)
+    steps = [
+        [
+            "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
+            "DROP TABLE ev",
+            "CREATE TABLE ev (id INT PRIMARY KEY, z VARCHAR(5))",
+            "INSERT INTO ev VALUES (1, 'z1')",
+        ]
+    ]
+    run_steps(spark, config, source, steps)
+    assert pg_table(pg, schema, "ev") == expected
+
+
+# ------------------------------------------------ a change the sink refuses: try_evolve
+
+RETYPE = [
+    ["ALTER TABLE ev MODIFY c VARCHAR(20)", "INSERT INTO ev VALUES (3, 'b3', 'x3', 3)"],
+]
+
+
+def test_iceberg_refusing_a_type_change_stops_evolve_with_what_to_do(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    block = ICEBERG_SINK.format(catalog="retype_evolve", warehouse=tmp_path / "warehouse")
+    config = make_config(server, tmp_path, block, "evolve")
+    with pytest.raises(
+        SinkError,
+        match=r"cannot change column c from INT to STRING in evolve_db\.ev.*lenient or try_evolve",
+    ):
+        run_steps(spark, config, source, RETYPE)
+
+
+def test_iceberg_refusing_a_type_change_is_lenient_under_try_evolve(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    block = ICEBERG_SINK.format(catalog="retype_try", warehouse=warehouse)
+    config = make_config(server, tmp_path, block, "try_evolve")
+    run_steps(spark, config, source, RETYPE)
+    assert iceberg_table(warehouse, "ev") == (
+        ["id", "b", "c", "d", "c_string"],
+        [(1, "b1", 1, 1, None), (2, "b2", 2, 2, None), (3, "b3", None, 3, "x3")],
+    )

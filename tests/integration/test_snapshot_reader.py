@@ -238,3 +238,49 @@ def test_chunk_read_throughput(dev_server: DevServer, database: str, sql: Any, r
     print(f"\nchunk read {reader}: {rate:,.0f} rows/s ({result.row_count} rows)")
     conn.close()
     time.sleep(0)  # keep the module's imports used the same way in every test
+
+
+def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
+    dev_server: DevServer, database: str, sql: Any
+) -> None:
+    from sparkcdc.mysql.server import current_position, server_info
+
+    settings = settings_of(dev_server)
+    sql.execute("CREATE TABLE ev (id INT PRIMARY KEY, b VARCHAR(10))")
+    sql.execute("INSERT INTO ev VALUES (1, 'x'), (2, 'y')")
+    conn = sql_connection(settings, database)
+    planned = load_schema(conn, database, "ev")
+    batch_end = current_position(conn, server_info(conn), with_gtids=False)
+    sql.execute("ALTER TABLE ev RENAME COLUMN b TO bb")
+    sql.execute("ALTER TABLE ev ADD COLUMN c INT")
+    sql.execute("UPDATE ev SET c = 7 WHERE id = 2")
+    chunk = ChunkRange(f"{database}.ev", 0, None, None)
+    result = read_chunk(
+        settings,
+        planned,
+        chunk,
+        key_column="id",
+        collation=None,
+        server_id=SERVER_ID,
+        since=batch_end,
+    )
+    # read with the table as it is now, and carrying the two statements that made it so
+    assert result.schema.column_names == ("id", "bb", "c")
+    assert sorted(result.to_rows()) == [(1, "x", None), (2, "y", 7)]
+    assert [d.ddl for d in result.ddl] == [
+        "ALTER TABLE ev RENAME COLUMN b TO bb",
+        "ALTER TABLE ev ADD COLUMN c INT",
+    ]
+    assert all(batch_end <= d.position < result.low for d in result.ddl)
+    # the same chunk planned with the current schema carries nothing
+    again = read_chunk(
+        settings,
+        result.schema,
+        chunk,
+        key_column="id",
+        collation=None,
+        server_id=SERVER_ID,
+        since=batch_end,
+    )
+    assert again.ddl == ()
+    conn.close()
