@@ -485,10 +485,14 @@ def test_delta_truncate_by_behavior(
     ("behavior", "expected"),
     [
         ("evolve", (["id", "z"], [(1, "z1")])),
-        # the drop is not forwarded; the re-created table's columns are added to the old ones
+        # the drop is not forwarded (every row stays); the re-created table's columns are
+        # added to the old ones
         (
             "lenient",
-            (["id", "b", "c", "d", "z"], [(1, None, None, None, "z1"), (2, "b2", 2, 2, None)]),
+            (
+                ["id", "b", "c", "d", "z"],
+                [(1, None, None, None, "z1"), (2, "b2", 2, 2, None), (3, "b3", 3, 3, None)],
+            ),
         ),
     ],
 )
