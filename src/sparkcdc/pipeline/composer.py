@@ -454,7 +454,9 @@ class BatchWriter:
             # a replayed batch whose schema work was done (and saved) before its writes must
             # not truncate or drop again what those writes left
             replay = self.history is not None and self.history.has(batch_id)
-            plan = self.evolver.plan(self.state_before(batch_id), ddl, replay=replay)
+            plan = self.evolver.plan(
+                self.state_before(batch_id), ddl, batch_id=batch_id, replay=replay
+            )
             if plan.changed and self.history is not None:
                 self.history.save(batch_id, plan.state)
             for name, segments in plan.segments.items():

@@ -30,6 +30,7 @@ keeps its values), truncate and drop table are not forwarded unless
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -90,9 +91,7 @@ class SourceVersion:
     schema: TableSchema | None
     mapping: dict[str, str] | None = None
     discarded: bool = False
-
-
-KEPT_VERSIONS = 3  # rows of older versions no longer arrive (see SchemaEvolver.plan)
+    batch: int = -1  # the batch whose statement made it
 
 
 @dataclass
@@ -180,6 +179,7 @@ class SchemaHistory:
                         None if v.schema is None else schema_to_json(v.schema),
                         v.mapping,
                         v.discarded,
+                        v.batch,
                     ]
                     for v in versions
                 ]
@@ -210,8 +210,9 @@ class SchemaHistory:
                         None if schema is None else schema_from_json(schema),
                         mapping,
                         bool(discarded),
+                        int(batch),
                     )
-                    for since, schema, mapping, discarded in versions
+                    for since, schema, mapping, discarded, batch in versions
                 ]
                 for q, versions in data["sources"].items()
             },
@@ -369,6 +370,7 @@ class SchemaEvolver:
             exclude = _LENIENT_EXCLUDED  # Flink CDC's default; naming any exclusion overrides it
         self.exclude = exclude
         self._replay = False
+        self._batch = 0
 
     def allowed(self, kind: SchemaChangeType) -> bool:
         """Whether the sink's include / exclude lists let a change of ``kind`` through."""
@@ -376,7 +378,14 @@ class SchemaEvolver:
             return False
         return not matches_kinds(kind, self.exclude)
 
-    def plan(self, state: SchemaState, ddl: Sequence[DdlRow], *, replay: bool = False) -> BatchPlan:
+    def plan(
+        self,
+        state: SchemaState,
+        ddl: Sequence[DdlRow],
+        *,
+        batch_id: int = 0,
+        replay: bool = False,
+    ) -> BatchPlan:
         """Apply the batch's schema changes to the sink; cut its rows into segments.
 
         ``replay``: the batch ran before up to its writes, so truncate / drop / create, which
@@ -392,7 +401,13 @@ class SchemaEvolver:
         # chunks did) comes again: each table takes a statement once, by its position
         applied = {q: vs[-1].since for q, vs in state.sources.items()}
         for versions in state.sources.values():
-            del versions[:-KEPT_VERSIONS]  # before this batch's: its rows need all of those
+            # Rows of a version arrive at most one batch after the next version was made (a
+            # chunk brings a statement ahead of the binlog rows before it, which come in the
+            # following batch); older versions are dropped
+            versions[:-1] = [
+                v for v, nxt in itertools.pairwise(versions) if nxt.batch >= batch_id - 1
+            ]
+        self._batch = batch_id
         events: list[tuple[int, str, SchemaChangeEvent, str]] = []
         seen: set[tuple[str, str, int]] = set()
         for row in sorted(ddl, key=lambda r: r.seq):
@@ -447,7 +462,7 @@ class SchemaEvolver:
                 continue
             closed = [v for m in sources for v in state.sources[m][:-1]]
             versions[-1].mapping = dict(sink_state.mapping)
-            versions.append(SourceVersion(seq, new_schema))
+            versions.append(SourceVersion(seq, new_schema, batch=self._batch))
             closed.append(versions[-2])
             where = f"{source} at seq {seq} ({statement!r})"
             if isinstance(event, TruncateTable | DropTable):
