@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -428,9 +429,11 @@ class BatchWriter:
         from pyspark.sql import functions as F
 
         self._spark = batch.sparkSession
+        began = time.perf_counter()
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = batch.groupBy("database", "table", F.col("op") == "ddl").count().collect()
+            timings = [f"read {time.perf_counter() - began:.2f}s"]
             touched: set[str] = set()
             rows: dict[str, int] = {}
             has_ddl = False
@@ -466,7 +469,10 @@ class BatchWriter:
                     continue
                 frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
                 changes = reduce(lambda a, b: a.unionByName(b), frames)
+                started = time.perf_counter()
                 self.sink.write(sink_state.table, changes, batch_id)
+                timings.append(f"{name} {time.perf_counter() - started:.2f}s")
+            log.debug("batch %d: %s", batch_id, ", ".join(timings))
             self._state, self._state_batch = plan.state, batch_id
             if self.listener is not None:
                 self.listener(batch_id, rows)
