@@ -262,14 +262,19 @@ schema: {schema}
 """
 
 
+def jdbc_sink(pg: DevPostgres, schema: str) -> str:
+    """The sink block for a fresh (dropped) PostgreSQL schema."""
+    with pg.connection() as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    return JDBC_SINK.format(port=pg.settings.port, password=PG_PASSWORD, schema=schema)
+
+
 @pytest.mark.parametrize("behavior", ["evolve", "lenient", "ignore"])
 def test_jdbc_postgresql_follows_column_changes_by_behavior(
     spark: Any, server: DevServer, source: Any, pg: DevPostgres, tmp_path: Path, behavior: str
 ) -> None:
     schema = f"evolve_{behavior}"
-    with pg.connection() as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-    block = JDBC_SINK.format(port=pg.settings.port, password=PG_PASSWORD, schema=schema)
+    block = jdbc_sink(pg, schema)
     config = make_config(server, tmp_path, block, behavior)
     run_steps(spark, config, source)
     assert pg_table(pg, schema, "ev") == EXPECTED[behavior]
@@ -506,9 +511,7 @@ def test_jdbc_drop_and_create_table_by_behavior(
     expected: tuple[list[str], list[Row]],
 ) -> None:
     schema = f"recreate_{behavior}"
-    with pg.connection() as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-    block = JDBC_SINK.format(port=pg.settings.port, password=PG_PASSWORD, schema=schema)
+    block = jdbc_sink(pg, schema)
     config = make_config(server, tmp_path, block, behavior)
     steps = [
         [
