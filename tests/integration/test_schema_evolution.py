@@ -555,3 +555,45 @@ def test_iceberg_refusing_a_type_change_is_lenient_under_try_evolve(
         ["id", "b", "c", "d", "c_string"],
         [(1, "b1", 1, 1, None), (2, "b2", 2, 2, None), (3, "b3", None, 3, "x3")],
     )
+
+
+def test_kafka_debezium_json_with_schema_carries_each_change(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    from test_pipeline_kafka import consume
+
+    from sparkcdc.devkafka import DevKafka
+
+    servers = DevKafka.from_env().start()
+    topic = f"evolve-schema-{uuid.uuid4().hex[:8]}"
+    block = (
+        KAFKA_SINK.format(servers=servers, topic=topic).replace("changelog-json", "debezium-json")
+        + "debezium-json.include-schema.enabled: true\n"
+    )
+    config = make_config(server, tmp_path, block, "evolve")
+    run_steps(spark, config, source)
+    messages = consume(servers, topic)
+
+    def fields(value: dict[str, Any]) -> dict[str, str]:
+        after = next(f for f in value["schema"]["fields"] if f["field"] == "after")
+        return {f["field"]: f["type"] for f in after["fields"]}
+
+    state: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        payload = message.value["payload"]
+        if payload["after"] is not None:
+            # the schema describes exactly the columns the payload has
+            assert set(payload["after"]) == set(fields(message.value))
+            state[message.key] = payload["after"]
+        else:
+            state.pop(message.key, None)
+    columns, rows = EXPECTED["evolve"]
+    assert sorted(tuple(plain(d.get(c)) for c in columns) for d in state.values()) == rows
+    assert fields(messages[0].value) == {"id": "int32", "b": "string", "c": "int32", "d": "int32"}
+    assert fields(messages[-1].value) == {
+        "id": "int32",
+        "bb": "string",
+        "c": "int64",
+        "e": "int32",
+        "f": "string",
+    }

@@ -28,6 +28,22 @@ writes them (decimals as numbers, binary as base64, timestamps ISO-8601 with mic
      "database": "app_db", "table": "orders", "pkNames": ["id"],
      "ts": <write time>, "es": <binlog time | null>}
 
+With ``debezium-json.include-schema.enabled: true`` (Flink CDC's option) each value is
+``{"schema": {...}, "payload": <the message above>}``, the schema in Kafka Connect's JSON
+form naming every column's type as the payload writes it (so a schema change shows in the
+first message after it)::
+
+    {"type": "struct", "name": "app_db.orders.Envelope", "optional": false, "fields": [
+      {"field": "before", "type": "struct", "name": "app_db.orders.Value", "optional": true,
+       "fields": [{"field": "id", "type": "int64", "optional": false}, ...]},
+      {"field": "after", ...same...}, {"field": "op", "type": "string", ...},
+      {"field": "source", ...}, {"field": "ts_ms", "type": "int64", ...}]}
+
+Connect types: BOOLEAN boolean, TINYINT int8, SMALLINT int16, INT int32, BIGINT int64, FLOAT
+float, DOUBLE double, DECIMAL double (Debezium's ``decimal.handling.mode=double``: the payload
+has a JSON number), STRING string, BINARY bytes (base64), DATE / TIMESTAMP / TIMESTAMP_NTZ
+string (ISO-8601; TIMESTAMP named ``io.debezium.time.ZonedTimestamp``).
+
 ``changelog-json`` (one message per change row, an update as ``-U`` then ``+U``)::
 
     {"data": {...}, "op": "+I|-U|+U|-D"}
@@ -48,6 +64,7 @@ Every message has the header ``sparkcdc.seq``: the change's ``_seq`` in decimal 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from collections.abc import Mapping, Sequence
@@ -64,6 +81,7 @@ from sparkcdc.sinks.base import (
     SEQ,
     TABLE,
     SchemalessSink,
+    SinkColumn,
     SinkOptions,
     SinkTable,
     gather_prefixed,
@@ -105,6 +123,7 @@ class KafkaOptions(SinkOptions):
     value_format: ValueFormat = Field("debezium-json", alias="value.format")
     key_format: str = Field("json", alias="key.format")
     add_table_id_to_header: bool = Field(False, alias="sink.add-tableId-to-header-enabled")
+    debezium_include_schema: bool = Field(False, alias="debezium-json.include-schema.enabled")
     # 'properties.linger.ms: 5' arrives here as {'linger.ms': '5'}
     properties: dict[str, str] = Field(default_factory=dict)
 
@@ -198,6 +217,7 @@ class KafkaSink(SchemalessSink):
             table,
             options.value_format,
             table_id_headers=options.add_table_id_to_header,
+            include_schema=options.debezium_include_schema,
         )
         writer = messages.write.format("kafka").mode("append").option("topic", topic)
         for key, value in options.client_properties().items():
@@ -221,6 +241,7 @@ def kafka_messages(
     value_format: ValueFormat,
     *,
     table_id_headers: bool = False,
+    include_schema: bool = False,
 ) -> DataFrame:
     """``key``, ``value``, ``headers`` of a change frame's messages, in send order.
 
@@ -251,7 +272,7 @@ def kafka_messages(
             ),
         )
     else:
-        frame = _paired(base, table, value_format)
+        frame = _paired(base, table, value_format, include_schema)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
     if table_id_headers:
         headers += [
@@ -273,7 +294,9 @@ def kafka_messages(
     )
 
 
-def _paired(base: DataFrame, table: SinkTable, value_format: ValueFormat) -> DataFrame:
+def _paired(
+    base: DataFrame, table: SinkTable, value_format: ValueFormat, include_schema: bool = False
+) -> DataFrame:
     """One message per change, an update's two halves as one (debezium / canal)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -353,7 +376,79 @@ def _paired(base: DataFrame, table: SinkTable, value_format: ValueFormat) -> Dat
             write_ms.alias("ts"),
             binlog_ms.alias("es"),
         )
-    return messages.select("seq", "rank", "pk", F.to_json(value, _JSON_OPTIONS).alias("value"))
+    text = F.to_json(value, _JSON_OPTIONS)
+    if value_format == "debezium-json" and include_schema:
+        schema = json.dumps(debezium_schema(table), separators=(",", ":"))
+        text = F.concat(F.lit(f'{{"schema":{schema},"payload":'), text, F.lit("}"))
+    return messages.select("seq", "rank", "pk", text.alias("value"))
+
+
+_CONNECT_TYPES = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "int8",
+    "SMALLINT": "int16",
+    "INT": "int32",
+    "BIGINT": "int64",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "BINARY": "bytes",
+}
+
+
+def debezium_schema(table: SinkTable) -> dict[str, Any]:
+    """The Kafka Connect JSON schema of a debezium-json message of ``table``.
+
+    >>> t = SinkTable("db.t", (SinkColumn("id", "INT", False),), ("id",), ())
+    >>> debezium_schema(t)["fields"][0]["fields"]
+    [{'field': 'id', 'type': 'int32', 'optional': False}]
+    """
+
+    def column(c: SinkColumn) -> dict[str, Any]:
+        field: dict[str, Any] = {"field": c.name}
+        if c.spark_type.startswith("DECIMAL"):
+            field["type"] = "double"
+        else:
+            field["type"] = _CONNECT_TYPES.get(c.spark_type, "string")
+        if c.spark_type == "TIMESTAMP":
+            field["name"] = "io.debezium.time.ZonedTimestamp"
+        field["optional"] = c.nullable and c.name not in table.primary_key
+        return field
+
+    def image(name: str) -> dict[str, Any]:
+        return {
+            "field": name,
+            "type": "struct",
+            "name": f"{table.name}.Value",
+            "optional": True,
+            "fields": [column(c) for c in table.columns],
+        }
+
+    def plain(name: str, kind: str, optional: bool) -> dict[str, Any]:
+        return {"field": name, "type": kind, "optional": optional}
+
+    source = {
+        "field": "source",
+        "type": "struct",
+        "name": "io.debezium.connector.mysql.Source",
+        "optional": False,
+        "fields": [
+            plain("db", "string", True),
+            plain("table", "string", False),
+            plain("ts_ms", "int64", True),
+        ],
+    }
+    return {
+        "type": "struct",
+        "name": f"{table.name}.Envelope",
+        "optional": False,
+        "fields": [
+            image("before"),
+            image("after"),
+            plain("op", "string", False),
+            source,
+            plain("ts_ms", "int64", False),
+        ],
+    }
 
 
 def table_id_header_values(name: str) -> list[tuple[str, str]]:
