@@ -23,6 +23,10 @@ class SourceError(SparkCdcError):
     """The source server is unreachable, misconfigured, or refuses what we need."""
 
 
+class SchemaChangedError(SourceError):
+    """A typed stream's table changed shape; restart the query to go on with the new one."""
+
+
 class ProtocolError(SparkCdcError):
     """The replication stream broke or carried bytes we cannot decode."""
 

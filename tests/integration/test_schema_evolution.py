@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from sparkcdc.devpostgres import DevPostgres
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
-from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.runner import RunSummary, run_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -162,11 +163,12 @@ def execute(conn: Any, statements: list[str]) -> None:
 
 def run_steps(
     spark: Any, config: PipelineConfig, conn: Any, steps: list[list[str]] = STEPS
-) -> None:
-    run_pipeline(config, available_now=True, spark=spark)  # the snapshot
+) -> RunSummary:
+    summary = run_pipeline(config, available_now=True, spark=spark)  # the snapshot
     for statements in steps:
         execute(conn, statements)
-        run_pipeline(config, available_now=True, spark=spark)
+        summary = run_pipeline(config, available_now=True, spark=spark)
+    return summary
 
 
 def plain(value: Any) -> Any:
@@ -201,8 +203,10 @@ def test_delta_follows_column_changes_by_behavior(
 ) -> None:
     lake = tmp_path / "lake"
     config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), behavior)
-    run_steps(spark, config, source)
+    last = run_steps(spark, config, source)
     assert delta_table(lake / DATABASE / "ev") == EXPECTED[behavior]
+    # the last run wrote binlog changes committed moments before
+    assert last.event_lag_s is not None and 0 <= last.event_lag_s < 120
 
 
 def test_delta_exception_stops_before_writing_the_batch_and_evolve_goes_on(
@@ -597,3 +601,65 @@ def test_kafka_debezium_json_with_schema_carries_each_change(
         "e": "int32",
         "f": "string",
     }
+
+
+# --------------------------------------------------------------- typed single-table streams
+
+
+def test_a_typed_stream_stops_at_a_schema_change_and_restarts_itself_on_the_new_schema(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    from sparkcdc.spark.streams import await_restarting
+
+    settings = server.start()
+    opts = {
+        "hostname": settings.host,
+        "port": str(settings.port),
+        "username": "cdc",
+        "password": DEV_PASSWORD,
+        "database-name": DATABASE,
+        "table-name": "ev",
+        "server-id": "5910-5914",
+        "scan.startup.mode": "latest-offset",
+    }
+    seen: list[dict[str, Any]] = []
+    starts: list[list[str]] = []
+    moved = threading.Event()
+
+    def collect(batch: Any, batch_id: int) -> None:
+        seen.extend(r.asDict() for r in batch.collect())
+        if seen and not moved.is_set():
+            moved.set()
+            execute(
+                source,
+                ["ALTER TABLE ev ADD COLUMN e INT", "INSERT INTO ev VALUES (9, 'b9', 9, 9, 90)"],
+            )
+
+    def start() -> Any:
+        frame = spark.readStream.format("mysql-cdc").options(**opts).load()
+        starts.append(frame.columns)
+        return (
+            frame.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "typed-checkpoint"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    def stop_when_done() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(r.get("e") == 90 for r in seen):
+            time.sleep(0.2)
+        for query in spark.streams.active:
+            query.stop()
+
+    execute(source, ["INSERT INTO ev VALUES (8, 'b8', 8, 8)"])
+    watcher = threading.Thread(target=stop_when_done, daemon=True)
+    watcher.start()
+    # the first start waits for data; write once it runs
+    threading.Timer(3.0, lambda: execute(source, ["UPDATE ev SET b = 'x' WHERE id = 1"])).start()
+    await_restarting(start, timeout_s=150)
+    watcher.join()
+    metadata = ["_op", "_op_ts", "_seq", "_database", "_table"]
+    assert starts[0] == [*metadata, "id", "b", "c", "d"]
+    assert starts[-1] == [*metadata, "id", "b", "c", "d", "e"], "no restart on the new schema"
+    assert any(r["_op"] == "+I" and r["id"] == 9 and r["e"] == 90 for r in seen)

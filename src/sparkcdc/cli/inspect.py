@@ -92,6 +92,7 @@ def status(file: str, *, as_json: bool = False) -> int:
         "binlog_position": None if position is None else str(position),
         "server_position": None if server_pos is None else str(server_pos),
         "lag": lag_text(position, server_pos) if position and server_pos else None,
+        "event_lag_s": recorded.get("event_lag_s"),
         "status_updated": recorded.get("updated"),
     }
     if as_json:
@@ -108,6 +109,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         print(f"  server position: {server_pos} (lag {report['lag']})")
     elif server_error:
         print(f"  server position: unknown ({server_error})")
+    if report["event_lag_s"] is not None:
+        print(f"  event lag of the last batch: {report['event_lag_s']} s")
     if recorded.get("updated"):
         print(f"  last status update: {recorded['updated']}")
     return 0

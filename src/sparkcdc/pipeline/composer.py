@@ -395,6 +395,7 @@ class BatchWriter:
         self.listener = listener
         self.history = history
         self._state = initial_state(plan)
+        self.event_lag_s: float | None = None  # of the last batch with binlog changes
         self._state_batch: int | None = None  # the batch self._state is the end of
         self._rules = {s.schema.qualified_name: s.transform for s in plan.sources}
         self._spark: SparkSession | None = None
@@ -432,12 +433,17 @@ class BatchWriter:
         began = time.perf_counter()
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            counts = batch.groupBy("database", "table", F.col("op") == "ddl").count().collect()
+            counts = (
+                batch.groupBy("database", "table", F.col("op") == "ddl")
+                .agg(F.count("*"), F.max("op_ts"))
+                .collect()
+            )
             timings = [f"read {time.perf_counter() - began:.2f}s"]
             touched: set[str] = set()
             rows: dict[str, int] = {}
             has_ddl = False
-            for database, table, is_ddl, count in counts:
+            newest = [t for *_, t in counts if t is not None]
+            for database, table, is_ddl, count, _ in counts:
                 qualified = f"{database}.{table}"
                 if is_ddl:
                     has_ddl = True
@@ -473,6 +479,8 @@ class BatchWriter:
                 self.sink.write(sink_state.table, changes, batch_id)
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
             log.debug("batch %d: %s", batch_id, ", ".join(timings))
+            if newest:  # Flink CDC's emit event-time lag: written now, committed then
+                self.event_lag_s = max(0.0, time.time() - max(newest).timestamp())
             self._state, self._state_batch = plan.state, batch_id
             if self.listener is not None:
                 self.listener(batch_id, rows)

@@ -14,7 +14,6 @@ import ast
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state,
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
 from sparkcdc.sinks.base import Sink, SinkContext, sink_class
+from sparkcdc.spark.streams import query_error
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class RunSummary:
     rows: dict[str, int] = field(default_factory=dict)  # source table → change rows
     sink_tables: tuple[str, ...] = ()
     last_offset: dict[str, Any] | None = None
+    event_lag_s: float | None = None  # commit of the last batch's newest change → its write
 
     @property
     def total_rows(self) -> int:
@@ -81,28 +82,6 @@ def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> b
     return BinlogPosition.from_offset(offset["binlog"]) >= target
 
 
-def _query_error(exc: BaseException) -> SparkCdcError:
-    r"""Our own error from a failed streaming query's (Java-wrapped) exception text.
-
-    >>> _query_error(Exception("...\nsparkcdc.errors.SinkError: gone:\n\tIs it up?\n\n\tat x"))
-    SinkError('gone: Is it up?')
-    """
-    from sparkcdc import errors
-
-    text = str(exc)
-    found = re.search(r"sparkcdc\.errors\.(\w+Error): ", text)
-    if found:
-        message = text[found.end() :]
-        # the exception's own lines end where the Java / Python traceback goes on
-        message = re.split(r"\n\s*\n|\n\s*at |\nJVM stacktrace", message, maxsplit=1)[0]
-        kind = getattr(errors, found.group(1), SparkCdcError)
-        if not (isinstance(kind, type) and issubclass(kind, SparkCdcError)):
-            kind = SparkCdcError
-        return kind(" ".join(message.split()))
-    first = next((line for line in text.splitlines() if line.strip()), text)
-    return SparkCdcError(f"the streaming query failed: {first}")
-
-
 class Progress:
     """Progress of a running pipeline: one rewritten line on a terminal, log lines otherwise."""
 
@@ -114,7 +93,11 @@ class Progress:
         self._last_text = ""
 
     def line(
-        self, offset: dict[str, Any] | None, batch: int, server_pos: BinlogPosition | None
+        self,
+        offset: dict[str, Any] | None,
+        batch: int,
+        server_pos: BinlogPosition | None,
+        event_lag_s: float | None = None,
     ) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         rate = self.rows / elapsed
@@ -140,6 +123,8 @@ class Progress:
             parts.append(f"binlog {position.file}:{position.pos}")
             if server_pos is not None:
                 parts.append(f"lag {lag_text(position, server_pos)}")
+        if event_lag_s is not None:
+            parts.append(f"event lag {event_lag_s:,.1f}s")
         return " | ".join(parts)
 
     def show(self, text: str) -> None:
@@ -260,6 +245,7 @@ def run_pipeline(
             on_batch(batch_id, rows)
 
     progress = Progress(out)
+    writer = BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener, history)
     target = server_position(settings) if available_now else None
     reader = spark.readStream.format("mysql-cdc")
     for key, value in config.source_options().items():
@@ -267,9 +253,7 @@ def run_pipeline(
     query = (
         reader.load()
         .writeStream.queryName(_query_name(config.pipeline.name))
-        .foreachBatch(
-            BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener, history)
-        )
+        .foreachBatch(writer)
         .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
         .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
         .start()
@@ -296,7 +280,8 @@ def run_pipeline(
                 except SparkCdcError:
                     server_pos = None
             batch = int(latest["batchId"]) if latest else -1
-            progress.show(progress.line(summary.last_offset, batch, server_pos))
+            summary.event_lag_s = writer.event_lag_s
+            progress.show(progress.line(summary.last_offset, batch, server_pos, writer.event_lag_s))
             write_status(
                 config.checkpoint,
                 _status(config, plan, summary, batch, server_pos, running=True),
@@ -306,7 +291,7 @@ def run_pipeline(
             if deadline is not None and time.monotonic() > deadline:
                 break
         if query.exception() is not None:
-            raise _query_error(query.exception())
+            raise query_error(query.exception())
     except KeyboardInterrupt:
         log.info("stopping on request; the next run goes on from the last committed batch")
     finally:
@@ -384,6 +369,8 @@ def _status(
         "tables": tables,
         "binlog": offset.get("binlog"),
         "server_position": None if server_pos is None else str(server_pos),
+        # seconds from the binlog commit of the last batch's newest change to its write
+        "event_lag_s": None if summary.event_lag_s is None else round(summary.event_lag_s, 3),
         "last_batch": batch,
         "rows_this_run": summary.rows,
         "sink": config.sink.type,

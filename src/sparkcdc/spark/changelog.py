@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcdc.errors import SourceError
+from sparkcdc.errors import SchemaChangedError, SourceError
 from sparkcdc.model.events import EnvelopeOp, RowKind
 from sparkcdc.model.schema import Column, TableSchema, _time_text, value_converter
 from sparkcdc.mysql.binlog_range import MISSING, RowChanges, SchemaChange
@@ -204,7 +204,7 @@ class TypedChangelogBuilder:
     def _schema_change(self, change: SchemaChange) -> None:
         if change.position.seq() < self.schema_seq:
             return
-        raise SourceError(
+        raise SchemaChangedError(
             f"table {self.schema.qualified_name} changed at binlog position {change.position}: "
             f"{change.ddl!r}. A typed stream's columns are fixed when it starts. Restart the "
             "query (same checkpoint) to go on with the new schema, or read the table through "
