@@ -663,3 +663,88 @@ def test_a_typed_stream_stops_at_a_schema_change_and_restarts_itself_on_the_new_
     assert starts[0] == [*metadata, "id", "b", "c", "d"]
     assert starts[-1] == [*metadata, "id", "b", "c", "d", "e"], "no restart on the new schema"
     assert any(r["_op"] == "+I" and r["id"] == 9 and r["e"] == 90 for r in seen)
+
+
+# ------------------------------------------------ tables that join a running pipeline
+
+
+def test_a_table_created_while_the_pipeline_runs_is_snapshotted_and_followed(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    lake = tmp_path / "lake"
+    config = make_config(server, tmp_path, DELTA_SINK.format(lake=lake), "lenient")
+    config = config.model_copy(
+        update={
+            "source": config.source.model_copy(
+                update={
+                    "tables": f"{DATABASE}.(ev|new_\\.*)",  # Flink 3.x: '\\.' is regex '.'
+                    "newly_added_table": True,
+                    "chunk_size": 10,
+                    "chunks_per_batch": 1,
+                }
+            )
+        }
+    )
+    created = threading.Event()
+    stop = threading.Event()
+
+    def on_batch(batch_id: int, rows: dict[str, int]) -> None:
+        if batch_id == 1 and not created.is_set():
+            created.set()
+            execute(
+                source,
+                [
+                    "CREATE TABLE new_1 (id INT PRIMARY KEY, v VARCHAR(10), n INT)",
+                    "INSERT INTO new_1 VALUES "
+                    + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 61)),
+                ],
+            )
+
+    def keep_writing() -> None:
+        rng = random.Random(3)
+        created.wait(120)
+        conn = server.connection(DATABASE)
+        conn.autocommit(True)
+        with conn.cursor() as cur:
+            for _ in range(150):  # while new_1's chunks are read, one at a time
+                key = rng.randint(1, 80)
+                if rng.random() < 0.7:
+                    cur.execute(
+                        "INSERT INTO new_1 VALUES (%s, 'w', %s) ON DUPLICATE KEY UPDATE n = n + 1",
+                        (key, key),
+                    )
+                else:
+                    cur.execute("DELETE FROM new_1 WHERE id = %s", (key,))
+                time.sleep(0.02)
+        conn.close()
+        stop.set()
+
+    def stop_when_equal() -> None:
+        stop.wait(180)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if delta_table(lake / DATABASE / "new_1")[1] == new_rows():
+                    break
+            except Exception:  # not created yet
+                pass
+            time.sleep(0.5)
+        for query in spark.streams.active:
+            query.stop()
+
+    def new_rows() -> list[Row]:
+        with source.cursor() as cur:
+            cur.execute("SELECT * FROM new_1")
+            return sorted(tuple(r) for r in cur.fetchall())
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    stopper = threading.Thread(target=stop_when_equal, daemon=True)
+    writer.start()
+    stopper.start()
+    run_pipeline(config, spark=spark, on_batch=on_batch, max_seconds=400)
+    stopper.join()
+    assert created.is_set()
+    columns, rows = delta_table(lake / DATABASE / "new_1")
+    assert columns == ["id", "v", "n"]
+    assert rows == new_rows() and rows
+    assert delta_table(lake / DATABASE / "ev") == INITIAL

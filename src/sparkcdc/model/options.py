@@ -122,6 +122,7 @@ class SourceOptions(BaseModel):
     chunks_per_partition: int = Field(
         4, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
     )
+    newly_added_table: bool = Field(False, alias="scan.newly-added-table.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)
     factor_upper: float = Field(
         1000.0, alias="chunk-key.even-distribution.factor.upper-bound", ge=0

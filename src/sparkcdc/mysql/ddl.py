@@ -207,3 +207,24 @@ def _create_table(tree: exp.Create, default_database: str) -> list[TableChange]:
     return [
         TableChange(database, table, CreateTable(TableSchema(database, table, columns, tuple(key))))
     ]
+
+
+def create_table_statement(schema: TableSchema) -> str:
+    """A ``CREATE TABLE`` that :func:`parse_ddl` reads back as ``schema``.
+
+    >>> from sparkcdc.model.schema import Column
+    >>> s = TableSchema("db", "t", (Column.from_mysql("id", "int", "int(11)", False),), ("id",))
+    >>> create_table_statement(s)
+    'CREATE TABLE `db`.`t` (`id` int(11) NOT NULL, PRIMARY KEY (`id`))'
+    """
+
+    def quote(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    columns = [
+        f"{quote(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
+        for c in schema.columns
+    ]
+    if schema.primary_key:
+        columns.append(f"PRIMARY KEY ({', '.join(quote(k) for k in schema.primary_key)})")
+    return f"CREATE TABLE {quote(schema.database)}.{quote(schema.table)} ({', '.join(columns)})"

@@ -389,6 +389,7 @@ class BatchWriter:
         behavior: str,
         listener: BatchListener | None = None,
         history: SchemaHistory | None = None,
+        router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None,
     ) -> None:
         self.plan = plan
         self.sink = sink
@@ -403,7 +404,17 @@ class BatchWriter:
             t.name: tuple(s.schema.qualified_name for s in plan.sources_of(t))
             for t in plan.sink_tables
         }
-        self.evolver = SchemaEvolver(sink, behavior, self._frame, members)
+        self.router = router
+        self.evolver = SchemaEvolver(
+            sink, behavior, self._frame, members, self._route if router else None
+        )
+
+    def _route(self, schema: TableSchema) -> str:
+        """Sink table of a table that joined the running pipeline (its transform kept)."""
+        assert self.router is not None
+        sink_table, rule = self.router(schema)
+        self._rules[schema.qualified_name] = rule
+        return sink_table
 
     def _frame(self, name: str, schemas: Sequence[TableSchema]) -> SinkTable:
         assert self._spark is not None

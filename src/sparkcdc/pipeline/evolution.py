@@ -43,6 +43,7 @@ from typing import Any
 from sparkcdc.errors import SinkError
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
+    CreateTable,
     DropTable,
     RenameColumn,
     RenameTable,
@@ -358,11 +359,13 @@ class SchemaEvolver:
         behavior: str,
         frame_of: FrameOf,
         members: dict[str, tuple[str, ...]],
+        route: Callable[[TableSchema], str] | None = None,
     ) -> None:
         self.sink = sink
         self.behavior = behavior
         self.frame_of = frame_of
         self.members = members  # sink table → its source tables
+        self.route = route  # a table new to the pipeline → its sink table
         options = sink.options
         self.include = options.include_schema_changes
         exclude = tuple(options.exclude_schema_changes)
@@ -419,16 +422,52 @@ class SchemaEvolver:
             except DdlParseError as exc:
                 log.warning("%s (seq %s); its table's columns are taken as unchanged", exc, row.seq)
                 continue
-            events.extend(
-                (row.seq, c.qualified_name, c.event, row.statement)
-                for c in changes
-                if c.qualified_name in state.sources and row.seq > applied[c.qualified_name]
-            )
+            for c in changes:
+                q = c.qualified_name
+                if q not in state.sources and isinstance(c.event, CreateTable):
+                    if self._join(state, q, c.event.schema, row.seq, row.statement):
+                        applied[q] = row.seq
+                        result.changed = True
+                elif q in state.sources and row.seq > applied[q]:
+                    events.append((row.seq, q, c.event, row.statement))
         for sink_name, sources in self.members.items():
             self._sink_table(state, sink_name, sources, [e for e in events if e[1] in sources])
             result.segments[sink_name] = self._segments(state, sink_name, sources)
-        result.changed = bool(events)
+        result.changed = result.changed or bool(events)
         return result
+
+    def _join(
+        self, state: SchemaState, source: str, schema: TableSchema, seq: int, statement: str
+    ) -> bool:
+        """A table that joined the stream (scan.newly-added-table.enabled): route it, create
+        its sink table or add it to the one its route merges into."""
+        if self.route is None:
+            return False
+        sink_name = self.route(schema)
+        where = f"{source} at seq {seq} (a table new to the pipeline)"
+        state.sources[source] = [SourceVersion(seq, schema, batch=self._batch)]
+        members = self.members.get(sink_name, ())
+        self.members[sink_name] = (*members, source)
+        sink_state = state.sinks.get(sink_name)
+        if sink_state is None or sink_state.dropped:
+            frame = self.frame_of(sink_name, [schema])
+            kind = SchemaChangeType.CREATE_TABLE
+            if self.behavior == "exception":
+                raise self._exception(kind.value, where)
+            if self.behavior == "ignore" or not self.allowed(kind):
+                log.warning("%s: %s not forwarded; its rows are not written", where, kind.value)
+                self.members[sink_name] = members
+                del state.sources[source]
+                return False
+            self.sink.create_table(frame)  # CREATE TABLE IF NOT EXISTS: idempotent
+            state.sinks[sink_name] = SinkTableState.fresh(frame)
+            log.info("%s: sink table %s created", where, sink_name)
+            return True
+        schemas = [s for s in (state.schema(m) for m in self.members[sink_name]) if s is not None]
+        closed = [v for m in members for v in state.sources[m][:-1]]
+        frame = self.frame_of(sink_name, schemas)
+        state.sinks[sink_name] = self._apply(sink_state, frame, [], where, closed)
+        return True
 
     def _segments(
         self, state: SchemaState, sink_name: str, sources: tuple[str, ...]

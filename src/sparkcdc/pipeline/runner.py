@@ -245,7 +245,17 @@ def run_pipeline(
             on_batch(batch_id, rows)
 
     progress = Progress(out)
-    writer = BatchWriter(plan, sink, config.pipeline.schema_change_behavior, listener, history)
+    writer = BatchWriter(
+        plan,
+        sink,
+        config.pipeline.schema_change_behavior,
+        listener,
+        history,
+        lambda s: (
+            config.route_for(s.database, s.table),
+            config.transform_for(s.database, s.table),
+        ),
+    )
     target = server_position(settings) if available_now else None
     reader = spark.readStream.format("mysql-cdc")
     for key, value in config.source_options().items():

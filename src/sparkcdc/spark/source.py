@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
-from functools import cached_property
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -19,10 +21,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from sparkcdc.errors import ConfigError, SnapshotError, SourceError
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
-from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import read_range
+from sparkcdc.mysql.binlog_range import SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.ddl import create_table_statement
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -142,6 +145,7 @@ class BinlogRangePartition(InputPartition):
     server_id: int
     filter_state: str = ""  # InterleavingFilter state while tables are under snapshot
     key_columns: str = ""  # {table: chunk key column}
+    tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,11 @@ class ChunkPartition(InputPartition):
     collation: str | None
     server_id: int
     since: str = ""  # the batch's end offset (JSON): DDL after it comes with the chunk
+    schema: str = ""  # the table's schema (JSON) when it was added while the query ran
+
+
+def _captured(tables: frozenset[tuple[str, str]], database: str, table: str) -> bool:
+    return (database, table) in tables
 
 
 def _position(offset: dict[str, Any]) -> BinlogPosition:
@@ -181,6 +190,7 @@ def stream_id(options: SourceOptions) -> str:
 
 
 _LAST_END = ("offsets", "last-end.json")
+DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
 
 
 def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
@@ -215,6 +225,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         self._coordinator: SnapshotCoordinator | None = None
         self._last_end: dict[str, Any] | None = None
         self._initial: dict[str, Any] | None = None
+        self._discovered_at = 0.0
+        self._added: dict[str, TableSchema] = {}  # tables that joined while the query ran
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -272,6 +284,27 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             self._last_end = self._initial_offset()
         return self._last_end
 
+    def _discover(self) -> None:
+        """scan.newly-added-table.enabled: tables that started matching the patterns since
+        the query started join it as more pending chunks (DESIGN.md §2); their binlog events
+        are filtered by chunk like every other table's, so nothing is missed or doubled."""
+        now = time.monotonic()
+        if now - self._discovered_at < DISCOVERY_INTERVAL_S:
+            return
+        self._discovered_at = now
+        with sql_connection(self.settings) as conn:
+            names = catalog.match_tables(conn, self.options.table_filter())
+            known = {(t.database, t.table) for t in self.plan.tables}
+            added = tuple(
+                catalog.load_schema(conn, db, t) for db, t in names if (db, t) not in known
+            )
+        for schema in added:
+            log.info("mysql-cdc: table %s now matches; its snapshot starts", schema.qualified_name)
+            self.coordinator.schemas[schema.qualified_name] = schema
+            self._added[schema.qualified_name] = schema
+        if added:
+            self.plan = replace(self.plan, tables=self.plan.tables + added)
+
     def initialOffset(self) -> dict[str, Any]:
         return self._initial_offset()
 
@@ -289,6 +322,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         snapshot = base.get("snapshot")
         if snapshot is None:
             return _offset(position)
+        if self.options.newly_added_table and not self.plan.typed:  # typed: one fixed table
+            self._discover()
         advanced = self.coordinator.advance(snapshot)
         if any(not SnapshotProgress.from_offset(p).pure_binlog for p in advanced.values()):
             log.info(
@@ -316,9 +351,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 coordinator = self.coordinator
                 flt = json.dumps(coordinator.filter_state(snapshot, begin))
                 keys = json.dumps({t: coordinator.key_column(t) for t in coordinator.schemas})
+            tables = ""
+            if self._added:  # executors know the tables of the query's start only
+                tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
             parts.append(
                 BinlogRangePartition(
-                    json.dumps(start), json.dumps(end), self.server_ids.pick(0), flt, keys
+                    json.dumps(start), json.dumps(end), self.server_ids.pick(0), flt, keys, tables
                 )
             )
         if snapshot is not None:
@@ -336,6 +374,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                             coordinator.collation(table),
                             self.server_ids.pick(1 + len(parts)),
                             json.dumps(end),
+                            json.dumps(schema_to_json(self._added[table]))
+                            if table in self._added
+                            else "",
                         )
                     )
         return parts
@@ -347,9 +388,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         assert isinstance(partition, BinlogRangePartition)
         start = _position(json.loads(partition.start))
         end = _position(json.loads(partition.end))
-        changes: Any = read_range(
-            self.settings, partition.server_id, start, end, self.plan.includes
-        )
+        includes: Callable[[str, str], bool] = self.plan.includes
+        if partition.tables:
+            captured = frozenset((db, t) for db, t in json.loads(partition.tables))
+            includes = partial(_captured, captured)
+        changes: Any = read_range(self.settings, partition.server_id, start, end, includes)
         if partition.filter_state:
             flt = InterleavingFilter.from_state(json.loads(partition.filter_state))
             changes = filter_changes(changes, flt, json.loads(partition.key_columns))
@@ -362,7 +405,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             chunk = ChunkRange.from_json(text)
             staged = staging.load(chunk)
             if staged is None:
-                schema = next(t for t in self.plan.tables if t.qualified_name == chunk.table)
+                schema = (
+                    schema_from_json(json.loads(partition.schema))
+                    if partition.schema
+                    else next(t for t in self.plan.tables if t.qualified_name == chunk.table)
+                )
                 result = read_chunk(
                     self.settings,
                     schema,
@@ -372,6 +419,17 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     server_id=partition.server_id,
                     since=_position(json.loads(partition.since)) if partition.since else None,
                 )
+                if partition.schema and chunk.index == 0:
+                    # a table that joined the running query: its CREATE TABLE (at the first
+                    # chunk's low watermark) tells consumers its columns before its rows
+                    create = SchemaChange(
+                        schema.database,
+                        schema.table,
+                        create_table_statement(result.schema),
+                        int(time.time()),
+                        result.low,
+                    )
+                    result = replace(result, ddl=(*result.ddl, create))
                 staged = staging.stage(result)
             if staged.rows is None:
                 raise SnapshotError(
