@@ -331,6 +331,7 @@ def read_chunk(
     server_id: int,
     use_connectorx: bool | None = None,
     since: BinlogPosition | None = None,
+    conn: Any = None,
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
 
@@ -338,6 +339,10 @@ def read_chunk(
     ``schema`` (the one the stream planned with), the DDL statements on the table from
     ``since`` (the batch's binlog end) to the low watermark come along in the result, so a
     consumer learns of them no later than of the rows they shaped.
+
+    ``conn``: an open SQL connection to the table's database to use (a task reading several
+    chunks keeps one: opening one costs more than reading a chunk); by default one is opened
+    and closed.
 
     >>> result = read_chunk(settings, schema, chunk, key_column="id", collation=None,
     ...                     server_id=5401)                        # doctest: +SKIP
@@ -347,7 +352,9 @@ def read_chunk(
     sort_key = key_sort_key(collation)
     if use_connectorx is None:
         use_connectorx = connectorx_available()
-    conn = sql_connection(settings, schema.database)
+    owned = conn is None
+    if conn is None:
+        conn = sql_connection(settings, schema.database)
     try:
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
@@ -395,7 +402,8 @@ def read_chunk(
             f"{chunk.index} was read; pause DDL on it or re-snapshot the table"
         )
     finally:
-        conn.close()
+        if owned:
+            conn.close()
 
 
 def _schema_changes(

@@ -7,6 +7,7 @@ executor; a replayed batch reads the same range and yields the same rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -399,8 +400,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         yield from self.plan.builder().batches(changes)
 
     def _read_chunk(self, partition: ChunkPartition) -> Any:
+        with contextlib.ExitStack() as stack:
+            yield from self._read_chunks(partition, stack)
+
+    def _read_chunks(self, partition: ChunkPartition, stack: contextlib.ExitStack) -> Any:
         staging = ChunkStaging(self.store)
         builder = self.plan.builder()
+        conn: Any = None  # one SQL connection for the task's chunks, opened when needed
         for text in partition.chunks:
             chunk = ChunkRange.from_json(text)
             staged = staging.load(chunk)
@@ -410,6 +416,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     if partition.schema
                     else next(t for t in self.plan.tables if t.qualified_name == chunk.table)
                 )
+                if conn is None:
+                    conn = stack.enter_context(sql_connection(self.settings, schema.database))
                 result = read_chunk(
                     self.settings,
                     schema,
@@ -418,6 +426,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     collation=partition.collation,
                     server_id=partition.server_id,
                     since=_position(json.loads(partition.since)) if partition.since else None,
+                    conn=conn,
                 )
                 if partition.schema and chunk.index == 0:
                     # a table that joined the running query: its CREATE TABLE (at the first
