@@ -41,6 +41,10 @@ class DdlParseError(SourceError):
 # what the statement does to the columns.
 _NOISE = re.compile(r"^(\s*ALTER)\s+(?:ONLINE\s+|IGNORE\s+)+(TABLE)", re.IGNORECASE)
 _COMMENT = re.compile(r"/\*(?!!).*?\*/|^\s*--[^\n]*\n|^\s*#[^\n]*\n", re.DOTALL)
+# /*!40005 TEMPORARY */: text the server runs (MySQL and MariaDB log DROP TEMPORARY this way)
+_EXECUTABLE_COMMENT = re.compile(r"/\*!(?:\d{5,6})?(.*?)\*/", re.DOTALL)
+# ADD [COLUMN] (a INT, b INT): sqlglot reads only one column per ADD
+_ADD_LIST = re.compile(r"\bADD\s+(?:COLUMN\s+)?\(((?:[^()]|\([^()]*\))*)\)", re.IGNORECASE)
 _RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _RENAME_PAIR = re.compile(
@@ -60,7 +64,8 @@ def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
 
     ``default_database`` is the QUERY event's current database (unqualified names).
     """
-    text = _NOISE.sub(r"\1 \2", _COMMENT.sub(" ", statement)).strip().rstrip(";")
+    text = _EXECUTABLE_COMMENT.sub(r" \1 ", _COMMENT.sub(" ", statement))
+    text = _ADD_LIST.sub(_split_add_list, _NOISE.sub(r"\1 \2", text)).strip().rstrip(";")
     renamed = _RENAME_TABLE.match(text)
     if renamed:
         return _rename_tables(default_database, renamed.group(1), statement)
@@ -68,6 +73,8 @@ def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
         tree = sqlglot.parse_one(text, read="mysql")
     except ParseError as exc:
         raise DdlParseError(f"cannot parse DDL {statement!r}: {str(exc).splitlines()[0]}") from None
+    if tree.args.get("temporary") or tree.find(exp.TemporaryProperty) is not None:
+        return []  # a session's temporary table: never a captured one
     if isinstance(tree, exp.Command):
         raise DdlParseError(f"cannot parse DDL {statement!r}: syntax sqlglot does not support")
     if isinstance(tree, exp.Alter):
@@ -87,6 +94,10 @@ def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
             if t is not None
         ]
     return []
+
+
+def _split_add_list(match: re.Match[str]) -> str:
+    return ", ".join(f"ADD COLUMN {part.strip()}" for part in _split_commas(match.group(1)))
 
 
 def _unquote(name: str) -> str:
@@ -109,11 +120,19 @@ def _rename_tables(default_database: str, pairs: str, statement: str) -> list[Ta
 
 
 def _split_commas(text: str) -> list[str]:
-    parts, start, quoted = [], 0, False
+    """Split at commas outside parentheses, backquotes and string literals."""
+    parts, start, depth, quote = [], 0, 0, ""
     for i, ch in enumerate(text):
-        if ch == "`":
-            quoted = not quoted
-        elif ch == "," and not quoted:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "`'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
@@ -145,11 +164,15 @@ def column_from_def(definition: exp.ColumnDef, table: str, *, key: bool = False)
     data_type = re.split(r"[ (]", column_type, maxsplit=1)[0]
     if data_type in _TYPE_ALIASES:
         data_type, column_type = _TYPE_ALIASES[data_type]
-    nullable = not key and not any(
-        isinstance(c.args.get("kind"), exp.NotNullColumnConstraint | exp.PrimaryKeyColumnConstraint)
-        for c in constraints
-    )
+    nullable = not key and not any(_not_null(c.args.get("kind")) for c in constraints)
     return Column.from_mysql(definition.name, data_type, column_type, nullable, table=table)
+
+
+def _not_null(kind: object) -> bool:
+    # sqlglot reads an explicit ``NULL`` as NotNullColumnConstraint(allow_null=True)
+    if isinstance(kind, exp.NotNullColumnConstraint):
+        return not kind.args.get("allow_null")
+    return isinstance(kind, exp.PrimaryKeyColumnConstraint)
 
 
 def _position(definition: exp.Expression) -> tuple[bool, str | None]:

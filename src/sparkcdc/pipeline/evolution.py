@@ -296,7 +296,15 @@ def diff_frames(
             and new_name in after
             and new_name not in before
         ):
-            changes.append(SinkChange(SchemaChangeType.RENAME_COLUMN, old_name, new_name))
+            changes.append(
+                SinkChange(
+                    SchemaChangeType.RENAME_COLUMN,
+                    old_name,
+                    new_name,
+                    spark_type=after[new_name],
+                    old_type=before[old_name],
+                )
+            )
             renamed_from.add(old_name)
             renamed_to.add(new_name)
             if before[old_name] != after[new_name]:
@@ -630,6 +638,8 @@ class SchemaEvolver:
             if target in table.column_names:
                 self.sink.drop_column(table, target)
                 columns = [c for c in columns if c.name != target]
+                key = tuple(k for k in table.primary_key if k != target)
+                table = replace(table, primary_key=key)
             for version in closed:
                 assert version.mapping is not None
                 version.mapping = {f: s for f, s in version.mapping.items() if s != target}
@@ -670,9 +680,7 @@ class SchemaEvolver:
             assert change.new_name is not None
             mapping = {f: s for f, s in mapping.items() if f != change.name}
             name = change.new_name
-            spark_type = next(
-                (c.spark_type for c in table.columns if c.name == change.name), "STRING"
-            )
+            spark_type = change.spark_type or "STRING"  # the column's type as it is now
         else:
             assert change.spark_type is not None
             name, spark_type = change.name, change.spark_type
