@@ -15,6 +15,7 @@ Starting it twice is safe: a running broker is reused.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -36,6 +37,8 @@ DEFAULT_HEAP_OPTS = "-Xms128m -Xmx512m"
 _PROJECT = Path(__file__).resolve().parents[2]
 LIB_DIR = _PROJECT / "jars" / "kafka-broker" / "lib"
 FETCH_SCRIPT = _PROJECT / "scripts" / "fetch_kafka.sh"
+
+log = logging.getLogger(__name__)
 
 
 class DevKafka:
@@ -86,7 +89,22 @@ class DevKafka:
                 self._format(java)
             process = self._launch(java)
         deadline = time.monotonic() + timeout_s
+        retried = False
         while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None and not retried:
+                # seen once in a CI run: a fresh broker exited at once with nothing logged;
+                # its data is disposable, so start it over from empty storage one more time
+                log.warning(
+                    "the private Kafka on port %s exited while starting; starting it again "
+                    "from empty storage.%s",
+                    self.port,
+                    self._log_tails(),
+                )
+                retried = True
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+                self._format(java)
+                process = self._launch(java)
+                continue
             if process is not None and process.poll() is not None:
                 raise SinkError(
                     f"the private Kafka on port {self.port} exited with code "
