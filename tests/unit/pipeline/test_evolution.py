@@ -801,6 +801,11 @@ def test_a_statement_is_applied_once() -> None:
     again = evolver.plan(first.state, rows(ADD), batch_id=2)  # and in the next batch
     assert sink.calls == [("add_column", "e", "BIGINT")]
     assert first.changed and not again.changed
+    # rows of the batch after the change may still be older than it: both versions are cut;
+    # two batches on, only the newest version is left
+    assert [(x.lo, x.hi) for x in again.segments[T]] == [(None, 10), (10, None)]
+    later = evolver.plan(again.state, [], batch_id=4)
+    assert [(x.lo, x.hi) for x in later.segments[T]] == [(None, None)]
 
 
 # --------------------------------------------------------------------- SchemaHistory
