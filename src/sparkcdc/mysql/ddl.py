@@ -31,6 +31,7 @@ from sparkcdc.model.schema_change import (
     TableChange,
     TruncateTable,
 )
+from sparkcdc.model.text import split_top_level
 
 
 class DdlParseError(SourceError):
@@ -97,7 +98,7 @@ def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
 
 
 def _split_add_list(match: re.Match[str]) -> str:
-    return ", ".join(f"ADD COLUMN {part.strip()}" for part in _split_commas(match.group(1)))
+    return ", ".join(f"ADD COLUMN {part}" for part in split_top_level(match.group(1)))
 
 
 def _unquote(name: str) -> str:
@@ -109,7 +110,7 @@ def _unquote(name: str) -> str:
 
 def _rename_tables(default_database: str, pairs: str, statement: str) -> list[TableChange]:
     changes: list[TableChange] = []
-    for part in _split_commas(pairs):
+    for part in split_top_level(pairs):
         match = _RENAME_PAIR.fullmatch(part)
         if not match:
             raise DdlParseError(f"cannot parse DDL {statement!r}: expected 'a TO b' in {part!r}")
@@ -117,26 +118,6 @@ def _rename_tables(default_database: str, pairs: str, statement: str) -> list[Ta
         new_db, new = _qualified(match.group(2), default_database)
         changes.append(TableChange(old_db, old, RenameTable(new_db, new)))
     return changes
-
-
-def _split_commas(text: str) -> list[str]:
-    """Split at commas outside parentheses, backquotes and string literals."""
-    parts, start, depth, quote = [], 0, 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "`'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
 
 
 def _qualified(text: str, default_database: str) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width
+from sparkcdc.model.text import split_top_level
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.pipeline.evolution import (
     DdlRow,
@@ -141,35 +142,6 @@ def source_changes(envelope: DataFrame, schema: TableSchema) -> DataFrame:
         *METADATA_COLUMNS,
         *[_image_value(c).alias(c.name) for c in schema.columns],
     )
-
-
-def split_top_level(text: str) -> list[str]:
-    """Split a projection list at commas outside parentheses and quotes.
-
-    >>> split_top_level("*, concat(a, ',', b) AS ab, `x,y`")
-    ['*', "concat(a, ',', b) AS ab", '`x,y`']
-    """
-    items: list[str] = []
-    depth, quote_char, start, escaped = 0, "", 0, False
-    for i, ch in enumerate(text):
-        if escaped:
-            escaped = False
-        elif quote_char:
-            if ch == "\\" and quote_char != "`":
-                escaped = True  # Spark SQL string literals escape with a backslash
-            elif ch == quote_char:
-                quote_char = ""
-        elif ch in "'\"`":
-            quote_char = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    items.append(text[start:].strip())
-    return [item for item in items if item]
 
 
 def apply_transform(

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkcdc.pipeline.composer import split_top_level, widest_type
+from sparkcdc.model.text import split_top_level
+from sparkcdc.pipeline.composer import widest_type
 
 # ------------------------------------------------------------------------ split_top_level
 
