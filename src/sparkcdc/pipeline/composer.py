@@ -39,6 +39,7 @@ from sparkcdc.sinks.base import (
     SinkColumn,
     SinkTable,
     quote,
+    spark_type_name,
 )
 
 if TYPE_CHECKING:
@@ -213,11 +214,6 @@ def widest_type(a: str, b: str) -> str:
     return "STRING"
 
 
-def _spark_type(data_type: Any) -> str:
-    text: str = data_type.simpleString().upper()
-    return "INT" if text == "INTEGER" else text
-
-
 def _empty_envelope(spark: SparkSession) -> DataFrame:
     from sparkcdc.spark.changelog import ENVELOPE_DDL
 
@@ -260,7 +256,7 @@ def sink_frame(
         try:
             frame = apply_transform(source_changes(empty, schema), rule, schema.column_names)
             fields = [
-                (f.name, _spark_type(f.dataType))
+                (f.name, spark_type_name(f.dataType))
                 for f in frame.schema.fields
                 if f.name not in METADATA_COLUMNS
             ]
@@ -332,7 +328,7 @@ def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> Da
     """
     from pyspark.sql import functions as F
 
-    types = {f.name: _spark_type(f.dataType) for f in changes.schema.fields}
+    types = {f.name: spark_type_name(f.dataType) for f in changes.schema.fields}
     fed = {mapping[c]: c for c in changes.columns if c in mapping}
 
     def value(column: SinkColumn) -> SparkColumn:

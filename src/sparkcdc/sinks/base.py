@@ -303,6 +303,12 @@ def spark_error_text(exc: BaseException) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), text)
 
 
+def spark_type_name(data_type: Any) -> str:
+    """A Spark data type as sink tables spell it (``INT``, ``DECIMAL(10,2)``, ...)."""
+    text: str = data_type.simpleString().upper()
+    return "INT" if text == "INTEGER" else text
+
+
 def quote(name: str) -> str:
     """A Spark SQL identifier in backquotes."""
     return "`" + name.replace("`", "``") + "`"

@@ -28,6 +28,7 @@ from sparkcdc.sinks.base import (
     merge_statement,
     quote,
     spark_error_text,
+    spark_type_name,
 )
 
 if TYPE_CHECKING:
@@ -112,10 +113,8 @@ class DeltaSink(Sink):
 
     def _columns(self, table: SinkTable) -> dict[str, str]:
         """The table's columns as Delta has them now: lower-cased name → name."""
-        return {n.lower(): n for n in self._current(table).columns}
-
-    def _current(self, table: SinkTable) -> DataFrame:
-        return self.spark.sql(f"SELECT * FROM {self.identifier(table)} LIMIT 0")
+        current = self.spark.sql(f"SELECT * FROM {self.identifier(table)} LIMIT 0")
+        return {n.lower(): n for n in current.columns}
 
     def _alter(self, table: SinkTable, what: str, *statements: str) -> None:
         try:
@@ -158,11 +157,9 @@ class DeltaSink(Sink):
             )
 
     def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
-        current = {f.name.lower(): f for f in self._current(table).schema}
-        field = current.get(name.lower())
-        if field is None or field.dataType.simpleString().upper().replace("INTEGER", "INT") == (
-            spark_type
-        ):
+        current = self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+        field = next((f for f in current.schema if f.name.lower() == name.lower()), None)
+        if field is None or spark_type_name(field.dataType) == spark_type:
             return
         # Delta's in-place type widening makes a table delta-rs cannot read; a type change
         # is rare, so the table is rewritten with the column cast (its txn markers stay)
@@ -170,15 +167,12 @@ class DeltaSink(Sink):
 
         location = self.location(table)
         try:
-            current_frame = self._current(table).sparkSession.sql(
-                f"SELECT * FROM {self.identifier(table)}"
-            )
-            rewritten = current_frame.select(
+            rewritten = current.select(
                 *[
                     F.col(quote(f.name)).cast(spark_type).alias(f.name)
                     if f.name == field.name
                     else F.col(quote(f.name))
-                    for f in current_frame.schema
+                    for f in current.schema
                 ]
             )
             writer = rewritten.write.format("delta").mode("overwrite")

@@ -300,9 +300,10 @@ class IcebergSink(Sink):
         return {f.name.lower(): f for f in schema.fields}
 
     def _alter(self, table: SinkTable, what: str, statement: str) -> None:
+        """Run ``statement`` (on ``self.identifier(table)``), naming ``what`` if it fails."""
         self._configure(self.spark)
         try:
-            self.spark.sql(statement.format(table=self.identifier(table)))
+            self.spark.sql(statement)
         except Exception as exc:
             raise SinkError(
                 f"iceberg sink: cannot {what} in {self.identifier(table)}: "
@@ -314,13 +315,16 @@ class IcebergSink(Sink):
             self._alter(
                 table,
                 f"add column {column.name}",
-                f"ALTER TABLE {{table}} ADD COLUMN {quote(column.name)} {column.spark_type}",
+                f"ALTER TABLE {self.identifier(table)} ADD COLUMN {quote(column.name)} "
+                f"{column.spark_type}",
             )
 
     def drop_column(self, table: SinkTable, name: str) -> None:
         if name.lower() in self._fields(table):
             self._alter(
-                table, f"drop column {name}", f"ALTER TABLE {{table}} DROP COLUMN {quote(name)}"
+                table,
+                f"drop column {name}",
+                f"ALTER TABLE {self.identifier(table)} DROP COLUMN {quote(name)}",
             )
 
     def rename_column(self, table: SinkTable, old: str, new: str) -> None:
@@ -329,7 +333,7 @@ class IcebergSink(Sink):
             self._alter(
                 table,
                 f"rename column {old} to {new}",
-                f"ALTER TABLE {{table}} RENAME COLUMN {quote(old)} TO {quote(new)}",
+                f"ALTER TABLE {self.identifier(table)} RENAME COLUMN {quote(old)} TO {quote(new)}",
             )
 
     def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
@@ -338,14 +342,14 @@ class IcebergSink(Sink):
         self._alter(
             table,
             f"change the type of column {name} to {spark_type}",
-            f"ALTER TABLE {{table}} ALTER COLUMN {quote(name)} TYPE {spark_type}",
+            f"ALTER TABLE {self.identifier(table)} ALTER COLUMN {quote(name)} TYPE {spark_type}",
         )
 
     def truncate_table(self, table: SinkTable) -> None:
-        self._alter(table, "truncate the table", "DELETE FROM {table}")
+        self._alter(table, "truncate the table", f"DELETE FROM {self.identifier(table)}")
 
     def drop_table(self, table: SinkTable) -> None:
-        self._alter(table, "drop the table", "DROP TABLE IF EXISTS {table}")
+        self._alter(table, "drop the table", f"DROP TABLE IF EXISTS {self.identifier(table)}")
 
     # -- helpers ----------------------------------------------------------------------
 
