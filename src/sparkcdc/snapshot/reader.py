@@ -175,10 +175,19 @@ def connectorx_available() -> bool:
 
 def _cx_expr(column: Column) -> str:
     name = _quote(column.name)
-    # connectorx maps DECIMAL to decimal128(38, 10) and cannot read negative TIME: as text
-    if column.data_type in ("decimal", "numeric", "time"):
+    # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
+    # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
+    # wider ones come as text
+    if column.data_type == "time" or (
+        column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column)
+    ):
         return f"CAST({name} AS CHAR) AS {name}"
     return name
+
+
+def _cx_exact_decimal(column: Column) -> bool:
+    target = arrow_type(column)
+    return pa.types.is_decimal128(target) and target.precision <= 28 and target.scale <= 10
 
 
 def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:

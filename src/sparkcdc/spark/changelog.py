@@ -88,6 +88,8 @@ def record_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordB
 
 def spark_column(values: pa.Array, column: Column, target: pa.DataType) -> pa.Array:
     """Decoder-form Arrow values of ``column`` as the Arrow type Spark reads."""
+    if values.type == target and column.spark_type == "STRING":
+        return values  # text already (ENUM, SET, JSON read as text need no Python pass)
     if column.spark_type == "BOOLEAN" and pa.types.is_integer(values.type):
         return pc.not_equal(values, 0)
     convert = value_converter(column)
@@ -225,11 +227,11 @@ class TypedChangelogBuilder:
             if n == 0:
                 continue
             arrays: list[pa.Array] = [
-                pa.array([RowKind.INSERT.value] * n, pa.string()),
+                pa.repeat(pa.scalar(RowKind.INSERT.value, pa.string()), n),
                 pa.nulls(n, pa.timestamp("us", tz="UTC")),
-                pa.array([chunk.seq] * n, pa.int64()),
-                pa.array([chunk.database] * n, pa.string()),
-                pa.array([chunk.table] * n, pa.string()),
+                pa.repeat(pa.scalar(chunk.seq, pa.int64()), n),
+                pa.repeat(pa.scalar(chunk.database, pa.string()), n),
+                pa.repeat(pa.scalar(chunk.table, pa.string()), n),
             ]
             for column in self.schema.columns:
                 index = by_name.get(column.name)

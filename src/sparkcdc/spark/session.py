@@ -25,6 +25,8 @@ _DEFAULT_CONF = {
     # Arrow batches from the Python source go straight into Spark
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
+    # workers without Spark's zips and jar on sys.path (70 ms a task; see worker_daemon)
+    "spark.python.daemon.module": "sparkcdc.spark.worker_daemon",
 }
 
 
