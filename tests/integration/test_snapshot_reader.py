@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from sparkcdc.snapshot.reader import (
     apply_backfill,
     connectorx_available,
     read_chunk,
+    read_chunks,
     select_pymysql,
 )
 from sparkcdc.snapshot.splitter import ChunkSplitter
@@ -127,10 +129,12 @@ def _write_inside_the_window(conn: Any, chunk: ChunkRange, rng: Any) -> None:
         conn.commit()
 
 
+@pytest.mark.parametrize("group", [1, 3])
 def test_chunk_reads_are_exact_under_concurrent_writes(
-    dev_server: DevServer, database: str, sql: Any, monkeypatch: pytest.MonkeyPatch
+    dev_server: DevServer, database: str, sql: Any, monkeypatch: pytest.MonkeyPatch, group: int
 ) -> None:
-    """Every chunk + the binlog after its HW, per chunk, rebuilds the table exactly."""
+    """Every chunk + the binlog after its HW, per chunk, rebuilds the table exactly; also
+    when adjacent chunks are read together (read_chunks) and split again."""
     import random
 
     from sparkcdc.snapshot import reader as reader_module
@@ -166,16 +170,14 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     worker.start()
     try:
         while batch := splitter.next_chunks(4):
-            for chunk in batch:
-                results.append(
-                    read_chunk(
-                        settings,
-                        schema,
-                        chunk,
-                        key_column="id",
-                        collation=None,
-                        server_id=SERVER_ID,
-                    )
+            for i in range(0, len(batch), group):
+                results += read_chunks(
+                    settings,
+                    schema,
+                    batch[i : i + group],
+                    key_column="id",
+                    collation=None,
+                    server_id=SERVER_ID,
                 )
     finally:
         stop.set()
@@ -183,6 +185,10 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     info = server_info(conn)
     final = current_position(conn, info)
     assert len(results) >= 20
+    assert [r.chunk.index for r in results] == list(range(len(results)))
+    if group > 1:  # chunks read together share their watermarks
+        shared = sum(1 for a, b in itertools.pairwise(results) if a.high == b.high)
+        assert shared >= len(results) // 2
     assert sum(1 for r in results if r.backfill_changes) >= len(results) // 2
     assert workload.operations > 100
 

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from typing import Any
@@ -31,8 +31,8 @@ from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
 from sparkcdc.snapshot.interleave import filter_changes
-from sparkcdc.snapshot.reader import read_chunk
-from sparkcdc.snapshot.staging import ChunkStaging
+from sparkcdc.snapshot.reader import read_chunks, read_together
+from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
 from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
@@ -192,6 +192,9 @@ def stream_id(options: SourceOptions) -> str:
 
 _LAST_END = ("offsets", "last-end.json")
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
+# adjacent chunks a task reads under one pair of watermarks (snapshot.reader.read_chunks):
+# about four default chunks; bounds a task's memory to this many rows
+READ_GROUP_ROWS = 32_768
 
 
 def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
@@ -404,42 +407,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             yield from self._read_chunks(partition, stack)
 
     def _read_chunks(self, partition: ChunkPartition, stack: contextlib.ExitStack) -> Any:
-        staging = ChunkStaging(self.store)
         builder = self.plan.builder()
-        conn: Any = None  # one SQL connection for the task's chunks, opened when needed
-        for text in partition.chunks:
-            chunk = ChunkRange.from_json(text)
-            staged = staging.load(chunk)
-            if staged is None:
-                schema = (
-                    schema_from_json(json.loads(partition.schema))
-                    if partition.schema
-                    else next(t for t in self.plan.tables if t.qualified_name == chunk.table)
-                )
-                if conn is None:
-                    conn = stack.enter_context(sql_connection(self.settings, schema.database))
-                result = read_chunk(
-                    self.settings,
-                    schema,
-                    chunk,
-                    key_column=partition.key_column,
-                    collation=partition.collation,
-                    server_id=partition.server_id,
-                    since=_position(json.loads(partition.since)) if partition.since else None,
-                    conn=conn,
-                )
-                if partition.schema and chunk.index == 0:
-                    # a table that joined the running query: its CREATE TABLE (at the first
-                    # chunk's low watermark) tells consumers its columns before its rows
-                    create = SchemaChange(
-                        schema.database,
-                        schema.table,
-                        create_table_statement(result.schema),
-                        int(time.time()),
-                        result.low,
-                    )
-                    result = replace(result, ddl=(*result.ddl, create))
-                staged = staging.stage(result)
+        for chunk, staged in self._staged_chunks(partition, stack):
             if staged.rows is None:
                 raise SnapshotError(
                     f"chunk {chunk.index} of {chunk.table} was committed and released already, "
@@ -456,6 +425,72 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 staged.meta.ddl,
             )
             yield from builder.snapshot_batches(rows)
+
+    def _staged_chunks(
+        self, partition: ChunkPartition, stack: contextlib.ExitStack
+    ) -> Iterator[tuple[ChunkRange, StagedChunk]]:
+        """The partition's chunks in order, each staged: loaded if it was, else read and
+        staged. Adjacent chunks not staged yet are read together (``read_chunks``), up to
+        ``READ_GROUP_ROWS`` rows' worth of chunks."""
+        staging = ChunkStaging(self.store)
+        limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
+        since = _position(json.loads(partition.since)) if partition.since else None
+        conn: Any = None  # one SQL connection for the task's chunks, opened when needed
+        group: list[ChunkRange] = []
+
+        def schema_of(table: str) -> TableSchema:
+            if partition.schema:
+                return schema_from_json(json.loads(partition.schema))
+            return next(t for t in self.plan.tables if t.qualified_name == table)
+
+        def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
+            nonlocal conn
+            schema = schema_of(group[0].table)
+            if conn is None:
+                conn = stack.enter_context(sql_connection(self.settings, schema.database))
+            results = read_chunks(
+                self.settings,
+                schema,
+                group,
+                key_column=partition.key_column,
+                collation=partition.collation,
+                server_id=partition.server_id,
+                since=since,
+                conn=conn,
+            )
+            group.clear()
+            for result in results:
+                if partition.schema and result.chunk.index == 0:
+                    # a table that joined the running query: its CREATE TABLE (at the first
+                    # chunk's low watermark) tells consumers its columns before its rows
+                    create = SchemaChange(
+                        schema.database,
+                        schema.table,
+                        create_table_statement(result.schema),
+                        int(time.time()),
+                        result.low,
+                    )
+                    result = replace(result, ddl=(*result.ddl, create))
+                yield result.chunk, staging.stage(result)
+
+        for text in partition.chunks:
+            chunk = ChunkRange.from_json(text)
+            staged = staging.load(chunk)
+            joins = staged is None and (
+                not group
+                or (
+                    len(group) < limit
+                    and read_together(schema_of(chunk.table), partition.key_column, [*group, chunk])
+                )
+            )
+            if not joins and group:
+                yield from read_group()
+            if staged is None:
+                group.append(chunk)
+            else:
+                yield chunk, staged
+        if group:
+            yield from read_group()
 
     def commit(self, end: dict[str, Any]) -> None:
         snapshot = end.get("snapshot")
