@@ -170,6 +170,10 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     worker.start()
     try:
         while batch := splitter.next_chunks(4):
+            # the workload keeps pace however fast chunks are read: 5 operations a batch
+            seen = workload.operations
+            while workload.operations < seen + 5 and worker.is_alive():
+                time.sleep(0.005)
             for i in range(0, len(batch), group):
                 results += read_chunks(
                     settings,
