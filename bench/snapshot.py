@@ -3,14 +3,17 @@
 Runnable with no arguments after the README's set-up (it starts the private MariaDB and
 fetches the JDBC driver with Maven):
 
-    python bench/snapshot.py [--rows 2000000]
+    python bench/snapshot.py [--rows 2000000] [--rounds 3]
 
-Loads a table of ``--rows`` rows (8 mixed columns) and, in one run, with ``local[2]``:
+Loads a table of ``--rows`` rows (8 mixed columns) and, in one run, with ``local[2]``,
+after a warm-up of both Spark paths on a quarter-size table, ``--rounds`` times in turn
+(the median of each counts):
   - sparkcdc: ``scan.startup.mode=snapshot`` into Spark's no-op sink (Trigger.AvailableNow,
     every chunk in one batch), chunk size 8096;
   - (a) Spark's built-in JDBC reader (MariaDB Connector/J) partitioned on the key into the
     same number of ranges, into the same no-op sink;
   - (b) the raw read limit: connectorx reading the same ranges in parallel, outside Spark;
+and once:
   - (c) sparkcdc's snapshot again while ~1,000 changes/s are written to the table;
   - the peak RSS of Spark's Python workers at a quarter of the size and at full size, to show
     it is bounded by chunk size x parallelism, not table size.
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -207,9 +211,16 @@ def write_load(
         done.append(int((time.perf_counter() - began) * 1000))
 
 
+def _seconds(times: list[float]) -> str:
+    return " ".join(f"{t:.2f}s" for t in times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="timed runs of each side; the median counts"
+    )
     args = parser.parse_args()
     subprocess.run(
         ["bash", str(ROOT / "scripts" / "fetch_jars.sh")], check=True, stdout=subprocess.DEVNULL
@@ -229,13 +240,23 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     workdir = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-"))
     try:
-        sparkcdc_snapshot(spark, server, "small", workdir)  # warm-up: JVM, workers, caches
+        # warm-up of both sides: JVM code paths, Python workers, the JDBC driver, caches
+        sparkcdc_snapshot(spark, server, "small", workdir)
+        spark_jdbc(spark, server, "small", small_rows)
         with RssSampler() as small_rss:
             sparkcdc_snapshot(spark, server, "small", workdir)
+        snaps, jdbcs, raws = [], [], []
         with RssSampler() as big_rss:
-            snap_s = sparkcdc_snapshot(spark, server, "big", workdir)
-        jdbc_s = spark_jdbc(spark, server, "big", args.rows)
-        raw_s = raw_connectorx(server, "big", args.rows)
+            for _ in range(args.rounds):  # alternating, so both see the same machine
+                snaps.append(sparkcdc_snapshot(spark, server, "big", workdir))
+                jdbcs.append(spark_jdbc(spark, server, "big", args.rows))
+                raws.append(raw_connectorx(server, "big", args.rows))
+        snap_s, jdbc_s, raw_s = (statistics.median(t) for t in (snaps, jdbcs, raws))
+        print(
+            f"rounds: sparkcdc {_seconds(snaps)}, spark jdbc {_seconds(jdbcs)}, "
+            f"connectorx {_seconds(raws)}",
+            file=sys.stderr,
+        )
         stop, done = threading.Event(), []
         writer = threading.Thread(
             target=write_load, args=(server, "big", args.rows, stop, 1000.0, done)
