@@ -128,7 +128,6 @@ def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) 
         "state.location": str(state),
         "scan.incremental.snapshot.chunk.size": str(CHUNK),
         "scan.incremental.snapshot.chunks-per-batch": "0",
-        "scan.incremental.snapshot.chunks-per-partition": "16",
         "server-id": "6100-6110",
     }.items():
         reader = reader.option(key, value)

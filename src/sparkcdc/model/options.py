@@ -119,8 +119,9 @@ class SourceOptions(BaseModel):
     chunk_size: int = Field(8096, alias="scan.incremental.snapshot.chunk.size", ge=1)
     chunk_key_column: str | None = Field(None, alias="scan.incremental.snapshot.chunk.key-column")
     chunks_per_batch: int = Field(8, alias="scan.incremental.snapshot.chunks-per-batch", ge=0)
-    chunks_per_partition: int = Field(
-        4, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
+    # None: spread a batch's chunks over the session's parallelism (spark/source.py)
+    chunks_per_partition: int | None = Field(
+        None, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
     )
     newly_added_table: bool = Field(False, alias="scan.newly-added-table.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)

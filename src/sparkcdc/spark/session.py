@@ -166,7 +166,17 @@ def spark_session(
 
 
 def register(spark: Any) -> None:
-    """Register ``format("mysql-cdc")`` on ``spark``."""
+    """Register ``format("mysql-cdc")`` on ``spark``.
+
+    Python data sources cannot see their session, so the class registered is a subclass
+    made here that carries the session's default parallelism (cloudpickle ships a class
+    made in a function by value, attributes included): snapshot chunks are spread over
+    that many tasks (``scan.incremental.snapshot.chunks-per-partition``).
+    """
     from sparkcdc.spark.source import MySqlCdcDataSource
 
-    spark.dataSource.register(MySqlCdcDataSource)
+    class SessionMySqlCdcDataSource(MySqlCdcDataSource):
+        default_parallelism = spark.sparkContext.defaultParallelism
+        __doc__ = MySqlCdcDataSource.__doc__
+
+    spark.dataSource.register(SessionMySqlCdcDataSource)

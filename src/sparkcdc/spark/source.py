@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -151,9 +152,9 @@ class BinlogRangePartition(InputPartition):
 
 @dataclass(frozen=True)
 class ChunkPartition(InputPartition):
-    """Consecutive snapshot chunks of one table, read one after the other (or taken from
-    staging on a replay). Several chunks per task spread Spark's per-task cost; each
-    chunk is still read, watermarked and staged on its own."""
+    """Consecutive snapshot chunks of one table, read in order (or taken from staging on a
+    replay). Several chunks per task spread Spark's per-task cost; adjacent ones are read
+    together in groups (``_staged_chunks``), each chunk staged on its own."""
 
     chunks: tuple[str, ...]  # ChunkRange JSON
     key_column: str
@@ -191,6 +192,8 @@ def stream_id(options: SourceOptions) -> str:
 
 
 _LAST_END = ("offsets", "last-end.json")
+T = TypeVar("T")
+MAX_CHUNKS_PER_TASK = 128  # by default (tasks_per_table): ~1M rows at the default chunk size
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
 # adjacent chunks a task reads under one pair of watermarks (snapshot.reader.read_chunks):
 # about four default chunks; bounds a task's memory to this many rows
@@ -219,11 +222,56 @@ def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
         )
 
 
+def tasks_per_table(counts: Sequence[int], parallelism: int, per_task: int | None) -> list[int]:
+    """How many Spark tasks read each table's chunks of a batch (``counts`` chunks each).
+
+    ``per_task`` (``chunks-per-partition`` set): that many chunks a task. By default the
+    batch's chunks are spread over ``parallelism`` tasks, each table getting its share (at
+    least one task) and no task more than ``MAX_CHUNKS_PER_TASK`` chunks: a task of a
+    Python source costs Spark ~30-60 ms besides its rows, paid once per core this way.
+
+    >>> tasks_per_table([248], 2, None), tasks_per_table([248], 2, 16)
+    ([2], [16])
+    >>> tasks_per_table([200, 48, 1, 0], 2, None)
+    [2, 1, 1, 0]
+    """
+    if per_task is not None:
+        return [-(-n // per_task) for n in counts]
+    total = sum(counts)
+    return [
+        min(n, max(-(-n // MAX_CHUNKS_PER_TASK), round(parallelism * n / total), 1)) if n else 0
+        for n in counts
+    ]
+
+
+def spread(items: Sequence[T], parts: int) -> list[Sequence[T]]:
+    """``items`` cut into ``parts`` consecutive runs whose sizes differ by one at most.
+
+    >>> spread([1, 2, 3, 4, 5], 2)
+    [[1, 2, 3], [4, 5]]
+    """
+    size, extra = divmod(len(items), parts) if parts else (0, 0)
+    runs: list[Sequence[T]] = []
+    start = 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        runs.append(items[start:end])
+        start = end
+    return runs
+
+
 class MySqlCdcStreamReader(DataSourceStreamReader):
-    def __init__(self, options: SourceOptions, plan: CapturePlan, server_ids: ServerIdRange):
+    def __init__(
+        self,
+        options: SourceOptions,
+        plan: CapturePlan,
+        server_ids: ServerIdRange,
+        parallelism: int = 1,
+    ):
         self.options = options
         self.plan = plan
         self.server_ids = server_ids
+        self.parallelism = max(1, parallelism)  # the session's, for spreading chunks
         self.settings = connection_settings(options)
         self.snapshot = options.scan_startup_mode in SNAPSHOT_MODES
         self._coordinator: SnapshotCoordinator | None = None
@@ -365,15 +413,24 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             )
         if snapshot is not None:
             coordinator = self.coordinator
-            for table, raw in end["snapshot"].items():
-                progress = SnapshotProgress.from_offset(raw)  # prev == start's next (checked)
-                first, last = progress.prev, progress.next
+            ranges = {
+                table: (p.prev, p.next)  # prev == start's next (checked)
+                for table, p in (
+                    (t, SnapshotProgress.from_offset(raw)) for t, raw in end["snapshot"].items()
+                )
+            }
+            counts = tasks_per_table(
+                [last - first for first, last in ranges.values()],
+                self.parallelism,
+                self.options.chunks_per_partition,
+            )
+            tasks = dict(zip(ranges, counts, strict=True))
+            for table, (first, last) in ranges.items():
                 chunks = coordinator.chunks_between(table, first, last)
-                group = max(1, self.options.chunks_per_partition)
-                for i in range(0, len(chunks), group):
+                for run in spread(chunks, tasks[table]):
                     parts.append(
                         ChunkPartition(
-                            tuple(c.to_json() for c in chunks[i : i + group]),
+                            tuple(c.to_json() for c in run),
                             coordinator.key_column(table),
                             coordinator.collation(table),
                             self.server_ids.pick(1 + len(parts)),
@@ -505,6 +562,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
 class MySqlCdcDataSource(DataSource):
     """``spark.readStream.format("mysql-cdc")`` with Flink CDC's option names."""
 
+    # set on the class sparkcdc.register() registers (the session's); else the CPU count
+    default_parallelism: int | None = None
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.source_options = SourceOptions.from_options(dict(options))
@@ -533,4 +593,5 @@ class MySqlCdcDataSource(DataSource):
 
         settings = connection_settings(self.source_options)
         check_source(settings)
-        return MySqlCdcStreamReader(self.source_options, self.plan, self.server_ids)
+        parallelism = self.default_parallelism or os.cpu_count() or 1
+        return MySqlCdcStreamReader(self.source_options, self.plan, self.server_ids, parallelism)
