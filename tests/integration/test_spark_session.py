@@ -11,6 +11,7 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
 
     class Probe(DataSourceReader):
         def read(self, partition: Any) -> Any:
+            import os
             import sys
             import zipimport
 
@@ -21,7 +22,8 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
                 for k, v in sys.path_importer_cache.items()
                 if isinstance(v, zipimport.zipimporter)
             ]
-            yield (sys.executable, pyspark.__file__, len(zips), ";".join(sys.path))
+            arenas = os.environ.get("MALLOC_ARENA_MAX", "")
+            yield (sys.executable, pyspark.__file__, len(zips), ";".join(sys.path), arenas)
 
     class ProbeSource(DataSource):
         @classmethod
@@ -29,7 +31,9 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
             return "sparkcdc_worker_probe"
 
         def schema(self) -> str:
-            return "executable STRING, pyspark STRING, zip_importers INT, path STRING"
+            return (
+                "executable STRING, pyspark STRING, zip_importers INT, path STRING, arenas STRING"
+            )
 
         def reader(self, schema: Any) -> Probe:
             return Probe()
@@ -39,4 +43,5 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
     assert row.executable == sys.executable
     assert ".zip" not in row.pyspark, row.pyspark
     assert row.zip_importers == 0
+    assert row.arenas == "2"  # glibc arenas bounded (snapshot worker memory)
     assert not any(p.endswith((".zip", ".jar")) and "pyspark" in p for p in row.path.split(";"))
