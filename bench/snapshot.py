@@ -235,7 +235,9 @@ def main() -> None:
     load(server, "small", small_rows)
     print(f"tables loaded: big {args.rows} rows, small {small_rows} rows", file=sys.stderr)
 
-    spark = spark_session("bench-snapshot", "local[2]", jars=jars)
+    spark = spark_session(
+        "bench-snapshot", "local[2]", jars=jars, conf={"spark.ui.showConsoleProgress": "false"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     workdir = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-"))
     try:

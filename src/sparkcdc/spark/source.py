@@ -27,7 +27,6 @@ from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.ddl import create_table_statement
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -520,6 +519,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 if partition.schema and result.chunk.index == 0:
                     # a table that joined the running query: its CREATE TABLE (at the first
                     # chunk's low watermark) tells consumers its columns before its rows
+                    from sparkcdc.mysql.ddl import create_table_statement  # sqlglot: 35 ms
+
                     create = SchemaChange(
                         schema.database,
                         schema.table,
