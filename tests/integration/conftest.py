@@ -14,3 +14,9 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def server(dev_server: Any) -> Any:
+    """The private MariaDB (``dev_server``), under the name the pipeline tests use."""
+    return dev_server

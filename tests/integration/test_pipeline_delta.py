@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import random
-import threading
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
+from pipelines import Writer, create_shop
 
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import ConfigError
@@ -24,14 +23,6 @@ from sparkcdc.pipeline.runner import run_pipeline
 pytestmark = pytest.mark.integration
 
 DATABASE = "pipe_delta"
-SHARD_DDL = """
-CREATE TABLE {name} (
-  id INT NOT NULL PRIMARY KEY,
-  customer VARCHAR(30) NOT NULL,
-  amount DECIMAL(10,2) NOT NULL,
-  placed DATETIME(3)
-)
-"""
 PIPELINE = """
 source:
   type: mysql
@@ -58,37 +49,6 @@ pipeline:
   checkpoint: {checkpoint}
   trigger.interval: 200ms
 """
-
-
-def shard_step(cur: Any, rng: random.Random) -> None:
-    shard = rng.choice([1, 2])
-    key = rng.randint(1, 120) + (0 if shard == 1 else 1000)
-    choice = rng.random()
-    table = f"orders_{shard}"
-    if choice < 0.5:
-        cur.execute(
-            f"INSERT INTO {table} VALUES (%s,%s,%s,NOW(3)) ON DUPLICATE KEY UPDATE amount=amount+1",
-            (key, rng.choice(["ada", "grace", "ken"]), rng.randint(0, 99999) / 100),
-        )
-    elif choice < 0.8:
-        cur.execute(f"UPDATE {table} SET amount = amount * 2 WHERE id = %s", (key,))
-    else:
-        cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-
-
-def write_changes(server: DevServer, stop: threading.Event, seed: int) -> None:
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    rng = random.Random(seed)
-    workload = MultiWorkload(conn, seed, key_space=300)
-    try:
-        while not stop.is_set() and workload.operations < 20_000:
-            workload.step()
-            with conn.cursor() as cur:
-                shard_step(cur, rng)
-            stop.wait(0.005)
-    finally:
-        conn.close()
 
 
 def plain(value: Any) -> Any:
@@ -154,32 +114,10 @@ def delta_rows_rs(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def source(server: DevServer) -> Any:
-    with server.root_connection() as root, root.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    with conn.cursor() as cur:
-        for ddl in (ITEMS_DDL, SKUS_DDL, LINES_DDL):
-            cur.execute(ddl)
-        for shard in (1, 2):
-            cur.execute(SHARD_DDL.format(name=f"orders_{shard}"))
-    workload = MultiWorkload(conn, 11, key_space=300)
-    rng = random.Random(5)
-    for _ in range(400):
-        workload.step()
-        with conn.cursor() as cur:
-            shard_step(cur, rng)
+def source(server: DevServer) -> Iterator[Any]:
+    conn = create_shop(server, DATABASE)
     yield conn
     conn.close()
-
-
-@pytest.fixture
-def server() -> DevServer:
-    server = DevServer.from_env()
-    server.start()
-    return server
 
 
 def pipeline_file(tmp_path: Path, server: DevServer) -> Path:
@@ -202,16 +140,10 @@ def test_pipeline_into_delta_equals_the_source_across_a_restart(
 ) -> None:
     env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
     config = load_pipeline(pipeline_file(tmp_path, server), env=env)
-    stop = threading.Event()
-    writer = threading.Thread(target=write_changes, args=(server, stop, 23), daemon=True)
-    writer.start()
-    try:
+    with Writer(server, DATABASE, seed=23, max_operations=20_000, pause_s=0.005):
         # stopped after a few seconds, in the middle of the snapshot or just after it
         first = run_pipeline(config, available_now=True, spark=spark, max_seconds=15)
         second = run_pipeline(config, available_now=True, spark=spark)
-    finally:
-        stop.set()
-        writer.join()
     last = run_pipeline(config, available_now=True, spark=spark)
     assert first.batches + second.batches + last.batches >= 2
     assert set(last.sink_tables) == {

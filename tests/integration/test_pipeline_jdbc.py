@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import random
 import re
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -23,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipelines import Writer, burst, create_shop, uncommitted_batch
 from psycopg import sql
-from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
 from sparkcdc.devpostgres import DEFAULT_DIR, DevPostgres
 from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -40,16 +38,6 @@ SCHEMA = "pipe_jdbc"  # the PostgreSQL schema the sink tables land in
 PRIVATE_PG_PORT = 54349  # the PostgreSQL this file stops and starts
 COMMIT_TABLE = "sparkcdc_commits"
 SINK_TABLES = ("all_orders", "items", "skus", "order_lines")
-MAX_OPERATIONS = 4_000  # per writer thread: a modest load on a shared machine
-PAUSE_S = 0.05  # between transactions: about 80 operations a second
-SHARD_DDL = """
-CREATE TABLE {name} (
-  id INT NOT NULL PRIMARY KEY,
-  customer VARCHAR(30) NOT NULL,
-  amount DECIMAL(10,2) NOT NULL,
-  placed DATETIME(3)
-)
-"""
 PIPELINE = """
 source:
   type: mysql
@@ -81,66 +69,7 @@ pipeline:
 """
 
 
-# -- the source and its workload (the shapes of test_pipeline_delta.py) -----------------
-
-
-def shard_step(cur: Any, rng: random.Random) -> None:
-    shard = rng.choice([1, 2])
-    key = rng.randint(1, 120) + (0 if shard == 1 else 1000)
-    choice = rng.random()
-    table = f"orders_{shard}"
-    if choice < 0.5:
-        cur.execute(
-            f"INSERT INTO {table} VALUES (%s,%s,%s,NOW(3)) ON DUPLICATE KEY UPDATE amount=amount+1",
-            (key, rng.choice(["ada", "grace", "ken"]), rng.randint(0, 99999) / 100),
-        )
-    elif choice < 0.8:
-        cur.execute(f"UPDATE {table} SET amount = amount * 2 WHERE id = %s", (key,))
-    else:
-        cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-
-
-def write_changes(server: DevServer, stop: threading.Event, seed: int) -> None:
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    rng = random.Random(seed)
-    workload = MultiWorkload(conn, seed, key_space=300)
-    try:
-        while not stop.is_set() and workload.operations < MAX_OPERATIONS:
-            workload.step()
-            with conn.cursor() as cur:
-                shard_step(cur, rng)
-            stop.wait(PAUSE_S)
-    finally:
-        conn.close()
-
-
-def burst(conn: Any, seed: int, steps: int = 100) -> None:
-    """A few hundred changes at once, on every table."""
-    workload = MultiWorkload(conn, seed, key_space=300)
-    rng = random.Random(seed)
-    for _ in range(steps):
-        workload.step()
-        with conn.cursor() as cur:
-            shard_step(cur, rng)
-
-
-class Writer:
-    """The workload in a thread, for the span of a ``with`` block."""
-
-    def __init__(self, server: DevServer, seed: int) -> None:
-        self.stop = threading.Event()
-        self.thread = threading.Thread(
-            target=write_changes, args=(server, self.stop, seed), daemon=True
-        )
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+# -- the source (the shop of pipelines.py) ---------------------------------------------
 
 
 def plain(value: Any) -> Any:
@@ -218,43 +147,12 @@ def assert_target_equals_source(pg: DevPostgres, source: Any) -> None:
         assert target_rows(pg, table, columns) == rows, table
 
 
-def uncommitted_batch(checkpoint: Path) -> int | None:
-    """The batch Spark planned (offsets/<id>) but did not commit (no commits/<id>)."""
-    root = checkpoint / "spark"
-    planned = {int(p.name) for p in (root / "offsets").glob("[0-9]*") if p.name.isdigit()}
-    done = {int(p.name) for p in (root / "commits").glob("[0-9]*") if p.name.isdigit()}
-    pending = planned - done
-    return max(pending) if pending else None
-
-
 # -- fixtures --------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def server() -> DevServer:
-    server = DevServer.from_env()
-    server.start()
-    return server
-
-
-@pytest.fixture
 def source(server: DevServer) -> Iterator[Any]:
-    with server.root_connection() as root, root.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    with conn.cursor() as cur:
-        for ddl in (ITEMS_DDL, SKUS_DDL, LINES_DDL):
-            cur.execute(ddl)
-        for shard in (1, 2):
-            cur.execute(SHARD_DDL.format(name=f"orders_{shard}"))
-    workload = MultiWorkload(conn, 11, key_space=300)
-    rng = random.Random(5)
-    for _ in range(400):
-        workload.step()
-        with conn.cursor() as cur:
-            shard_step(cur, rng)
+    conn = create_shop(server, DATABASE)
     yield conn
     conn.close()
 
@@ -328,7 +226,7 @@ def test_pipeline_into_postgresql_equals_the_source_across_a_restart(
             if count:
                 last_rows[sink_table] = max(batch_id, last_rows.get(sink_table, -1))
 
-    with Writer(server, seed=23):
+    with Writer(server, DATABASE, seed=23):
         # stopped after a few seconds, in the middle of the snapshot or just after it
         first = run_pipeline(config, available_now=True, spark=spark, max_seconds=15, on_batch=note)
         second = run_pipeline(config, available_now=True, spark=spark, on_batch=note)
@@ -387,7 +285,7 @@ def test_a_target_that_goes_away_mid_stream_fails_the_run_and_a_rerun_catches_up
     config = pipeline_config(tmp_path, server, pg, name="jdbc-gone")
     checkpoint = tmp_path / "checkpoint"
     stopper = StopAfterFirstBatch(pg)
-    with Writer(server, seed=29), pytest.raises(SinkError) as failure:
+    with Writer(server, DATABASE, seed=29), pytest.raises(SinkError) as failure:
         run_pipeline(config, available_now=True, spark=spark, on_batch=stopper)
     applied = stopper.applied
     assert applied is not None, "PostgreSQL was never stopped: no batch with rows was applied"

@@ -18,11 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import random
 import re
 import shutil
 import socket
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -34,7 +32,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
+from pipelines import Writer, burst, create_shop, fresh_database, uncommitted_batch
 
 from sparkcdc.devkafka import DEFAULT_DIR, DevKafka
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
@@ -56,16 +54,6 @@ SINK_TABLES = {  # sink table → its primary key and columns
     "skus": (("sku",), ("sku", "qty", "note")),
     "order_lines": (("order_id", "line"), ("order_id", "line", "amount")),
 }
-MAX_OPERATIONS = 4_000  # per writer thread: a modest load on a shared machine
-PAUSE_S = 0.05  # between transactions: about 80 operations a second
-SHARD_DDL = """
-CREATE TABLE {name} (
-  id INT NOT NULL PRIMARY KEY,
-  customer VARCHAR(30) NOT NULL,
-  amount DECIMAL(10,2) NOT NULL,
-  placed DATETIME(3)
-)
-"""
 PIPELINE = """
 source:
   type: mysql
@@ -97,66 +85,7 @@ pipeline:
 """
 
 
-# -- the source and its workload (the shapes of test_pipeline_delta.py) -----------------
-
-
-def shard_step(cur: Any, rng: random.Random) -> None:
-    shard = rng.choice([1, 2])
-    key = rng.randint(1, 120) + (0 if shard == 1 else 1000)
-    choice = rng.random()
-    table = f"orders_{shard}"
-    if choice < 0.5:
-        cur.execute(
-            f"INSERT INTO {table} VALUES (%s,%s,%s,NOW(3)) ON DUPLICATE KEY UPDATE amount=amount+1",
-            (key, rng.choice(["ada", "grace", "ken"]), rng.randint(0, 99999) / 100),
-        )
-    elif choice < 0.8:
-        cur.execute(f"UPDATE {table} SET amount = amount * 2 WHERE id = %s", (key,))
-    else:
-        cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-
-
-def write_changes(server: DevServer, stop: threading.Event, seed: int) -> None:
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    rng = random.Random(seed)
-    workload = MultiWorkload(conn, seed, key_space=300)
-    try:
-        while not stop.is_set() and workload.operations < MAX_OPERATIONS:
-            workload.step()
-            with conn.cursor() as cur:
-                shard_step(cur, rng)
-            stop.wait(PAUSE_S)
-    finally:
-        conn.close()
-
-
-class Writer:
-    """The workload in a thread, for the span of a ``with`` block."""
-
-    def __init__(self, server: DevServer, seed: int) -> None:
-        self.stop = threading.Event()
-        self.thread = threading.Thread(
-            target=write_changes, args=(server, self.stop, seed), daemon=True
-        )
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
-def burst(conn: Any, seed: int, steps: int = 100) -> None:
-    """A few hundred changes at once, on every table."""
-    workload = MultiWorkload(conn, seed, key_space=300)
-    rng = random.Random(seed)
-    for _ in range(steps):
-        workload.step()
-        with conn.cursor() as cur:
-            shard_step(cur, rng)
+# -- the source (the shop of pipelines.py) ---------------------------------------------
 
 
 def plain(value: Any) -> Any:
@@ -347,43 +276,12 @@ def rows_of(state: dict[str, dict[str, Any]], columns: Sequence[str]) -> list[tu
     return sorted(tuple(plain(row[c]) for c in columns) for row in state.values())
 
 
-def uncommitted_batch(checkpoint: Path) -> int | None:
-    """The batch Spark planned (offsets/<id>) but did not commit (no commits/<id>)."""
-    root = checkpoint / "spark"
-    planned = {int(p.name) for p in (root / "offsets").glob("[0-9]*") if p.name.isdigit()}
-    done = {int(p.name) for p in (root / "commits").glob("[0-9]*") if p.name.isdigit()}
-    pending = planned - done
-    return max(pending) if pending else None
-
-
 # -- fixtures --------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def server() -> DevServer:
-    server = DevServer.from_env()
-    server.start()
-    return server
-
-
-def fresh_database(server: DevServer) -> Any:
-    with server.root_connection() as root, root.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
-    return conn
-
-
-@pytest.fixture
 def source(server: DevServer) -> Iterator[Any]:
-    conn = fresh_database(server)
-    with conn.cursor() as cur:
-        for ddl in (ITEMS_DDL, SKUS_DDL, LINES_DDL):
-            cur.execute(ddl)
-        for shard in (1, 2):
-            cur.execute(SHARD_DDL.format(name=f"orders_{shard}"))
-    burst(conn, seed=11, steps=400)
+    conn = create_shop(server, DATABASE)
     yield conn
     conn.close()
 
@@ -454,7 +352,7 @@ def test_pipeline_into_kafka_replays_to_the_source_across_a_restart(
         uncommitted.append(uncommitted_batch(checkpoint) is not None)
         return summary
 
-    with Writer(server, seed=23):
+    with Writer(server, DATABASE, seed=23):
         first = run(max_seconds=15)  # stopped in the middle of the snapshot or just after it
         second = run()
     chunks = (second.last_offset or {}).get("snapshot") or {}
@@ -482,7 +380,7 @@ def test_pipeline_into_kafka_replays_to_the_source_across_a_restart(
 def test_debezium_json_has_read_create_update_and_delete(
     spark: Any, server: DevServer, shared_kafka: str, tmp_path: Path
 ) -> None:
-    conn = fresh_database(server)
+    conn = fresh_database(server, DATABASE)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(20), n INT)")
         cur.execute("INSERT INTO accounts VALUES (1, 'ada', 10), (2, 'grace', 20), (3, 'ken', 30)")
@@ -579,7 +477,7 @@ def test_a_broker_that_stops_mid_stream_fails_the_run_and_a_rerun_catches_up(
     )
     checkpoint = tmp_path / "checkpoint"
     stopper = StopAfterFirstBatch(kafka)
-    with Writer(server, seed=29):
+    with Writer(server, DATABASE, seed=29):
         try:
             # bounded: a run that neither fails nor finishes would return at max_seconds
             run_pipeline(config, available_now=True, spark=spark, on_batch=stopper, max_seconds=90)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pipelines import fresh_database
 from psycopg import sql
 
 from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -118,19 +119,8 @@ INITIAL: tuple[list[str], list[Row]] = (["id", "b", "c", "d"], [(1, "b1", 1, 1),
 
 
 @pytest.fixture
-def server() -> DevServer:
-    server = DevServer.from_env()
-    server.start()
-    return server
-
-
-@pytest.fixture
 def source(server: DevServer) -> Iterator[Any]:
-    with server.root_connection() as root, root.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-    conn = server.connection(DATABASE)
-    conn.autocommit(True)
+    conn = fresh_database(server, DATABASE)
     with conn.cursor() as cur:
         cur.execute("CREATE TABLE ev (id INT PRIMARY KEY, b VARCHAR(20), c INT, d INT)")
         cur.execute("INSERT INTO ev VALUES (1, 'b1', 1, 1), (2, 'b2', 2, 2)")
