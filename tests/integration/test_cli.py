@@ -84,6 +84,28 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     assert report["running"] is False
     assert report["tables"] == {f"{DATABASE}.t": {"chunks_done": 1, "chunks_total": 1}}
     assert report["last_committed_batch"] >= 0
+    source = report["schema"]["sources"][f"{DATABASE}.t"]
+    assert source == {
+        "versions": 1,
+        "last_changed_batch": None,
+        "columns": ["id int(11)", "v varchar(10)"],
+    }
+
+    # a column added: the schema history shows the new version and the batch that made it
+    with DevServer.from_env().root_connection() as conn, conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE {DATABASE}.t ADD COLUMN w INT")
+        cur.execute(f"INSERT INTO {DATABASE}.t VALUES (31, 'v31', 7)")
+    done = sparkcdc("run", str(pipeline), "--available-now")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(sparkcdc("status", str(pipeline), "--json").stdout)
+    source = report["schema"]["sources"][f"{DATABASE}.t"]
+    assert source["versions"] == 2
+    assert source["last_changed_batch"] == report["last_committed_batch"]
+    assert [c.split()[0] for c in source["columns"]] == ["id", "v", "w"]
+    assert "w INT" in report["schema"]["sinks"][f"{DATABASE}.t"]["columns"]
+    text = sparkcdc("status", str(pipeline)).stdout
+    assert "schema: 1 source table(s), 1 changed by DDL" in text
+    assert f"{DATABASE}.t: 2 versions, last changed in batch" in text
 
 
 def test_validate_reports_a_wrong_password_as_a_source_problem(pipeline: Path) -> None:

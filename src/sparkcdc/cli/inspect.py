@@ -9,6 +9,7 @@ from typing import Any
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import load_pipeline
+from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
 from sparkcdc.pipeline.runner import (
     STATUS_FILE,
     committed_offset,
@@ -94,6 +95,7 @@ def status(file: str, *, as_json: bool = False) -> int:
         "lag": lag_text(position, server_pos) if position and server_pos else None,
         "event_lag_s": recorded.get("event_lag_s"),
         "status_updated": recorded.get("updated"),
+        "schema": _schema_report(SchemaHistory(checkpoint).latest()),
     }
     if as_json:
         print(json.dumps(report, indent=1))
@@ -113,7 +115,48 @@ def status(file: str, *, as_json: bool = False) -> int:
         print(f"  event lag of the last batch: {report['event_lag_s']} s")
     if recorded.get("updated"):
         print(f"  last status update: {recorded['updated']}")
+    _print_schema(report["schema"])
     return 0
+
+
+def _schema_report(state: SchemaState | None) -> dict[str, Any] | None:
+    """The schema history's newest state: per source table its versions (one per DDL
+    statement that changed it) and columns, per sink table its columns."""
+    if state is None:
+        return None
+    return {
+        "sources": {
+            name: {
+                "versions": len(versions),
+                "last_changed_batch": versions[-1].batch if len(versions) > 1 else None,
+                "columns": None
+                if versions[-1].schema is None
+                else [f"{c.name} {c.column_type}" for c in versions[-1].schema.columns],
+            }
+            for name, versions in state.sources.items()
+        },
+        "sinks": {
+            name: {
+                "columns": [f"{c.name} {c.spark_type}" for c in sink.table.columns],
+                "dropped": sink.dropped,
+            }
+            for name, sink in state.sinks.items()
+        },
+    }
+
+
+def _print_schema(schema: dict[str, Any] | None) -> None:
+    if schema is None:
+        return
+    sources = schema["sources"]
+    changed = {name: s for name, s in sources.items() if s["versions"] > 1}
+    print(f"  schema: {len(sources)} source table(s), {len(changed)} changed by DDL")
+    for name, source in changed.items():
+        columns = "dropped" if source["columns"] is None else ", ".join(source["columns"])
+        print(
+            f"    {name}: {source['versions']} versions, last changed in batch "
+            f"{source['last_changed_batch']}; now {columns}"
+        )
 
 
 def _alive(pid: Any) -> bool:
