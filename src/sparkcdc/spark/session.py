@@ -176,10 +176,18 @@ def register(spark: Any) -> None:
     made in a function by value, attributes included): snapshot chunks are spread over
     that many tasks (``scan.incremental.snapshot.chunks-per-partition``).
     """
+    from pyspark.errors import PySparkException
+
     from sparkcdc.spark.source import MySqlCdcDataSource
 
+    parallelism: int | None
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except (AttributeError, PySparkException):  # Spark Connect: no SparkContext, CPU count
+        parallelism = None
+
     class SessionMySqlCdcDataSource(MySqlCdcDataSource):
-        default_parallelism = spark.sparkContext.defaultParallelism
+        default_parallelism = parallelism
         __doc__ = MySqlCdcDataSource.__doc__
 
     spark.dataSource.register(SessionMySqlCdcDataSource)
