@@ -95,8 +95,13 @@ def _local_launcher() -> str | None:
     home = Path(pyspark.__file__).parent
     lib = home / "python" / "lib"
     specs = [importlib.util.find_spec(name) for name in ("pyspark", "py4j")]
-    if not (lib / "pyspark.zip").is_file() or not all(
-        spec is not None and spec.origin and Path(spec.origin).is_file() for spec in specs
+    if (
+        os.name != "posix"
+        or any("'" in str(part) for part in (home, sys.executable))  # not worth quoting
+        or not (lib / "pyspark.zip").is_file()
+        or not all(
+            spec is not None and spec.origin and Path(spec.origin).is_file() for spec in specs
+        )
     ):
         return None
     script = f"""#!/bin/sh
@@ -113,10 +118,6 @@ done
 unset IFS
 PYTHONPATH=$keep exec '{sys.executable}' "$@"
 """
-    if any("'" in str(part) for part in (home, sys.executable)):
-        return None  # not worth quoting: fall back to the plain interpreter
-    if os.name != "posix":
-        return None
     folder = Path(tempfile.gettempdir()) / f"sparkcdc-{os.getuid()}"
     digest = hashlib.sha256(f"{sys.executable}\0{home}".encode()).hexdigest()[:16]
     path = folder / f"python-{digest}"

@@ -412,21 +412,16 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             )
         if snapshot is not None:
             coordinator = self.coordinator
-            ranges = {
-                table: (p.prev, p.next)  # prev == start's next (checked)
-                for table, p in (
-                    (t, SnapshotProgress.from_offset(raw)) for t, raw in end["snapshot"].items()
-                )
-            }
+            # prev == start's next (checked)
+            progress = {t: SnapshotProgress.from_offset(raw) for t, raw in end["snapshot"].items()}
             counts = tasks_per_table(
-                [last - first for first, last in ranges.values()],
+                [p.next - p.prev for p in progress.values()],
                 self.parallelism,
                 self.options.chunks_per_partition,
             )
-            tasks = dict(zip(ranges, counts, strict=True))
-            for table, (first, last) in ranges.items():
-                chunks = coordinator.chunks_between(table, first, last)
-                for run in spread(chunks, tasks[table]):
+            for (table, p), count in zip(progress.items(), counts, strict=True):
+                chunks = coordinator.chunks_between(table, p.prev, p.next)
+                for run in spread(chunks, count):
                     parts.append(
                         ChunkPartition(
                             tuple(c.to_json() for c in run),
@@ -488,20 +483,22 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         """The partition's chunks in order, each staged: loaded if it was, else read and
         staged. Adjacent chunks not staged yet are read together (``read_chunks``), up to
         ``READ_GROUP_ROWS`` rows' worth of chunks."""
+        chunks = [ChunkRange.from_json(text) for text in partition.chunks]
+        if not chunks:
+            return
         staging = ChunkStaging(self.store)
         limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
         since = _position(json.loads(partition.since)) if partition.since else None
+        schema = (  # a partition's chunks are of one table
+            schema_from_json(json.loads(partition.schema))
+            if partition.schema
+            else next(t for t in self.plan.tables if t.qualified_name == chunks[0].table)
+        )
         conn: Any = None  # one SQL connection for the task's chunks, opened when needed
         group: list[ChunkRange] = []
 
-        def schema_of(table: str) -> TableSchema:
-            if partition.schema:
-                return schema_from_json(json.loads(partition.schema))
-            return next(t for t in self.plan.tables if t.qualified_name == table)
-
         def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
             nonlocal conn
-            schema = schema_of(group[0].table)
             if conn is None:
                 conn = stack.enter_context(sql_connection(self.settings, schema.database))
             results = read_chunks(
@@ -531,14 +528,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     result = replace(result, ddl=(*result.ddl, create))
                 yield result.chunk, staging.stage(result)
 
-        for text in partition.chunks:
-            chunk = ChunkRange.from_json(text)
+        for chunk in chunks:
             staged = staging.load(chunk)
             joins = staged is None and (
                 not group
                 or (
                     len(group) < limit
-                    and read_together(schema_of(chunk.table), partition.key_column, [*group, chunk])
+                    and read_together(schema, partition.key_column, [*group, chunk])
                 )
             )
             if not joins and group:
