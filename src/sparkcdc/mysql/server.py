@@ -13,6 +13,7 @@ All functions take an open pymysql connection (see ``connection.sql_connection``
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import struct
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sparkcdc.errors import PositionError, SourceError
+from sparkcdc.errors import SourceError
 from sparkcdc.model.position import (
     BinlogPosition,
     GtidSet,
@@ -31,6 +32,8 @@ from sparkcdc.model.position import (
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
 from sparkcdc.mysql.wire import decode_sid_set
+
+log = logging.getLogger(__name__)
 
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 # MariaDB 10.x announces itself as "5.5.5-10.11.6-MariaDB..." to old clients
@@ -125,26 +128,63 @@ def _status_sql(info: ServerInfo) -> str:
     return "SHOW MASTER STATUS"
 
 
-def mariadb_gtid_at(conn: Any, file: str, pos: int) -> MariaDbGtidSet:
-    """The MariaDB GTID position at a transaction boundary (``BINLOG_GTID_POS``)."""
+def mariadb_gtid_at(conn: Any, file: str, pos: int) -> MariaDbGtidSet | None:
+    """The MariaDB GTID position at a transaction boundary (``BINLOG_GTID_POS``), or None.
+
+    MariaDB answers NULL when it cannot read the file up to ``pos`` (seen after an event
+    larger than its internal read limit, e.g. a 20 MB LONGTEXT value), when the file is
+    gone or when ``pos`` is not a boundary. A missing GTID set never blocks a query: the
+    position is still exact by file/position, it only cannot be followed to another
+    server by GTID; a warning says so.
+    """
     rows = _rows(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
     value = rows[0][0] if rows else None
     if value is None:
-        raise PositionError(
-            f"MariaDB cannot tell the GTID position at {file}:{pos} (BINLOG_GTID_POS returned "
-            "NULL): the file is gone or the position is not at a transaction boundary"
+        log.warning(
+            "MariaDB cannot tell the GTID position at %s:%s (BINLOG_GTID_POS returned NULL: "
+            "an event before it is too large for the server to scan, the file is gone, or the "
+            "position is not a transaction boundary); going on by file/position without a "
+            "GTID set there, so this offset cannot be followed to another server by GTID",
+            file,
+            pos,
         )
+        return None
     return MariaDbGtidSet.parse(_text(value))
 
 
-def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) -> BinlogPosition:
-    """The end of the binlog now, a transaction boundary, with its GTID set.
+# SHOW MASTER STATUS and @@gtid_binlog_pos are read apart; tries to find the pair stable
+_GTID_PAIR_TRIES = 20
 
-    MySQL: ``Executed_Gtid_Set`` when ``gtid_mode=ON``; MariaDB: ``BINLOG_GTID_POS`` at
-    that file/position. MariaDB computes the latter by reading the binlog file up to the
-    position, so hot paths that need only the place (chunk watermarks) pass
-    ``with_gtids=False``.
+
+def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
+    """``SHOW MASTER STATUS`` with the GTID position exactly at it, without scanning files.
+
+    Reads ``@@global.gtid_binlog_pos``, the status, and ``@@global.gtid_binlog_pos`` again,
+    until the two GTID reads agree. Why the pair is then exact: MariaDB adds a GTID to the
+    binlog state while it writes that transaction's GTID event, under the binlog lock
+    (LOCK_log) that SHOW MASTER STATUS also takes; so the status never shows a place inside
+    a transaction, and it shows the end of every transaction whose GTID the first read saw
+    (it waits for the writer holding the lock). Had any transaction been written after the
+    first read and before the status, its GTID would be in the second read (every event
+    group in MariaDB has a GTID, and it changes the last GTID of its domain). Equal reads
+    therefore bracket a status with exactly those transactions behind it.
     """
+    for _ in range(_GTID_PAIR_TRIES):
+        before = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
+        file, pos, _ = _master_status(conn, info)
+        after = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
+        if before == after:
+            return BinlogPosition(file, pos, MariaDbGtidSet.parse(after))
+    log.warning(
+        "the binlog of %s kept moving while its GTID position was read (%d tries); this "
+        "offset goes on by file/position without a GTID set",
+        info.version_text,
+        _GTID_PAIR_TRIES,
+    )
+    return BinlogPosition(file, pos)
+
+
+def _master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(_status_sql(info))
         row = cur.fetchone()
@@ -155,13 +195,21 @@ def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) ->
             "the server with log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL"
         )
     record = dict(zip(names, row, strict=False))
-    file, pos = _text(record["file"]), int(record["position"])
+    return _text(record["file"]), int(record["position"]), record
+
+
+def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) -> BinlogPosition:
+    """The end of the binlog now, a transaction boundary, with its GTID set.
+
+    MySQL: ``Executed_Gtid_Set`` when ``gtid_mode=ON``; MariaDB: ``@@gtid_binlog_pos`` read
+    consistently with the status (``_mariadb_position_with_gtids``). Chunk watermarks need
+    only the place and pass ``with_gtids=False`` (one statement instead of three).
+    """
+    if with_gtids and info.flavor == "mariadb":
+        return _mariadb_position_with_gtids(conn, info)
+    file, pos, record = _master_status(conn, info)
     gtids: GtidSet | None = None
-    if not with_gtids:
-        pass
-    elif info.flavor == "mariadb":
-        gtids = mariadb_gtid_at(conn, file, pos)
-    elif info.gtid_mode:
+    if with_gtids and info.gtid_mode:
         gtids = MySqlGtidSet.parse(_text(record.get("executed_gtid_set")))
     return BinlogPosition(file, pos, gtids)
 

@@ -366,10 +366,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             position = _position(base)  # snapshot only: the binlog never advances
         else:
             with sql_connection(self.settings) as conn:
-                # MariaDB's GTID lookup reads the binlog file up to the position: too slow
-                # for every trigger, and resuming needs only file and position
-                info = server.server_info(conn)
-                position = server.current_position(conn, info, with_gtids=info.flavor == "mysql")
+                # with its GTID set at every batch end, so a failover can be followed
+                position = server.current_position(conn, server.server_info(conn))
         snapshot = base.get("snapshot")
         if snapshot is None:
             return _offset(position)
