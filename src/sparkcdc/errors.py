@@ -35,6 +35,24 @@ class PositionError(SourceError):
     """A binlog position is malformed or no longer available on the server."""
 
 
+class ServerContinuityError(PositionError):
+    """An offset is no longer a place on the server the source reaches: another server
+    answers (and no GTID leads from the offset to it), or the binlog was reset, restored
+    or went backwards. Nothing is read; the message says what to do."""
+
+
+class DifferentServerError(ServerContinuityError):
+    """The server's identity is not the one the offset was taken on."""
+
+
+class BinlogResetError(ServerContinuityError):
+    """The offset's binlog file was replaced (RESET MASTER, a restore): same name, other file."""
+
+
+class PositionBehindError(ServerContinuityError):
+    """The server's binlog (or GTID state) ends before the offset: it went back in time."""
+
+
 class SnapshotError(SparkCdcError):
     """The chunked snapshot cannot go on (no primary key, DDL conflict, ...)."""
 

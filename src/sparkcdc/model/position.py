@@ -14,7 +14,7 @@ their canonical text; a strict subset of a set therefore always orders before it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import total_ordering
 from typing import Any, ClassVar
 
@@ -28,6 +28,17 @@ _SEQ_MAX_FILE = (1 << 19) - 1
 _SEQ_MAX_ROW = (1 << _SEQ_ROW_BITS) - 1
 
 _FILE_RE = re.compile(r"^(?P<base>.*?)\.?(?P<num>\d+)$")
+
+
+def binlog_file_tag(created: int, server_id: int) -> str:
+    """What tells one binlog file from another of the same name: the timestamp and the
+    server_id in the header of its FORMAT_DESCRIPTION event (the event at byte 4 that
+    opens every file; the server resends that header unchanged at the start of every dump).
+
+    >>> binlog_file_tag(1767225600, 1)
+    '1767225600:1'
+    """
+    return f"{created}:{server_id}"
 
 
 def binlog_file_number(file: str) -> int:
@@ -233,9 +244,18 @@ class BinlogPosition:
     file: str
     pos: int
     gtids: GtidSet | None = field(default=None, compare=False)
+    # Which file ``file`` is: "<FORMAT_DESCRIPTION timestamp>:<its server_id>", the
+    # header of the event that opens every binlog file (see ``binlog_file_tag``). A file
+    # of the same name after RESET MASTER, a restore or on another server has another.
+    file_tag: str | None = field(default=None, compare=False)
+    # Added to the file number in ``seq``: after a failover the new server's files may
+    # number lower than the old one's, and seq must still grow (see ``after_failover``).
+    seq_file_base: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         binlog_file_number(self.file)  # validates the name
+        if self.seq_file_base < 0:
+            raise PositionError(f"seq_file_base {self.seq_file_base} of {self.file} is negative")
         if self.gtids is not None and not str(self.gtids):
             object.__setattr__(self, "gtids", None)  # an empty set says nothing more than None
         if not 0 <= self.pos < (1 << _SEQ_POS_BITS):
@@ -266,7 +286,23 @@ class BinlogPosition:
         return self._key() < other._key()
 
     def with_gtids(self, gtids: GtidSet | None) -> BinlogPosition:
-        return BinlogPosition(self.file, self.pos, gtids)
+        return replace(self, gtids=gtids)
+
+    def with_file_tag(self, tag: str | None) -> BinlogPosition:
+        return replace(self, file_tag=tag)
+
+    def after_failover(self, previous: BinlogPosition) -> BinlogPosition:
+        """This position, on a server we failed over to, with a ``seq_file_base`` that puts
+        its ``seq`` (and every later one on this server) after every seq up to ``previous``
+        on the server we left: the base is ``previous``'s effective file number + 1, so it
+        depends only on ``previous`` and keeps growing with it.
+
+        >>> old = BinlogPosition("mysql-bin.000009", 500)
+        >>> new = BinlogPosition("mysql-bin.000002", 4).after_failover(old)
+        >>> new.seq() > old.seq(4095), new.seq_file_base
+        (True, 10)
+        """
+        return replace(self, seq_file_base=previous.file_number + previous.seq_file_base + 1)
 
     @classmethod
     def parse(cls, text: str) -> BinlogPosition:
@@ -290,6 +326,10 @@ class BinlogPosition:
         if self.gtids is not None:
             out["gtids"] = str(self.gtids)
             out["gtid_flavor"] = self.gtids.flavor
+        if self.file_tag is not None:
+            out["file_tag"] = self.file_tag
+        if self.seq_file_base:
+            out["seq_file_base"] = self.seq_file_base
         return out
 
     @classmethod
@@ -305,7 +345,14 @@ class BinlogPosition:
                     gtids = MySqlGtidSet.parse(gtid_text)
                 else:
                     gtids = GtidSet.parse(gtid_text)
-            return cls(str(data["file"]), int(data["pos"]), gtids)
+            tag = data.get("file_tag")
+            return cls(
+                str(data["file"]),
+                int(data["pos"]),
+                gtids,
+                None if tag is None else str(tag),
+                int(data.get("seq_file_base", 0)),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise PositionError(
                 f"offset {data!r} is not a binlog position (expected keys 'file' and 'pos'): {exc}"
@@ -317,7 +364,7 @@ class BinlogPosition:
         Rows of one event get increasing ``row_index``; indexes past 4095 share
         the last slot (they are of one event and keep their order in the stream).
         """
-        number = self.file_number
+        number = self.file_number + self.seq_file_base
         if number > _SEQ_MAX_FILE:
             raise PositionError(f"binlog file number {number} is too large for seq (max 524287)")
         return (

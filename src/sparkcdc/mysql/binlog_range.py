@@ -12,12 +12,14 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sparkcdc.errors import ProtocolError
-from sparkcdc.model.position import BinlogPosition
+from sparkcdc.errors import BinlogResetError, ProtocolError
+from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
+    EventHeader,
+    FormatDescriptionEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
@@ -88,13 +90,19 @@ def read_range(
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
     Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
-    the offsets do not belong to this server).
+    the offsets do not belong to this server), and ``BinlogResetError`` before the first
+    row if the FORMAT_DESCRIPTION the server sends for ``start``'s (or ``end``'s) file is
+    not the one of the file the position was taken in (``file_tag``): the binlog was
+    reset or restored, or another server answers, since the batch was planned. Row
+    positions take ``start``'s ``seq_file_base``.
     """
     if not start < end:
         return
     decoder = BinlogDecoder(table_filter=table_filter)
     current_file = start.file
     reached = start
+    tags = {p.file: p.file_tag for p in (end, start) if p.file_tag is not None}
+    base = start.seq_file_base
     with BinlogClient(settings, server_id) as client:
         for raw in client.events(start, blocking=False):
             event = decoder.decode(raw)
@@ -103,9 +111,14 @@ def read_range(
                 current_file = event.next_file
                 reached = BinlogPosition(current_file, event.next_pos)
                 continue
+            if isinstance(event, FormatDescriptionEvent):
+                _check_file_tag(settings, current_file, tags.get(current_file), header, start)
+                continue
             if header.log_pos == 0:
                 continue  # artificial events the server sends at dump start
-            here = BinlogPosition(current_file, header.log_pos - header.event_size)
+            here = BinlogPosition(
+                current_file, header.log_pos - header.event_size, seq_file_base=base
+            )
             if here >= end:
                 return
             reached = BinlogPosition(current_file, header.log_pos)
@@ -129,4 +142,23 @@ def read_range(
             f"the binlog ended at {reached} before the batch end {end}; the server's binlog "
             "was reset or these offsets belong to another server. Restart the query from a "
             "new checkpoint (scan.startup.mode=latest-offset or a snapshot)."
+        )
+
+
+def _check_file_tag(
+    settings: ConnectionSettings,
+    file: str,
+    expected: str | None,
+    header: EventHeader,
+    start: BinlogPosition,
+) -> None:
+    found = binlog_file_tag(header.timestamp, header.server_id)
+    if expected is not None and found != expected:
+        raise BinlogResetError(
+            f"{file} on {settings.endpoint} is not the binlog file the batch was planned in: "
+            f"its FORMAT_DESCRIPTION says created:server_id {found}, the offset says "
+            f"{expected} (reading from {start}). The binlog was reset or restored, or another "
+            "server answers at this address, since the batch was planned; nothing of it was "
+            "read. Restart the query: it checks the server again and follows a failover by "
+            "GTID, or says what to do"
         )

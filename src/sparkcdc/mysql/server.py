@@ -18,16 +18,18 @@ import random
 import re
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import (
     BinlogPosition,
     GtidSet,
     MariaDbGtidSet,
     MySqlGtidSet,
+    binlog_file_tag,
 )
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
@@ -120,6 +122,49 @@ def server_info(conn: Any) -> ServerInfo:
         mode = variables(conn, "gtid_mode").get("gtid_mode", "OFF")
         gtid_mode = mode.upper() == "ON"
     return ServerInfo(flavor, version, version_text, server_id, gtid_mode)
+
+
+def server_identity(conn: Any, info: ServerInfo) -> ServerIdentity:
+    """MySQL ``@@server_uuid``; MariaDB ``@@server_id`` with ``@@gtid_domain_id``."""
+    if info.is_mariadb:
+        domain = int(_rows(conn, "SELECT @@global.gtid_domain_id")[0][0])
+        return ServerIdentity("mariadb", info.server_id, domain_id=domain)
+    uuid = _text(_rows(conn, "SELECT @@global.server_uuid")[0][0]).lower()
+    return ServerIdentity("mysql", info.server_id, uuid=uuid)
+
+
+def gtid_state(conn: Any, info: ServerInfo) -> str:
+    """Every GTID the server's binlog has: MariaDB ``@@gtid_binlog_state`` (the last
+    sequence per domain *and* server), MySQL ``@@gtid_executed``; '' without GTIDs."""
+    if info.is_mariadb:
+        return _text(_rows(conn, "SELECT @@global.gtid_binlog_state")[0][0])
+    if info.gtid_mode:
+        return _text(_rows(conn, "SELECT @@global.gtid_executed")[0][0])
+    return ""
+
+
+def gtid_state_contains(state: str, gtids: GtidSet) -> bool:
+    """Whether a server whose GTID state is ``state`` (see ``gtid_state``) has logged every
+    transaction up to ``gtids``.
+
+    MariaDB: each ``domain-server-seq`` of ``gtids`` needs a state entry of that domain
+    and server with a sequence at least as high. MySQL: set containment.
+
+    >>> gtid_state_contains("0-1-80,0-2-3", MariaDbGtidSet.parse("0-1-57"))
+    True
+    >>> gtid_state_contains("0-2-90", MariaDbGtidSet.parse("0-1-57"))
+    False
+    """
+    if isinstance(gtids, MariaDbGtidSet):
+        have: dict[tuple[int, int], int] = {}
+        for part in state.replace(" ", "").split(","):
+            if part:
+                domain, server, seq = (int(x) for x in part.split("-"))
+                have[(domain, server)] = max(seq, have.get((domain, server), 0))
+        return all(have.get((d, s), -1) >= q for d, s, q in gtids.gtids)
+    if isinstance(gtids, MySqlGtidSet):
+        return MySqlGtidSet.parse(state).contains(gtids)
+    return False
 
 
 def _status_sql(info: ServerInfo) -> str:
@@ -283,6 +328,70 @@ def _events_from(
             if log_pos == 0 or type_code in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
                 continue  # artificial
             yield BinlogPosition(file, log_pos - size), type_code, timestamp, event
+
+
+def file_tag(settings: ConnectionSettings, file: str, server_id: int | None = None) -> str | None:
+    """The ``binlog_file_tag`` of ``file`` on the server now (one short binlog read), or
+    None if the server sends no FORMAT_DESCRIPTION for it."""
+    from sparkcdc.mysql.replication import BinlogClient
+
+    if server_id is None:
+        server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)
+    with BinlogClient(settings, server_id) as client:
+        for event in client.events(BinlogPosition(file, FIRST_EVENT_POS)):
+            timestamp, type_code, event_server_id, *_ = EVENT_HEADER.unpack_from(event)
+            if type_code == EventType.FORMAT_DESCRIPTION:
+                return binlog_file_tag(timestamp, event_server_id)
+            if type_code != EventType.ROTATE:
+                break
+    return None
+
+
+def first_transaction_start(events: Iterable[bytes], file: str) -> BinlogPosition | None:
+    """Where the first transaction among raw ``events`` (checksums stripped) starts.
+
+    ``events`` is what a dump by GTID sends: a ROTATE to the file it starts in, that
+    file's FORMAT_DESCRIPTION, file headers (GTID lists, checkpoints) and then only the
+    transactions not in the requested set. The first real GTID / ANONYMOUS_GTID /
+    MariaDB GTID event opens the first transaction we lack; its start (``log_pos`` minus
+    its size) is where reading by file/position resumes. None: the dump ended first.
+
+    >>> first_transaction_start([], "mysql-bin.000001") is None
+    True
+    """
+    from sparkcdc.mysql.replication import parse_rotate
+
+    for event in events:
+        _, type_code, _, size, log_pos, _ = EVENT_HEADER.unpack_from(event)
+        if type_code == EventType.ROTATE:
+            file = parse_rotate(event).file
+        elif type_code in _TRANSACTION_START and log_pos:
+            return BinlogPosition(file, log_pos - size)
+    return None
+
+
+def position_after_gtids(
+    settings: ConnectionSettings,
+    gtids: GtidSet,
+    end: BinlogPosition,
+    server_id: int | None = None,
+) -> BinlogPosition:
+    """The file/position on this server right after the transactions of ``gtids``.
+
+    One non-blocking dump by GTID (MariaDB ``@slave_connect_state``, MySQL
+    COM_BINLOG_DUMP_GTID): the server skips what ``gtids`` holds and sends the rest; the
+    first transaction it sends starts where we resume. When it sends none, nothing
+    follows ``gtids`` on the server and ``end`` (its binlog end, read before the dump) is
+    the place. A GTID the server no longer has raises ``PositionError`` (purged).
+    """
+    from sparkcdc.mysql.replication import BinlogClient
+
+    if server_id is None:
+        server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)
+    start = BinlogPosition(end.file, FIRST_EVENT_POS, gtids)
+    with BinlogClient(settings, server_id) as client:
+        found = first_transaction_start(client.events(start, use_gtid=True), end.file)
+    return (end if found is None else found).with_gtids(gtids)
 
 
 def _first_event_timestamp(settings: ConnectionSettings, file: str, server_id: int) -> int | None:

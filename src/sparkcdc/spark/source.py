@@ -1,8 +1,13 @@
 """The ``mysql-cdc`` PySpark streaming source (the only camelCase code is here).
 
-Offsets are ``{"binlog": <BinlogPosition.to_offset()>}``, always on transaction
-boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one partition on an
-executor; a replayed batch reads the same range and yields the same rows.
+Offsets are ``{"binlog": <BinlogPosition.to_offset()>, "server": <ServerIdentity>}``,
+always on transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one partition
+on an executor; a replayed batch reads the same range and yields the same rows.
+
+Before a batch is planned the offsets are checked against the server that answers
+(``mysql/continuity.py``): another server, a reset or restored binlog, or a binlog behind
+the offset stops the query with a clear error; a failover to a server whose GTID state
+holds the offset's GTID set is followed by GTID.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkcdc.errors import ConfigError, SnapshotError, SourceError
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -171,11 +178,29 @@ def _position(offset: dict[str, Any]) -> BinlogPosition:
     return BinlogPosition.from_offset(offset["binlog"])
 
 
-def _offset(position: BinlogPosition, snapshot: dict[str, Any] | None = None) -> dict[str, Any]:
+def _identity(offset: dict[str, Any]) -> ServerIdentity | None:
+    raw = offset.get("server")
+    return None if raw is None else ServerIdentity.from_offset(raw)
+
+
+def _offset(
+    position: BinlogPosition,
+    snapshot: dict[str, Any] | None = None,
+    identity: ServerIdentity | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"binlog": position.to_offset()}
+    if identity is not None:
+        out["server"] = identity.to_offset()
     if snapshot is not None:
         out["snapshot"] = snapshot
     return out
+
+
+def _snapshot_running(offset: dict[str, Any]) -> bool:
+    return any(
+        not SnapshotProgress.from_offset(p).pure_binlog
+        for p in (offset.get("snapshot") or {}).values()
+    )
 
 
 def _distance(start: BinlogPosition, end: BinlogPosition) -> str:
@@ -278,6 +303,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         self._initial: dict[str, Any] | None = None
         self._discovered_at = 0.0
         self._added: dict[str, TableSchema] = {}  # tables that joined while the query ran
+        # driver-side continuity memory: file tags per (server, file), offsets checked in
+        # full (with their file's tag) and where offsets of a failed-over server land
+        self._tags: dict[tuple[str, str], str | None] = {}
+        self._checked: set[str] = set()
+        self._located: dict[str, BinlogPosition] = {}
+        self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -314,17 +345,84 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
     def _initial_offset(self) -> dict[str, Any]:
         # Spark may ask latestOffset() before initialOffset(): both must see one start.
         if self._initial is None:
+            with sql_connection(self.settings) as conn:
+                view = self._view(conn)
             if self.snapshot:
-                with sql_connection(self.settings) as conn:
-                    position = server.current_position(conn, server.server_info(conn))
-                self._initial = _offset(position, self.coordinator.initial())
+                position = self._stamp(view, view.end)
+                self._initial = _offset(position, self.coordinator.initial(), view.identity)
             else:
                 position = startup_position(self.options, self.settings)
-                self._initial = _offset(position)
+                if position.file in dict(view.files):
+                    position = self._stamp(view, position)
+                self._initial = _offset(position, identity=view.identity)
+            self._checked.add(json.dumps(self._initial, sort_keys=True))
             log.info(
-                "mysql-cdc: a new query starts at %s (%s)", position, self.options.scan_startup_mode
+                "mysql-cdc: a new query starts at %s (%s) on %s",
+                position,
+                self.options.scan_startup_mode,
+                view.where(),
             )
         return self._initial
+
+    # -- which server: identity, reset, rewind, failover (mysql/continuity.py) -----------
+
+    def _view(self, conn: Any) -> ServerView:
+        return ServerView.observe(conn, self.settings.endpoint)
+
+    def _tag(self, view: ServerView, file: str) -> str | None:
+        key = (json.dumps(view.identity.to_offset(), sort_keys=True), file)
+        if key not in self._tags:
+            self._tags[key] = server.file_tag(self.settings, file)
+        return self._tags[key]
+
+    def _stamp(self, view: ServerView, position: BinlogPosition) -> BinlogPosition:
+        """``position`` on the server of ``view`` with the tag of its file."""
+        return position.with_file_tag(self._tag(view, position.file))
+
+    def _locate(self, offset: dict[str, Any], view: ServerView) -> tuple[BinlogPosition, bool]:
+        """Where ``offset`` is on the server of ``view``, and whether that is another
+        server it was followed to by GTID. Raises ``ServerContinuityError`` when the offset
+        is no place there. An offset is checked in full (its file's tag too) once per
+        process; the cheap checks (identity, files, end, GTID state) every time."""
+        key = json.dumps({k: offset.get(k) for k in ("binlog", "server")}, sort_keys=True)
+        located = self._located.get(key + json.dumps(view.identity.to_offset()))
+        if located is not None:
+            return located, True
+        position, identity = _position(offset), _identity(offset)
+        tag_of = None if key in self._checked else partial(self._tag, view)
+        verdict = judge(position, identity, view, tag_of)
+        self._checked.add(key)
+        if verdict is Continuity.ADOPT:
+            log.warning(
+                "mysql-cdc: the offset %s carries no server identity (written by an older "
+                "sparkcdc); it is taken as a place on %s, which answers now, and later offsets "
+                "carry that identity",
+                position,
+                view.where(),
+            )
+        if verdict is not Continuity.FAILOVER:
+            return position, False
+        assert position.gtids is not None and identity is not None  # judge's FAILOVER
+        if _snapshot_running(offset):
+            raise SourceError(
+                f"the source failed over from {identity} to {view.where()} while a snapshot "
+                f"is running (offset {position}): its chunks' watermarks are places on the old "
+                "server and cannot be followed by GTID. Start the query over with a new "
+                "checkpoint and an empty state.location (scan.startup.mode=initial)"
+            )
+        found = server.position_after_gtids(self.settings, position.gtids, view.end)
+        found = self._stamp(view, found).after_failover(position)
+        log.warning(
+            "mysql-cdc: followed failover from server %s to %s at GTID %s: offset %s there is "
+            "%s here",
+            identity,
+            view.where(),
+            position.gtids,
+            position,
+            found,
+        )
+        self._located[key + json.dumps(view.identity.to_offset())] = found
+        return found, True
 
     def _base(self) -> dict[str, Any]:
         if self._last_end is None and self.snapshot:
@@ -362,15 +460,22 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
     def latestOffset(self, *args: Any) -> dict[str, Any]:
         # Spark 4.1 calls latestOffset(); 4.2+ passes (start, limit).
         base = args[0] if args and isinstance(args[0], dict) else self._base()
+        identity = _identity(base)
         if self.options.scan_startup_mode == "snapshot":
             position = _position(base)  # snapshot only: the binlog never advances
         else:
             with sql_connection(self.settings) as conn:
-                # with its GTID set at every batch end, so a failover can be followed
-                position = server.current_position(conn, server.server_info(conn))
+                view = self._view(conn)
+            here, _ = self._locate(base, view)
+            # the end carries its GTID set, so a failover can be followed from it
+            position = self._stamp(view, view.end)
+            position = replace(position, seq_file_base=here.seq_file_base)
+            position = max(position, here)
+            identity = view.identity
         snapshot = base.get("snapshot")
         if snapshot is None:
-            return _offset(position)
+            self._planned = _offset(position, identity=identity)
+            return self._planned
         if self.options.newly_added_table and not self.plan.typed:  # typed: one fixed table
             self._discover()
         advanced = self.coordinator.advance(snapshot)
@@ -381,7 +486,37 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 _position(base),
                 _distance(_position(base), position),
             )
-        return _offset(position, advanced)
+        self._planned = _offset(position, advanced, identity)
+        return self._planned
+
+    def _binlog_range(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> tuple[BinlogPosition, BinlogPosition]:
+        """The batch's binlog range as places on the server that answers now.
+
+        A batch latestOffset just planned on one server is known good. Any other (a replay
+        after a restart, or the batch of a failover) is checked here, before any row is
+        read; ends taken on a server we failed over from are followed by GTID. The rows of
+        the batch all take the seq base of its start (see ``after_failover``).
+        """
+        begin, stop = _position(start), _position(end)
+        if self.options.scan_startup_mode == "snapshot":
+            return begin, stop
+        fresh = self._planned is not None and end == self._planned
+        before, after = _identity(start), _identity(end)
+        same = before == after or (
+            before is not None and after is not None and before.same_server(after)
+        )
+        if fresh and same:
+            return begin, stop
+        with sql_connection(self.settings) as conn:
+            view = self._view(conn)
+        if not fresh:
+            stop, _ = self._locate(end, view)
+        begin, moved = self._locate(start, view)
+        if moved:
+            stop = replace(stop, seq_file_base=begin.seq_file_base)
+        return begin, stop
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         if start == end:
@@ -390,9 +525,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             self._remember(end)
             return []
         _check_successor(start, end)
+        begin, stop = self._binlog_range(start, end)  # raises before anything is read
         self._remember(end)
         parts: list[InputPartition] = []
-        begin, stop = _position(start), _position(end)
         snapshot = start.get("snapshot")
         if begin < stop:
             flt, keys = "", ""
@@ -405,7 +540,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
             parts.append(
                 BinlogRangePartition(
-                    json.dumps(start), json.dumps(end), self.server_ids.pick(0), flt, keys, tables
+                    json.dumps(_offset(begin)),
+                    json.dumps(_offset(stop)),
+                    self.server_ids.pick(0),
+                    flt,
+                    keys,
+                    tables,
                 )
             )
         if snapshot is not None:
