@@ -20,6 +20,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pymysql
 
@@ -44,9 +45,12 @@ class DevSettings:
 class DevServer:
     """Start, reuse and stop the private MariaDB."""
 
-    def __init__(self, base_dir: Path = DEFAULT_DIR, port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self, base_dir: Path = DEFAULT_DIR, port: int = DEFAULT_PORT, server_id: int = 1
+    ) -> None:
         self.base_dir = base_dir / f"mariadb-{port}"
         self.port = port
+        self.server_id = server_id
         self.datadir = self.base_dir / "data"
         self.socket = self.base_dir / "mysqld.sock"
         self.pid_file = self.base_dir / "mysqld.pid"
@@ -79,7 +83,9 @@ class DevServer:
             "--bind-address=127.0.0.1",
             "--skip-name-resolve",
             "--log-bin=mysql-bin",
-            "--server-id=1",
+            f"--server-id={self.server_id}",
+            # a replica (see ``replicate``) logs what it applies: it can be failed over to
+            "--log-slave-updates=ON",
             "--binlog-format=ROW",
             "--binlog-row-image=FULL",
             "--binlog-row-metadata=FULL",
@@ -125,6 +131,43 @@ class DevServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.is_running():
             time.sleep(0.2)
+
+    def replicate(self, primary: DevServer) -> None:
+        """Make this (running) server a GTID replica of ``primary`` from ``primary``'s
+        current GTID position on: what the primary writes from now on arrives here, logged
+        in this server's own binlog (``log_slave_updates``) under the primary's GTIDs.
+        Give the two servers distinct ``server_id``s.
+
+        >>> replica = DevServer(Path("/tmp/r"), 33062, server_id=2)    # doctest: +SKIP
+        >>> replica.start(); replica.replicate(DevServer.from_env())    # doctest: +SKIP
+        """
+        with primary.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@global.gtid_binlog_pos")
+            position = _one(cur)
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("STOP SLAVE")
+            cur.execute("RESET SLAVE ALL")
+            cur.execute("SET GLOBAL gtid_slave_pos = %s", (position,))
+            cur.execute(
+                "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, "
+                "MASTER_USER = %s, MASTER_PASSWORD = %s, MASTER_USE_GTID = slave_pos",
+                (primary.port, DEV_USER, DEV_PASSWORD),
+            )
+            cur.execute("START SLAVE")
+
+    def wait_replicated(self, primary: DevServer, timeout_s: float = 60.0) -> None:
+        """Wait until this replica has applied everything ``primary`` has logged."""
+        with primary.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@global.gtid_binlog_pos")
+            target = _one(cur)
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (target, timeout_s))
+            if _one(cur) != "0":
+                cur.execute("SHOW SLAVE STATUS")
+                raise SourceError(
+                    f"the replica on port {self.port} did not reach GTID {target} of port "
+                    f"{primary.port} within {timeout_s:.0f}s: {cur.fetchone()!r}"
+                )
 
     def is_running(self) -> bool:
         if not self.socket.exists():
@@ -178,6 +221,8 @@ class DevServer:
 
     def _ensure_users(self) -> None:
         with self.root_connection() as conn, conn.cursor() as cur:
+            # not in the binlog: CDC streams and replicas need not see the set-up
+            cur.execute("SET SESSION sql_log_bin = 0")
             for host in ("127.0.0.1", "localhost"):
                 cur.execute(
                     f"CREATE USER IF NOT EXISTS '{DEV_USER}'@'{host}' IDENTIFIED BY %s",
@@ -186,6 +231,11 @@ class DevServer:
                 cur.execute(
                     f"GRANT ALL PRIVILEGES ON *.* TO '{DEV_USER}'@'{host}' WITH GRANT OPTION"
                 )
+
+
+def _one(cur: Any) -> str:
+    row = cur.fetchone()
+    return "" if row is None or row[0] is None else str(row[0])
 
 
 def _binary(name: str, fallback: str) -> str:

@@ -4,14 +4,24 @@ MariaDB cannot compute never blocks a query."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
 from test_stream import changelog, options, start_collecting
+from workload import ITEMS_DDL, Workload, source_state
 
 from sparkcdc.devserver import DevServer
 from sparkcdc.mysql import server
+from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +89,254 @@ def test_a_20mb_change_where_binlog_gtid_pos_fails_does_not_block_a_new_query(
         ("+U", 1, BIG, "b"),
         ("+I", 2, 5, "a"),
     ]
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+class Forwarder:
+    """A TCP forwarder whose backend can be switched, like a virtual IP: the stream keeps
+    its hostname/port (and so its state.location) while another server answers."""
+
+    def __init__(self, backend: int) -> None:
+        self.backend = backend
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def switch(self, backend: int) -> None:
+        """Send new connections to ``backend`` and cut the open ones (as a VIP move does)."""
+        with self._lock:
+            self.backend = backend
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.switch(self.backend)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.backend), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, target):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def run_query(
+    spark: Any, opts: dict[str, str], checkpoint: Path, batches: dict[int, list[dict[str, Any]]]
+) -> Any:
+    """Start (or restart from ``checkpoint``) a query collecting into ``batches``."""
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    return (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
+def failure(spark: Any, opts: dict[str, str], checkpoint: Path) -> str:
+    """The error a query restarted from ``checkpoint`` stops with."""
+    query = run_query(spark, opts, checkpoint, {})
+    try:
+        with pytest.raises(Exception) as info:
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    return str(info.value)
+
+
+def offsets(checkpoint: Path) -> list[dict[str, Any]]:
+    files = sorted(
+        (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
+    return [json.loads(p.read_text().splitlines()[-1]) for p in files]
+
+
+def root(dev: DevServer, sql: str) -> None:
+    with dev.root_connection() as conn, conn.cursor() as cur:
+        cur.execute(sql)
+
+
+def streamed_some(spark: Any, opts: dict[str, str], checkpoint: Path, dev: DevServer) -> None:
+    """A query on ``items`` that has captured a few changes, stopped with its checkpoint."""
+    batches: dict[int, list[dict[str, Any]]] = {}
+    query = run_query(spark, opts, checkpoint, batches)
+    try:
+        query.processAllAvailable()
+        with dev.connection(opts["database-name"]) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO items (id, name) VALUES (1, 'a'), (2, 'b')")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
+
+
+@pytest.fixture(scope="module")
+def other_server() -> Iterator[DevServer]:
+    """A second, independent MariaDB (not a replica of the private one)."""
+    dev = DevServer(Path("/tmp/sparkcdc-dev-ident-other"), 33075, server_id=2)
+    dev.start()
+    yield dev
+    dev.stop()
+
+
+def make_items(dev: DevServer, database: str) -> None:
+    with dev.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        cur.execute(f"USE `{database}`")
+        cur.execute(ITEMS_DDL)
+
+
+# -------------------------------------------------------------------------- tests
+
+
+def test_reset_master_is_detected_before_anything_is_read(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    sql.execute(ITEMS_DDL)
+    opts = options(dev_server, database, "items")
+    streamed_some(spark, opts, tmp_path / "cp", dev_server)
+    root(dev_server, "RESET MASTER")
+    sql.execute("INSERT INTO items (id, name) VALUES (3, 'c')")
+    message = failure(spark, opts, tmp_path / "cp")
+    assert "BinlogResetError" in message or "was reset or restored" in message, message[:3000]
+    assert "was reset or restored" in message and "mysql-bin.000001" in message
+    assert "new checkpoint" in message
+
+
+def test_a_different_server_behind_the_same_address_is_detected(
+    spark: Any, dev_server: DevServer, other_server: DevServer, database: str, tmp_path: Path
+) -> None:
+    make_items(dev_server, database)
+    make_items(other_server, database)
+    vip = Forwarder(dev_server.port)
+    try:
+        opts = {**options(dev_server, database, "items"), "port": str(vip.port)}
+        streamed_some(spark, opts, tmp_path / "cp", dev_server)
+        vip.switch(other_server.port)
+        message = failure(spark, opts, tmp_path / "cp")
+    finally:
+        vip.close()
+        with other_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{database}`")
+    assert "another server" in message, message[:3000]
+    assert "server_id 1" in message and "server_id 2" in message
+    assert "does not hold the offset's GTID set" in message
+
+
+def test_a_binlog_restored_to_before_the_offset_is_detected(
+    spark: Any, other_server: DevServer, tmp_path: Path
+) -> None:
+    database = f"restore_{os.getpid()}"
+    make_items(other_server, database)
+    backup = tmp_path / "backup"
+    other_server.stop()
+    shutil.copytree(other_server.datadir, backup, symlinks=True)
+    other_server.start()
+    opts = options(other_server, database, "items")
+    streamed_some(spark, opts, tmp_path / "cp", other_server)
+    other_server.stop()  # restore the backup taken before those changes
+    shutil.rmtree(other_server.datadir)
+    shutil.copytree(backup, other_server.datadir, symlinks=True)
+    other_server.start()
+    try:
+        message = failure(spark, opts, tmp_path / "cp")
+    finally:
+        with other_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{database}`")
+    assert "went back" in message or "is behind the offset" in message, message[:3000]
+    assert "restored from an older backup" in message
+
+
+def test_failover_to_a_replica_is_followed_by_gtid_exactly(
+    spark: Any, dev_server: DevServer, tmp_path: Path
+) -> None:
+    replica = DevServer(Path("/tmp/sparkcdc-dev-ident-replica"), 33074, server_id=3)
+    replica.start()
+    database = f"failover_{os.getpid()}"
+    vip = Forwarder(dev_server.port)
+    try:
+        replica.replicate(dev_server)
+        make_items(dev_server, database)
+        replica.wait_replicated(dev_server)
+        opts = {**options(dev_server, database, "items"), "port": str(vip.port)}
+        batches: dict[int, list[dict[str, Any]]] = {}
+        checkpoint = tmp_path / "cp"
+        query = run_query(spark, opts, checkpoint, batches)
+        query.processAllAvailable()  # the first offset is taken
+        workload = Workload(dev_server.connection(database), seed=7)
+        for _ in range(150):
+            workload.step()
+        query.processAllAvailable()
+        for _ in range(100):  # written on the primary, maybe not streamed before it stops
+            workload.step()
+        replica.wait_replicated(dev_server)
+        dev_server.stop()  # the primary goes away mid-stream ...
+        vip.switch(replica.port)  # ... and its replica takes over the address
+        root(replica, "STOP SLAVE")
+        workload = Workload(replica.connection(database), seed=8)
+        for _ in range(150):
+            workload.step()
+        for _ in range(3):  # the query may have died while no server answered: restart it
+            try:
+                query.processAllAvailable()
+                break
+            except Exception:
+                query.stop()
+                query = run_query(spark, opts, checkpoint, batches)
+        query.processAllAvailable()
+        query.stop()
+        result = replay(changelog(batches), ["id"])
+        assert result.violations == []
+        expected = source_state(replica.connection(database), "items")
+        assert compare(result.state, expected) == []
+        assert len(expected) > 20
+        logged = offsets(checkpoint)
+        servers = [o["server"]["server_id"] for o in logged]
+        assert servers[0] == 1 and servers[-1] == 3, servers
+        crossed = [o for o in logged if "failover" in o]
+        assert crossed and crossed[0]["failover"]["from"]["server_id"] == 1
+    finally:
+        vip.close()
+        dev_server.start()
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        root(replica, "STOP SLAVE")
+        replica.stop()

@@ -187,10 +187,13 @@ def _offset(
     position: BinlogPosition,
     snapshot: dict[str, Any] | None = None,
     identity: ServerIdentity | None = None,
+    failover: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"binlog": position.to_offset()}
     if identity is not None:
         out["server"] = identity.to_offset()
+    if failover is not None:
+        out["failover"] = failover  # {"from": <identity offset>, "gtids": <GTID set>}
     if snapshot is not None:
         out["snapshot"] = snapshot
     return out
@@ -461,20 +464,24 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         # Spark 4.1 calls latestOffset(); 4.2+ passes (start, limit).
         base = args[0] if args and isinstance(args[0], dict) else self._base()
         identity = _identity(base)
+        failover: dict[str, Any] | None = None
         if self.options.scan_startup_mode == "snapshot":
             position = _position(base)  # snapshot only: the binlog never advances
         else:
             with sql_connection(self.settings) as conn:
                 view = self._view(conn)
-            here, _ = self._locate(base, view)
+            here, moved = self._locate(base, view)
             # the end carries its GTID set, so a failover can be followed from it
             position = self._stamp(view, view.end)
             position = replace(position, seq_file_base=here.seq_file_base)
             position = max(position, here)
             identity = view.identity
+            if moved and identity != _identity(base):
+                # the batch that crosses over says so in the checkpoint's offset log
+                failover = {"from": base.get("server"), "gtids": str(_position(base).gtids)}
         snapshot = base.get("snapshot")
         if snapshot is None:
-            self._planned = _offset(position, identity=identity)
+            self._planned = _offset(position, identity=identity, failover=failover)
             return self._planned
         if self.options.newly_added_table and not self.plan.typed:  # typed: one fixed table
             self._discover()
@@ -486,7 +493,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 _position(base),
                 _distance(_position(base), position),
             )
-        self._planned = _offset(position, advanced, identity)
+        self._planned = _offset(position, advanced, identity, failover)
         return self._planned
 
     def _binlog_range(
