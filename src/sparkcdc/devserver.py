@@ -129,7 +129,9 @@ class DevServer:
         with self.root_connection() as conn, conn.cursor() as cur:
             cur.execute("SHUTDOWN")
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.is_running():
+        # the pid file goes last, once the data files are closed (a copy of the data
+        # directory is consistent then)
+        while time.monotonic() < deadline and (self.is_running() or self.pid_file.exists()):
             time.sleep(0.2)
 
     def replicate(self, primary: DevServer) -> None:

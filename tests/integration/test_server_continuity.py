@@ -261,9 +261,7 @@ def test_a_different_server_behind_the_same_address_is_detected(
     assert "does not hold the offset's GTID set" in message
 
 
-def test_a_binlog_restored_to_before_the_offset_is_detected(
-    spark: Any, other_server: DevServer, tmp_path: Path
-) -> None:
+def test_a_restored_backup_is_detected(spark: Any, other_server: DevServer, tmp_path: Path) -> None:
     database = f"restore_{os.getpid()}"
     make_items(other_server, database)
     backup = tmp_path / "backup"
@@ -281,8 +279,33 @@ def test_a_binlog_restored_to_before_the_offset_is_detected(
     finally:
         with other_server.connection() as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE `{database}`")
-    assert "went back" in message or "is behind the offset" in message, message[:3000]
-    assert "restored from an older backup" in message
+    # the restored server opened a new file of the same name as the offset's
+    assert "was reset or restored" in message and "now holds another file" in message, message[
+        :3000
+    ]
+
+
+def test_a_binlog_that_went_back_is_detected(
+    spark: Any, other_server: DevServer, tmp_path: Path
+) -> None:
+    database = f"back_{os.getpid()}"
+    make_items(other_server, database)
+    opts = options(other_server, database, "items")
+    checkpoint = tmp_path / "cp"
+    streamed_some(spark, opts, checkpoint, other_server)
+    first, last = offsets(checkpoint)[0]["binlog"], offsets(checkpoint)[-1]["binlog"]
+    assert first["file"] == last["file"] and first["pos"] < last["pos"]
+    other_server.stop()  # the file loses its tail (as a crash with sync_binlog=0 can do)
+    os.truncate(other_server.datadir / last["file"], first["pos"])
+    other_server.start()
+    try:
+        message = failure(spark, opts, checkpoint)
+    finally:
+        with other_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{database}`")
+    assert "went back" in message and f"before the offset {last['file']}:{last['pos']}" in (
+        message
+    ), message[:3000]
 
 
 def test_failover_to_a_replica_is_followed_by_gtid_exactly(
