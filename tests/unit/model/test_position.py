@@ -7,12 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcdc.errors import PositionError
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import (
     BinlogPosition,
     GtidSet,
     MariaDbGtidSet,
     MySqlGtidSet,
     binlog_file_number,
+    binlog_file_tag,
 )
 
 uuids = st.uuids().map(str)
@@ -144,3 +146,76 @@ def test_errors_pickle() -> None:
 
     err = PositionError("x")
     assert str(pickle.loads(pickle.dumps(err))) == "x"
+
+
+# ---------------------------------------------------------------- identity in offsets
+
+identities = st.one_of(
+    st.builds(
+        ServerIdentity,
+        st.just("mysql"),
+        st.integers(0, 2**32 - 1),
+        uuids,
+        st.none(),
+    ),
+    st.builds(
+        ServerIdentity,
+        st.just("mariadb"),
+        st.integers(0, 2**32 - 1),
+        st.none(),
+        st.integers(0, 2**32 - 1),
+    ),
+)
+tagged_positions = st.builds(
+    BinlogPosition,
+    st.integers(1, 999999).map(lambda n: f"mysql-bin.{n:06d}"),
+    st.integers(4, 2**32 - 1),
+    gtid_sets,
+    st.one_of(
+        st.none(),
+        st.builds(binlog_file_tag, st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)),
+    ),
+    st.integers(0, 1000),
+)
+
+
+@given(tagged_positions, identities)
+def test_offset_with_identity_round_trips_through_json(
+    p: BinlogPosition, identity: ServerIdentity
+) -> None:
+    offset = json.loads(json.dumps({"binlog": p.to_offset(), "server": identity.to_offset()}))
+    back = BinlogPosition.from_offset(offset["binlog"])
+    assert back == p and str(back.gtids) == str(p.gtids)
+    assert (back.file_tag, back.seq_file_base) == (p.file_tag, p.seq_file_base)
+    again = ServerIdentity.from_offset(offset["server"])
+    assert again == identity and again.same_server(identity)
+
+
+def test_an_old_offset_without_tag_or_base_still_loads() -> None:
+    old = {"file": "mysql-bin.000003", "pos": 154, "gtids": "0-1-9", "gtid_flavor": "mariadb"}
+    p = BinlogPosition.from_offset(old)
+    assert (p.file_tag, p.seq_file_base, str(p.gtids)) == (None, 0, "0-1-9")
+    assert p.to_offset() == old
+
+
+def test_identities_name_servers() -> None:
+    a = ServerIdentity("mariadb", 1, domain_id=0)
+    assert not a.same_server(ServerIdentity("mariadb", 2, domain_id=0))
+    assert not a.same_server(ServerIdentity("mariadb", 1, domain_id=1))
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    # MySQL: the UUID decides, whatever the server_id
+    assert ServerIdentity("mysql", 1, uuid=u).same_server(ServerIdentity("mysql", 7, uuid=u))
+    assert not ServerIdentity("mysql", 1, uuid=u).same_server(
+        ServerIdentity("mysql", 1, uuid=u.replace("3e", "4f"))
+    )
+    with pytest.raises(PositionError, match="not a server identity"):
+        ServerIdentity.from_offset({"flavor": "oracle", "server_id": 1})
+
+
+@given(tagged_positions, tagged_positions, st.integers(0, 4095), st.integers(0, 4095))
+def test_seq_after_a_failover_keeps_growing(
+    old: BinlogPosition, new: BinlogPosition, row_old: int, row_new: int
+) -> None:
+    moved = new.with_gtids(None).after_failover(old)
+    if moved.file_number + moved.seq_file_base <= (1 << 19) - 1:
+        assert moved.seq(row_new) > old.seq(row_old)
