@@ -84,6 +84,7 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     assert report["running"] is False
     assert report["tables"] == {f"{DATABASE}.t": {"chunks_done": 1, "chunks_total": 1}}
     assert report["last_committed_batch"] >= 0
+    assert report["server"] == "MariaDB server_id 1 (gtid_domain_id 0)"
     source = report["schema"]["sources"][f"{DATABASE}.t"]
     assert source == {
         "versions": 1,
@@ -104,6 +105,7 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     assert [c.split()[0] for c in source["columns"]] == ["id", "v", "w"]
     assert "w INT" in report["schema"]["sinks"][f"{DATABASE}.t"]["columns"]
     text = sparkcdc("status", str(pipeline)).stdout
+    assert "on server: MariaDB server_id 1 (gtid_domain_id 0)" in text
     assert "schema: 1 source table(s), 1 changed by DDL" in text
     assert f"{DATABASE}.t: 2 versions, last changed in batch" in text
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkCdcError
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import load_pipeline
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
@@ -79,6 +80,8 @@ def status(file: str, *, as_json: bool = False) -> int:
     else:
         server_error = ""
     position = BinlogPosition.from_offset(offset["binlog"]) if "binlog" in offset else None
+    # which server the committed offset is a place on (offsets of older versions: unknown)
+    on_server = str(ServerIdentity.from_offset(offset["server"])) if "server" in offset else None
     chunks = {
         name: {"chunks_done": p["next"], "chunks_total": p.get("total")}
         for name, p in tables.items()
@@ -91,6 +94,7 @@ def status(file: str, *, as_json: bool = False) -> int:
         "last_committed_batch": batch,
         "tables": chunks,
         "binlog_position": None if position is None else str(position),
+        "server": on_server,
         "server_position": None if server_pos is None else str(server_pos),
         "lag": lag_text(position, server_pos) if position and server_pos else None,
         "event_lag_s": recorded.get("event_lag_s"),
@@ -107,6 +111,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         total = p["chunks_total"]
         print(f"  {name}: chunks {p['chunks_done']}/{'?' if total is None else total}")
     print(f"  binlog position: {report['binlog_position']}")
+    if on_server is not None:
+        print(f"  on server: {on_server}")
     if server_pos is not None:
         print(f"  server position: {server_pos} (lag {report['lag']})")
     elif server_error:
