@@ -12,9 +12,10 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sparkcdc.errors import ProtocolError
+from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.connection import ConnectionSettings
+from sparkcdc.mysql.constants import EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
@@ -23,8 +24,10 @@ from sparkcdc.mysql.events import (
     RowsEvent,
     RowsKind,
     TableMapEvent,
+    UnknownEvent,
 )
 from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.statements import dml_tables, statement_kind
 
 __all__ = ["MISSING", "RowChanges", "SchemaChange", "read_range"]
 
@@ -78,6 +81,108 @@ def ddl_target(default_database: str, query: str) -> tuple[str, str] | None:
     return default_database, first
 
 
+# Event types that carry no row change of their own: statement context (INTVAR, RAND,
+# USER_VAR precede a statement-logged DML, which stops the stream by itself), markers and
+# MySQL's informational events.
+_INERT_EVENTS = frozenset(
+    {
+        EventType.STOP,
+        EventType.INTVAR,
+        EventType.RAND,
+        EventType.USER_VAR,
+        EventType.IGNORABLE,
+        EventType.ROWS_QUERY,
+        EventType.ANONYMOUS_GTID,
+        EventType.TRANSACTION_CONTEXT,
+        EventType.VIEW_CHANGE,
+        EventType.XA_PREPARE,
+        EventType.MARIA_BINLOG_CHECKPOINT,
+        EventType.MARIA_START_ENCRYPTION,
+    }
+)
+# LOG_EVENT_IGNORABLE_F in the common header's flags: a server marks events that a reader
+# which does not know their type may skip
+_IGNORABLE_FLAG = 0x80
+_SESSION_FIX = (
+    "Make every session that writes captured tables log rows: SET GLOBAL binlog_format='ROW' "
+    "and remove SET [SESSION] binlog_format=... from the application (or its connection "
+    "init), then take a new snapshot of the table (scan.startup.mode=initial with a new "
+    "checkpoint), since the changes of this statement cannot be recovered from the binlog"
+)
+
+
+def _refuse_unknown(event: UnknownEvent, here: BinlogPosition) -> None:
+    """Stop on an event that may carry changes sparkcdc cannot decode (never skip it)."""
+    code = event.header.type_code
+    if code in _INERT_EVENTS or event.header.flags & _IGNORABLE_FLAG:
+        return
+    try:
+        name = EventType(code).name
+    except ValueError:
+        name = f"type {code}"
+    if code == EventType.INCIDENT:
+        raise SourceError(
+            f"the server wrote an INCIDENT event at binlog position {here}: changes around "
+            "it may be missing from the binlog (e.g. a statement that failed half-way on a "
+            "non-transactional table). The stream cannot prove it is complete from here; "
+            "take a new snapshot (scan.startup.mode=initial with a new checkpoint)"
+        )
+    if code in (EventType.BEGIN_LOAD_QUERY, EventType.EXECUTE_LOAD_QUERY, EventType.APPEND_BLOCK):
+        raise SourceError(
+            f"a LOAD DATA statement was logged as a statement ({name}) at binlog position "
+            f"{here}: its rows are not in the binlog. {_SESSION_FIX}"
+        )
+    raise ProtocolError(
+        f"binlog event {name} at position {here} ({event.header.event_size} bytes) is not "
+        "one sparkcdc can decode, and the server did not mark it ignorable: it may carry "
+        "changes, so the stream stops rather than skip it. Check the server's binlog "
+        "settings with `sparkcdc validate`; if they are supported, report the event type"
+    )
+
+
+def _statement_change(
+    event: QueryEvent, here: BinlogPosition, table_filter: TableFilter
+) -> tuple[str, str] | None:
+    """The captured (database, table) a DDL statement acts on; raises on a statement that
+    changed captured rows without row images (a session in STATEMENT / MIXED format)."""
+    kind = statement_kind(event.query)
+    if kind == "control":
+        return None
+    if kind == "dml":
+        tables = dml_tables(event.database, event.query)
+        captured = None if tables is None else [t for t in tables if table_filter(*t)]
+        if captured is None or captured:
+            which = (
+                "a table it cannot name"
+                if captured is None
+                else ", ".join(f"{d}.{t}" for d, t in captured)
+            )
+            raise SourceError(
+                f"at binlog position {here} the server logged a data change to {which} as a "
+                f"statement, not as row images: {_preview(event.query)}. A session with "
+                "binlog_format=STATEMENT or MIXED did this (thread "
+                f"{event.thread_id}); CDC needs the rows it changed, which the binlog does "
+                f"not hold. {_SESSION_FIX}"
+            )
+        return None
+    if kind == "xa_rollback":
+        raise SourceError(
+            f"at binlog position {here} a prepared XA transaction was rolled back "
+            f"({_preview(event.query)}): its row changes were logged at XA PREPARE and may "
+            "have been delivered. The stream stops rather than deliver changes that never "
+            "committed; take a new snapshot of the affected tables"
+        )
+    target = ddl_target(event.database, event.query)
+    if target is not None and table_filter(*target):
+        return target
+    return None
+
+
+def _preview(query: str, limit: int = 200) -> str:
+    text = " ".join(query.split())
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def read_range(
     settings: ConnectionSettings,
     server_id: int,
@@ -121,9 +226,11 @@ def read_range(
                         event.table,
                     )
             elif isinstance(event, QueryEvent):
-                target = ddl_target(event.database, event.query)
-                if target is not None and table_filter(*target):
+                target = _statement_change(event, here, table_filter)
+                if target is not None:
                     yield SchemaChange(target[0], target[1], event.query, header.timestamp, here)
+            elif isinstance(event, UnknownEvent):
+                _refuse_unknown(event, here)
     if reached < end:
         raise ProtocolError(
             f"the binlog ended at {reached} before the batch end {end}; the server's binlog "

@@ -36,7 +36,7 @@ import pymysql
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, Column, TableSchema
 from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
@@ -181,8 +181,10 @@ def _cx_expr(column: Column) -> str:
     # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
     # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
     # wider ones come as text
-    if column.data_type == "time" or (
-        column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column)
+    if (
+        column.data_type == "time"
+        or column.data_type in PLUGIN_TEXT_TYPES
+        or (column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column))
     ):
         return f"CAST({name} AS CHAR) AS {name}"
     return name
@@ -201,6 +203,11 @@ def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     if column.data_type == "bit":
         bits = [None if v is None else int.from_bytes(v, "big") for v in array.to_pylist()]
         return pa.chunked_array([pa.array(bits, type=target)], type=target)
+    if column.data_type in PLUGIN_TEXT_TYPES:  # read as text (_cx_expr): back to binlog bytes
+        convert = sql_converter(column)
+        assert convert is not None
+        raw = [None if v is None else convert(v) for v in array.to_pylist()]
+        return pa.chunked_array([pa.array(raw, type=target)], type=target)
     if array.type == target:
         return array
     return pc.cast(array, target)

@@ -1,0 +1,182 @@
+"""Every change is delivered exactly, or the stream stops with a clear error (issue 11).
+
+Against the private MariaDB: statements logged without row images, MariaDB's plugin types
+(UUID, INET4, INET6) and types sparkcdc does not know.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from sparkcdc.devserver import DevServer, DevSettings
+from sparkcdc.errors import SourceError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql import server
+from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, read_range
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+
+pytestmark = pytest.mark.integration
+
+_ids = itertools.count(3_600_000 + (os.getpid() % 50_000) * 20)
+
+
+@pytest.fixture
+def settings(dev_settings: DevSettings) -> ConnectionSettings:
+    return ConnectionSettings(
+        dev_settings.host, dev_settings.port, dev_settings.user, dev_settings.password
+    )
+
+
+def _position(settings: ConnectionSettings) -> BinlogPosition:
+    with sql_connection(settings) as conn:
+        return server.current_position(conn, server.server_info(conn), with_gtids=False)
+
+
+def _changes(
+    settings: ConnectionSettings, start: BinlogPosition, database: str, table: str = "t"
+) -> list[RowChanges | SchemaChange]:
+    end = _position(settings)
+    captured = lambda d, t: d == database and t == table  # noqa: E731
+    return list(read_range(settings, next(_ids), start, end, captured))
+
+
+@pytest.fixture
+def session(dev_server: DevServer, database: str) -> Iterator[pymysql.cursors.Cursor]:
+    """A second autocommit session of the application, free to change its own settings."""
+    conn = dev_server.connection(database)
+    with conn.cursor() as cur:
+        yield cur
+    conn.close()
+
+
+@pytest.mark.parametrize("fmt", ["STATEMENT", "MIXED"])
+def test_a_statement_logged_dml_on_a_captured_table_stops_the_range(
+    settings: ConnectionSettings, database: str, sql: Any, session: Any, fmt: str
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute("CREATE TABLE other (id INT PRIMARY KEY, v INT)")
+    start = _position(settings)
+    session.execute(f"SET SESSION binlog_format = '{fmt}'")
+    session.execute("INSERT INTO other VALUES (1, 1)")  # not captured: no reason to stop
+    assert _changes(settings, start, database) == []
+    session.execute("UPDATE t SET v = v + 1 WHERE id > 0")
+    with pytest.raises(SourceError) as caught:
+        _changes(settings, start, database)
+    message = str(caught.value)
+    assert f"{database}.t" in message
+    assert "binlog_format=STATEMENT or MIXED" in message
+    assert "SET GLOBAL binlog_format='ROW'" in message
+    assert "at binlog position" in message
+
+
+def test_rows_logged_in_row_format_still_flow(
+    settings: ConnectionSettings, database: str, sql: Any, session: Any
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = _position(settings)
+    session.execute("SET SESSION binlog_format = 'ROW'")
+    session.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    session.execute("BEGIN")
+    session.execute("UPDATE t SET v = 3 WHERE id = 1")
+    session.execute("COMMIT")
+    rows = [
+        r for c in _changes(settings, start, database) if isinstance(c, RowChanges) for r in c.rows
+    ]
+    assert rows == [(None, (1, 1)), (None, (2, 2)), ((1, 1), (1, 3))]
+
+
+def test_an_xa_rollback_after_prepare_stops_the_range(
+    settings: ConnectionSettings, database: str, sql: Any, session: Any
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = _position(settings)
+    session.execute("XA START 'sparkcdc-test'")
+    session.execute("INSERT INTO t VALUES (1, 1)")
+    session.execute("XA END 'sparkcdc-test'")
+    session.execute("XA PREPARE 'sparkcdc-test'")
+    session.execute("XA ROLLBACK 'sparkcdc-test'")
+    with pytest.raises(SourceError, match="XA transaction was rolled back"):
+        _changes(settings, start, database)
+
+
+PLUGIN_VALUES = [
+    ("123e4567-e89b-12d3-a456-426655440000", "2001:db8::1", "10.0.0.1"),
+    ("6ccd780c-baba-1026-9564-5b8c656024db", "::ffff:10.0.0.1", "255.255.255.255"),
+    ("00000000-0000-0000-0000-000000000000", "::10.0.0.1", "0.0.0.0"),
+    ("f81d4fae-7dec-41d0-a765-00a0c91e6bf6", "1:0:0:1::1", "127.0.0.1"),
+    ("ffffffff-ffff-ffff-ffff-ffffffffffff", "::ffff:0.0.0.1", "1.2.3.4"),
+    (None, None, None),
+]
+
+
+def test_uuid_and_inet_columns_decode_to_the_servers_text(
+    settings: ConnectionSettings, database: str, sql: Any
+) -> None:
+    from sparkcdc.model.schema import value_converter
+    from sparkcdc.mysql.catalog import load_schema
+
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6, i4 INET4)")
+    start = _position(settings)
+    for i, values in enumerate(PLUGIN_VALUES):
+        sql.execute("INSERT INTO t VALUES (%s, %s, %s, %s)", (i, *values))
+    with sql_connection(settings, database) as conn:
+        schema = load_schema(conn, database, "t")
+    assert [c.spark_type for c in schema.columns] == ["INT", "STRING", "STRING", "STRING"]
+    converters = [value_converter(c) for c in schema.columns]
+    decoded = []
+    for change in _changes(settings, start, database):
+        assert isinstance(change, RowChanges)
+        for _before, after in change.rows:
+            assert after is not None
+            decoded.append(
+                tuple(
+                    v if v is None or f is None else f(v)
+                    for v, f in zip(after, converters, strict=True)
+                )
+            )
+    sql.execute("SELECT id, CAST(u AS CHAR), CAST(i6 AS CHAR), CAST(i4 AS CHAR) FROM t ORDER BY id")
+    assert decoded == [tuple(r) for r in sql.fetchall()]
+
+
+def test_snapshot_rows_of_plugin_types_equal_binlog_rows(
+    settings: ConnectionSettings, database: str, sql: Any
+) -> None:
+    """Chunk rows (SQL) and binlog rows share one decoder form, so backfill can mix them."""
+    from sparkcdc.mysql.catalog import load_schema
+    from sparkcdc.snapshot.chunks import ChunkRange
+    from sparkcdc.snapshot.reader import select_connectorx, select_pymysql
+
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6, i4 INET4)")
+    start = _position(settings)
+    for i, values in enumerate(PLUGIN_VALUES):
+        sql.execute("INSERT INTO t VALUES (%s, %s, %s, %s)", (i, *values))
+    binlog_rows = [
+        after
+        for c in _changes(settings, start, database)
+        if isinstance(c, RowChanges)
+        for _b, after in c.rows
+    ]
+    with sql_connection(settings, database) as conn:
+        schema = load_schema(conn, database, "t")
+        whole = ChunkRange(f"{database}.t", 0, None, None)
+        for select in (select_pymysql, select_connectorx):
+            args = (
+                (conn, schema, "id", whole)
+                if select is select_pymysql
+                else (conn, settings, schema, "id", whole)
+            )
+            table = select(*args)  # type: ignore[operator]
+            assert [tuple(r.values()) for r in table.to_pylist()] == binlog_rows, select.__name__
+
+
+def test_a_column_of_an_unknown_type_is_no_poison_pill() -> None:
+    from sparkcdc.model.schema import Column
+
+    column = Column.from_mysql("v", "vector", "vector(3)", True, table="db.t")
+    assert column.spark_type == "BINARY"
