@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pymysql
@@ -180,3 +180,97 @@ def test_a_column_of_an_unknown_type_is_no_poison_pill() -> None:
 
     column = Column.from_mysql("v", "vector", "vector(3)", True, table="db.t")
     assert column.spark_type == "BINARY"
+
+
+# ------------------------------------------------------ binlog without column metadata
+
+
+@pytest.fixture
+def row_metadata(dev_server: DevServer) -> Iterator[Callable[[str], None]]:
+    """Set the server's global binlog_row_metadata; FULL again afterwards."""
+    root = dev_server.root_connection()
+
+    def set_mode(mode: str) -> None:
+        with root.cursor() as cur:
+            cur.execute(f"SET GLOBAL binlog_row_metadata = '{mode}'")
+
+    yield set_mode
+    set_mode("FULL")
+    root.close()
+
+
+METADATA_TABLE = (
+    "CREATE TABLE t (id INT UNSIGNED PRIMARY KEY, big BIGINT UNSIGNED, "
+    "l VARCHAR(10) CHARACTER SET latin1, e ENUM('a','b','it''s'), s SET('x','y'), "
+    "j JSON, b BLOB, txt TEXT, c CHAR(3) CHARACTER SET utf8mb4, u UUID)"
+)
+METADATA_ROWS = [
+    (3_000_000_000, 18_446_744_073_709_551_615, "café", "it's", "x,y", '{"a": 1}', b"\x00\xff",
+     "ünï", "€ab", "123e4567-e89b-12d3-a456-426655440000"),
+    (1, 0, None, "a", "", "[]", b"", "", "", None),
+]  # fmt: skip
+
+
+def _decoded_rows(
+    settings: ConnectionSettings, start: BinlogPosition, database: str, versions: Any
+) -> list[tuple[Any, ...]]:
+    end = _position(settings)
+    captured = lambda d, t: d == database and t == "t"  # noqa: E731
+    out = []
+    for change in read_range(settings, next(_ids), start, end, captured, versions):
+        if isinstance(change, SchemaChange):
+            continue
+        assert [c.name for c in change.table_map.columns][:2] == ["id", "big"]
+        out.extend(after for _before, after in change.rows if after is not None)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["MINIMAL", "NO_LOG"])
+def test_rows_without_column_metadata_decode_exactly_with_the_schema(
+    settings: ConnectionSettings,
+    database: str,
+    sql: Any,
+    row_metadata: Callable[[str], None],
+    mode: str,
+) -> None:
+    from sparkcdc.mysql.catalog import load_schema
+    from sparkcdc.mysql.tablemeta import TableVersions
+
+    sql.execute(METADATA_TABLE)
+    with sql_connection(settings, database) as conn:
+        versions = TableVersions.of([load_schema(conn, database, "t")])
+
+    def write() -> BinlogPosition:
+        start = _position(settings)
+        sql.execute("DELETE FROM t")
+        for row in METADATA_ROWS:
+            sql.execute("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", row)
+        return start
+
+    full = _decoded_rows(settings, write(), database, None)
+    row_metadata(mode)
+    start = write()
+    assert _decoded_rows(settings, start, database, versions) == full
+    assert full[0][:5] == (3_000_000_000, 18_446_744_073_709_551_615, "café", "it's", "x,y")
+    with pytest.raises(SourceError, match="no column metadata"):
+        _decoded_rows(settings, start, database, None)
+
+
+def test_a_schema_change_the_versions_do_not_know_stops_rows_without_metadata(
+    settings: ConnectionSettings, database: str, sql: Any, row_metadata: Callable[[str], None]
+) -> None:
+    from sparkcdc.errors import SchemaChangedError
+    from sparkcdc.mysql.catalog import load_schema
+    from sparkcdc.mysql.tablemeta import TableVersions
+
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, big INT UNSIGNED)")
+    with sql_connection(settings, database) as conn:
+        versions = TableVersions.of([load_schema(conn, database, "t")])
+    row_metadata("MINIMAL")
+    start = _position(settings)
+    sql.execute("INSERT INTO t VALUES (1, 4000000000)")
+    # a rename keeps the column count and types: only the versions can tell the names
+    sql.execute("ALTER TABLE t CHANGE big other INT UNSIGNED")
+    sql.execute("INSERT INTO t VALUES (2, 4000000001)")
+    with pytest.raises(SchemaChangedError, match="changed at binlog position"):
+        _decoded_rows(settings, start, database, versions)

@@ -41,7 +41,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -102,10 +102,20 @@ class Column:
     column_type: str  # information_schema COLUMN_TYPE, e.g. 'bigint(20) unsigned'
     nullable: bool
     spark_type: str  # Spark DDL type, e.g. 'DECIMAL(20,0)'
+    # information_schema CHARACTER_SET_NAME of character columns when read from the server
+    # (decodes rows of a binlog without column metadata); not part of the column's identity
+    charset: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_mysql(
-        cls, name: str, data_type: str, column_type: str, nullable: bool, *, table: str = ""
+        cls,
+        name: str,
+        data_type: str,
+        column_type: str,
+        nullable: bool,
+        *,
+        table: str = "",
+        charset: str | None = None,
     ) -> Column:
         return cls(
             name,
@@ -113,6 +123,7 @@ class Column:
             column_type.lower(),
             nullable,
             spark_type_for(data_type, column_type, where=f"{table}.{name}"),
+            charset,
         )
 
 
@@ -144,7 +155,9 @@ def schema_to_json(schema: TableSchema) -> dict[str, Any]:
         "table": schema.table,
         "primary_key": list(schema.primary_key),
         "columns": [
-            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
+            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type]
+            + ([c.charset] if c.charset is not None else [])
+            for c in schema.columns
         ],
     }
 
@@ -154,7 +167,8 @@ def schema_from_json(data: dict[str, Any]) -> TableSchema:
         str(data["database"]),
         str(data["table"]),
         tuple(
-            Column(str(n), str(d), str(t), bool(nl), str(s)) for n, d, t, nl, s in data["columns"]
+            Column(str(n), str(d), str(t), bool(nl), str(s), str(rest[0]) if rest else None)
+            for n, d, t, nl, s, *rest in data["columns"]
         ),
         tuple(str(c) for c in data["primary_key"]),
     )

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sparkcdc.errors import ProtocolError, SourceError
+from sparkcdc.errors import ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EventType
@@ -28,6 +28,7 @@ from sparkcdc.mysql.events import (
 )
 from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.mysql.statements import dml_tables, statement_kind
+from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
 __all__ = ["MISSING", "RowChanges", "SchemaChange", "read_range"]
 
@@ -183,21 +184,78 @@ def _preview(query: str, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+class _ColumnMetadata:
+    """Completes TABLE_MAPs that lack column metadata from the stream's schema versions.
+
+    A DDL statement on a table at a position where no known version starts means the
+    versions no longer describe the table after it: its next TABLE_MAP without metadata
+    stops the stream (SchemaChangedError; the restarted query reads the new schema).
+    """
+
+    def __init__(self, decoder: BinlogDecoder, versions: TableVersions | None) -> None:
+        self.decoder = decoder
+        self.versions = versions
+        self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
+
+    def schema_change(self, database: str, table: str, here: BinlogPosition) -> None:
+        if self.versions is None or here.seq() not in self.versions.starts(database, table):
+            self.unknown_since.setdefault((database, table), here)
+
+    def table_map(self, event: TableMapEvent, here: BinlogPosition) -> None:
+        if not is_incomplete(event.columns):
+            return
+        key = (event.database, event.table)
+        changed = self.unknown_since.get(key)
+        if changed is not None:
+            raise SchemaChangedError(
+                f"table {event.database}.{event.table} changed at binlog position {changed} "
+                "and the binlog does not carry column metadata (binlog_row_metadata is not "
+                "FULL): its rows from there on decode only with its new schema. Restart the "
+                "query (same checkpoint; sparkcdc run restarts it by itself) so it reads the "
+                "new schema"
+            )
+        schema = None if self.versions is None else self.versions.at(key[0], key[1], here.seq())
+        if schema is None:
+            raise SourceError(
+                f"the binlog at {here} carries no column metadata for {key[0]}.{key[1]} "
+                "(binlog_row_metadata is not FULL) and the stream holds no schema for that "
+                "position: was binlog_row_metadata changed while the query ran? Restart the "
+                "query (it then reads the schema), or SET GLOBAL binlog_row_metadata='FULL'"
+            )
+        where = str(here)
+        self.decoder.complete_table(
+            event.table_id, id(schema), lambda cols: complete_columns(cols, schema, where)
+        )
+
+
+def _no_table(database: str, table: str) -> bool:
+    return False
+
+
 def read_range(
     settings: ConnectionSettings,
     server_id: int,
     start: BinlogPosition,
     end: BinlogPosition,
     table_filter: TableFilter,
+    versions: TableVersions | None = None,
+    *,
+    rows: bool = True,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
-    Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
+    ``rows=False``: only their schema changes (no row is decoded).
+
+    ``versions``: the captured tables' schemas by position, to decode rows of a binlog
+    without column metadata (``binlog_row_metadata`` not FULL); without them such rows stop
+    the read. Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
     the offsets do not belong to this server).
     """
     if not start < end:
         return
-    decoder = BinlogDecoder(table_filter=table_filter)
+    row_filter = table_filter if rows else _no_table
+    decoder = BinlogDecoder(table_filter=row_filter)
+    metadata = _ColumnMetadata(decoder, versions)
     current_file = start.file
     reached = start
     with BinlogClient(settings, server_id) as client:
@@ -214,7 +272,10 @@ def read_range(
             if here >= end:
                 return
             reached = BinlogPosition(current_file, header.log_pos)
-            if isinstance(event, RowsEvent):
+            if isinstance(event, TableMapEvent):
+                if row_filter(event.database, event.table):
+                    metadata.table_map(event, here)
+            elif isinstance(event, RowsEvent):
                 if event.rows is not None and event.table is not None:
                     yield RowChanges(
                         event.table.database,
@@ -228,6 +289,7 @@ def read_range(
             elif isinstance(event, QueryEvent):
                 target = _statement_change(event, here, table_filter)
                 if target is not None:
+                    metadata.schema_change(target[0], target[1], here)
                     yield SchemaChange(target[0], target[1], event.query, header.timestamp, here)
             elif isinstance(event, UnknownEvent):
                 _refuse_unknown(event, here)

@@ -528,6 +528,8 @@ class BinlogDecoder:
         self.format: FormatDescriptionEvent | None = None
         self._tables: dict[int, tuple[TableMapEvent, _MappedTable]] = {}
         self._map_cache: dict[bytes, _MappedTable] = {}
+        # (id of a cached TABLE_MAP, schema version) -> (that TABLE_MAP, it completed)
+        self._completed: dict[tuple[int, object], tuple[_MappedTable, _MappedTable]] = {}
         self._dispatch: dict[int, Callable[[EventHeader, bytes], BinlogEvent]] = {
             EventType.FORMAT_DESCRIPTION: self._format_description,
             EventType.ROTATE: self._rotate,
@@ -577,6 +579,40 @@ class BinlogDecoder:
         """The current TABLE_MAP for ``table_id``, if one was seen."""
         entry = self._tables.get(table_id)
         return entry[0] if entry else None
+
+    def complete_table(
+        self,
+        table_id: int,
+        version: object,
+        complete: Callable[[tuple[ColumnInfo, ...]], tuple[ColumnInfo, ...]],
+    ) -> TableMapEvent:
+        """Give the current TABLE_MAP of ``table_id`` the column metadata the binlog left
+        out (``binlog_row_metadata`` not FULL): ``complete`` maps its columns to complete
+        ones, once per TABLE_MAP body and ``version`` (the schema version used); the
+        following ROWS events of the table decode with them."""
+        event, mapped = self._tables[table_id]
+        key = (id(mapped), version)
+        cached = self._completed.get(key)
+        if cached is None or cached[0] is not mapped:
+            columns = complete(mapped.columns)
+            done = _MappedTable(
+                mapped.table_id,
+                mapped.database,
+                mapped.table,
+                columns,
+                mapped.primary_key,
+                mapped.included,
+            )
+            if len(self._completed) > _MAP_CACHE_LIMIT:
+                self._completed.clear()
+            cached = self._completed[key] = (mapped, done)
+        done = cached[1]
+        completed = TableMapEvent(
+            event.header, event.table_id, event.database, event.table, done.columns,
+            event.primary_key,
+        )  # fmt: skip
+        self._tables[table_id] = (completed, done)
+        return completed
 
     # -- context -----------------------------------------------------------------------
 

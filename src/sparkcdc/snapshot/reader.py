@@ -279,11 +279,16 @@ def _backfill_changes(
     high: BinlogPosition,
 ) -> list[Change]:
     from sparkcdc.mysql.binlog_range import RowChanges, read_range
+    from sparkcdc.mysql.tablemeta import TableVersions
 
     db, name = schema.database, schema.table
     changes: list[Change] = []
     mappers: dict[int, Callable[[Sequence[Any]], Row]] = {}
-    for item in read_range(settings, server_id, low, high, lambda d, t: d == db and t == name):
+    # ``schema`` was read at the low watermark and a DDL in the range reads the chunk again:
+    # it is the schema of every row image of the range
+    versions = TableVersions.of([schema])
+    captured = lambda d, t: d == db and t == name  # noqa: E731
+    for item in read_range(settings, server_id, low, high, captured, versions):
         if isinstance(item, SchemaChange):
             raise _SchemaChangedError(item.ddl)
         if not isinstance(item, RowChanges) or item.database != db or item.table != name:
@@ -516,7 +521,9 @@ def _schema_changes(
     db, name = schema.database, schema.table
     return tuple(
         item
-        for item in read_range(settings, server_id, start, end, lambda d, t: d == db and t == name)
+        for item in read_range(
+            settings, server_id, start, end, lambda d, t: d == db and t == name, rows=False
+        )
         if isinstance(item, SchemaChange) and item.database == db and item.table == name
     )
 
