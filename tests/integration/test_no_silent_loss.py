@@ -274,3 +274,83 @@ def test_a_schema_change_the_versions_do_not_know_stops_rows_without_metadata(
     sql.execute("INSERT INTO t VALUES (2, 4000000001)")
     with pytest.raises(SchemaChangedError, match="changed at binlog position"):
         _decoded_rows(settings, start, database, versions)
+
+
+@pytest.mark.parametrize("mode", ["MINIMAL", "NO_LOG"])
+def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
+    mode: str,
+    spark: Any,
+    dev_server: DevServer,
+    database: str,
+    sql: Any,
+    row_metadata: Callable[[str], None],
+    tmp_path: Any,
+) -> None:
+    """Rows before the ALTER decode with the schema the first run kept under state.location,
+    rows after it with the schema the restarted run reads; equal to the source by the oracle."""
+    import random
+
+    import sparkcdc
+    from sparkcdc.testing.oracle import compare, replay
+
+    sql.execute(
+        "CREATE TABLE t (id INT PRIMARY KEY, n INT UNSIGNED, e ENUM('lo','hi'), "
+        "l VARCHAR(8) CHARACTER SET latin1)"
+    )
+    row_metadata(mode)
+    s = dev_server.settings
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    def start() -> Any:
+        reader = spark.readStream.format("mysql-cdc")
+        for key, value in {
+            "hostname": s.host, "port": str(s.port), "username": s.user, "password": s.password,
+            "database-name": database, "table-name": "t", "server-id": "5520-5524",
+            "scan.startup.mode": "latest-offset", "state.location": str(tmp_path / "state"),
+        }.items():  # fmt: skip
+            reader = reader.option(key, value)
+        return (
+            reader.load()
+            .writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    sparkcdc.await_restarting(start)  # the first offset: later writes are captured
+    rng = random.Random(11)
+
+    def writes(count: int, start_id: int) -> None:
+        for i in range(start_id, start_id + count):
+            big = rng.randrange(2**31, 2**32)
+            sql.execute("INSERT INTO t (id, n, e, l) VALUES (%s, %s, %s, %s)", (i, big, "hi", "é"))
+            if i % 3 == 0:
+                sql.execute("UPDATE t SET n = n - 1, e = 'lo' WHERE id = %s", (i - 1,))
+            if i % 5 == 0:
+                sql.execute("DELETE FROM t WHERE id = %s", (i - 2,))
+
+    writes(40, 0)
+    sql.execute("ALTER TABLE t ADD COLUMN w INT UNSIGNED NULL AFTER n")
+    sql.execute("UPDATE t SET w = 4000000000 WHERE id % 2 = 0")
+    writes(40, 100)
+    query = sparkcdc.await_restarting(start)
+    assert query.exception() is None
+    log = [
+        r
+        for batch_id in sorted(batches)
+        for r in sorted(batches[batch_id], key=lambda r: r["_seq"])
+    ]
+    assert any(r["n"] is not None and r["n"] >= 2**31 for r in log)  # unsigned, not negative
+    assert {r["l"] for r in log if r["l"] is not None} == {"é"}  # latin1 text, not bytes
+    assert {r["e"] for r in log if r["e"] is not None} == {"lo", "hi"}  # labels, not indexes
+    assert any(r["w"] == 4_000_000_000 for r in log)
+    rows = [{k: v for k, v in r.items() if k not in ("_op_ts",)} for r in log]
+    result = replay(rows, ["id"])
+    assert result.violations == []
+    with dev_server.connection(database) as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute("SELECT * FROM t")
+        source = {(r["id"],): r for r in cur.fetchall()}
+    assert compare(result.state, source) == []

@@ -365,6 +365,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             log.info(
                 "mysql-cdc: a new query starts at %s (%s)", position, self.options.scan_startup_mode
             )
+            # a binlog without column metadata: keep the schema this query starts with, the
+            # one a later run needs for the rows before a DDL made while no run was reading
+            self.table_versions(position)
         return self._initial
 
     def _base(self) -> dict[str, Any]:
