@@ -296,19 +296,25 @@ def decompress_mariadb(data: bytes) -> bytes:
 
 
 def _zstd_decompress(payload: bytes, uncompressed: int, where: str) -> bytes:
-    """Inflate one zstd frame of at most ``uncompressed`` bytes; nothing may follow it."""
+    """Inflate a zstd payload that must yield exactly ``uncompressed`` bytes.
+
+    Frames are read one after the other, as MySQL's streaming decompressor does; reading
+    stops one byte past the announced size, so a wrong header cannot make us inflate more.
+    """
     try:
-        return zstandard.ZstdDecompressor().decompress(
-            # max_output_size=0 would mean "unbounded": an empty payload gets a 1-byte bound
-            payload,
-            max_output_size=max(uncompressed, 1),
-            allow_extra_data=False,
-        )
+        with zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True) as r:
+            raw = r.read(uncompressed + 1)
     except zstandard.ZstdError as exc:
         raise ProtocolError(
-            f"{where}: cannot decompress its {len(payload)}-byte ZSTD payload into the "
-            f"{uncompressed} bytes its header announces: {exc}"
+            f"{where}: cannot decompress its {len(payload)}-byte ZSTD payload: {exc}"
         ) from None
+    if len(raw) != uncompressed:
+        raise ProtocolError(
+            f"{where}: its {len(payload)}-byte ZSTD payload inflates to "
+            f"{'more than ' if len(raw) > uncompressed else ''}{len(raw)} bytes, its header "
+            f"says {uncompressed}; the payload is truncated or corrupt"
+        )
+    return raw
 
 
 def _checksum_aware(server_version: str) -> bool:
@@ -856,7 +862,7 @@ class BinlogDecoder:
                     "so its contents cannot be verified; MySQL always writes it"
                 )
             raw = _zstd_decompress(payload, uncompressed, where)
-        if uncompressed is not None and len(raw) != uncompressed:
+        if compression is PayloadCompression.NONE and uncompressed not in (None, len(raw)):
             raise ProtocolError(
                 f"{where}: the payload holds {len(raw)} bytes of events, its header says "
                 f"{uncompressed}; the event is corrupt"

@@ -217,7 +217,7 @@ def _column_lines(g: _Codegen, col: ColumnInfo, var: str, index: int) -> list[st
 def _value_options(buf: bytes, pos: int) -> tuple[int, int]:
     """Read the ``value_options`` packed int that starts a PARTIAL_UPDATE_ROWS after image."""
     options, pos = read_lenenc_int(buf, pos)
-    if options is None or options & ~RowsValueOption.PARTIAL_JSON_UPDATES:
+    if options is None or options & ~int(RowsValueOption.PARTIAL_JSON_UPDATES):
         raise ProtocolError(
             f"PARTIAL_UPDATE_ROWS after image has value_options {options!r}, expected 0 or "
             f"{int(RowsValueOption.PARTIAL_JSON_UPDATES)} (PARTIAL_JSON_UPDATES)"
