@@ -136,6 +136,11 @@ def _unsupported_path(path: str) -> JsonDiffError:
 
 def parse_json_diffs(data: bytes, start: int, end: int) -> list[JsonDiff]:
     """Decode the diffs in ``data[start:end]`` (after the 4-byte diff-vector length)."""
+    if end > len(data):
+        raise JsonDiffError(
+            f"partial JSON diff vector of {end - start} bytes runs past the event "
+            f"({len(data) - start} bytes left)"
+        )
     diffs = []
     pos = start
     while pos < end:

@@ -654,6 +654,15 @@ def test_unknown_value_options_are_refused(decoder: BinlogDecoder) -> None:
     _partial_error(decoder, rows, "value_options 2, expected 0 or 1")
 
 
+def test_diff_vector_longer_than_the_event_is_refused(decoder: BinlogDecoder) -> None:
+    vector = diff(REPLACE, "$.id", 12345)
+    cell = struct.pack("<I", len(vector) + 50) + vector
+    rows = before_image(BEFORE_DOC) + after_image(
+        [struct.pack("<q", 1), cell, b"\x01n", None], partial_bits=0b01
+    )
+    _partial_error(decoder, rows, "runs past the event")
+
+
 def test_truncated_diff_vector_is_refused(decoder: BinlogDecoder) -> None:
     vector = diff(REPLACE, "$.id", 12345)
     cell = struct.pack("<I", len(vector) - 2) + vector[:-2]
