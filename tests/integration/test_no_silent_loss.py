@@ -354,3 +354,20 @@ def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
         cur.execute("SELECT * FROM t")
         source = {(r["id"],): r for r in cur.fetchall()}
     assert compare(result.state, source) == []
+
+
+@pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
+def test_a_session_row_image_without_all_columns_stops_the_range(
+    settings: ConnectionSettings, database: str, sql: Any, session: Any, image: str
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, a INT, b BLOB)")
+    sql.execute("INSERT INTO t VALUES (1, 1, 'x'), (2, 2, 'y')")
+    start = _position(settings)
+    session.execute(f"SET SESSION binlog_row_image = '{image}'")
+    session.execute("UPDATE t SET a = 10 WHERE id = 1")
+    with pytest.raises(SourceError) as caught:
+        _changes(settings, start, database)
+    message = str(caught.value)
+    assert f"{database}.t" in message and "at binlog position" in message
+    assert "binlog_row_image=MINIMAL or NOBLOB" in message
+    assert "SET GLOBAL binlog_row_image='FULL'" in message

@@ -9,21 +9,23 @@ the same range again yields the same changes (Spark's replay).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from sparkcdc.errors import ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.constants import EventType
+from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
+    BinlogEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
     RowsKind,
     TableMapEvent,
+    TransactionPayloadEvent,
     UnknownEvent,
 )
 from sparkcdc.mysql.replication import BinlogClient
@@ -54,6 +56,9 @@ class RowChanges:
     timestamp: int  # event time, seconds since the epoch
     position: BinlogPosition  # where the event starts
     table_map: TableMapEvent
+    # row images before these in the same event (the events of a compressed transaction
+    # share its position): seq = position.seq(first_row + image index)
+    first_row: int = 0
 
 
 @dataclass(slots=True)
@@ -101,9 +106,6 @@ _INERT_EVENTS = frozenset(
         EventType.MARIA_START_ENCRYPTION,
     }
 )
-# LOG_EVENT_IGNORABLE_F in the common header's flags: a server marks events that a reader
-# which does not know their type may skip
-_IGNORABLE_FLAG = 0x80
 _SESSION_FIX = (
     "Make every session that writes captured tables log rows: SET GLOBAL binlog_format='ROW' "
     "and remove SET [SESSION] binlog_format=... from the application (or its connection "
@@ -115,7 +117,7 @@ _SESSION_FIX = (
 def _refuse_unknown(event: UnknownEvent, here: BinlogPosition) -> None:
     """Stop on an event that may carry changes sparkcdc cannot decode (never skip it)."""
     code = event.header.type_code
-    if code in _INERT_EVENTS or event.header.flags & _IGNORABLE_FLAG:
+    if code in _INERT_EVENTS or event.ignorable:
         return
     try:
         name = EventType(code).name
@@ -192,10 +194,18 @@ class _ColumnMetadata:
     stops the stream (SchemaChangedError; the restarted query reads the new schema).
     """
 
-    def __init__(self, decoder: BinlogDecoder, versions: TableVersions | None) -> None:
-        self.decoder = decoder
+    def __init__(
+        self, versions: TableVersions | None, table_filter: TableFilter, start: BinlogPosition
+    ) -> None:
+        self.decoder = BinlogDecoder(table_filter=table_filter, on_table_map=self.on_table_map)
         self.versions = versions
+        self.filter = table_filter
         self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
+        self.here = start  # the position of the event being decoded
+
+    def on_table_map(self, event: TableMapEvent) -> None:
+        if self.filter(event.database, event.table):
+            self.table_map(event, self.here)
 
     def schema_change(self, database: str, table: str, here: BinlogPosition) -> None:
         if self.versions is None or here.seq() not in self.versions.starts(database, table):
@@ -228,6 +238,56 @@ class _ColumnMetadata:
         )
 
 
+def _changes(
+    event: BinlogEvent,
+    here: BinlogPosition,
+    timestamp: int,
+    metadata: _ColumnMetadata,
+    table_filter: TableFilter,
+) -> Iterator[RowChanges | SchemaChange]:
+    """The changes one event (at ``here``) makes to captured tables; stops on anything it
+    cannot deliver exactly."""
+    if isinstance(event, RowsEvent):
+        if event.rows is not None and event.table is not None:
+            if event.absent_before or event.absent_after:
+                _refuse_partial_image(event, here)
+            yield RowChanges(
+                event.table.database,
+                event.table.table,
+                event.kind,
+                event.rows,
+                timestamp,
+                here,
+                event.table,
+            )
+    elif isinstance(event, QueryEvent):
+        target = _statement_change(event, here, table_filter)
+        if target is not None:
+            metadata.schema_change(target[0], target[1], here)
+            yield SchemaChange(target[0], target[1], event.query, timestamp, here)
+    elif isinstance(event, UnknownEvent):
+        _refuse_unknown(event, here)
+
+
+def _images(change: RowChanges) -> int:
+    return len(change.rows) * (2 if change.kind is RowsKind.UPDATE else 1)
+
+
+def _refuse_partial_image(event: RowsEvent, here: BinlogPosition) -> None:
+    table = event.table
+    assert table is not None
+    absent = sorted(set(event.absent_before) | set(event.absent_after))
+    names = ", ".join(table.columns[i].name or f"#{i + 1}" for i in absent)
+    raise SourceError(
+        f"the {event.kind.value} of {table.database}.{table.table} at binlog position {here} "
+        f"was logged without column(s) {names} in its row images: a session with "
+        "binlog_row_image=MINIMAL or NOBLOB wrote it, and CDC cannot know those values (it "
+        "will not put NULL in their place). SET GLOBAL binlog_row_image='FULL' and remove SET "
+        "[SESSION] binlog_row_image=... from the application, then take a new snapshot of the "
+        "table (scan.startup.mode=initial with a new checkpoint)"
+    )
+
+
 def _no_table(database: str, table: str) -> bool:
     return False
 
@@ -253,46 +313,52 @@ def read_range(
     """
     if not start < end:
         return
-    row_filter = table_filter if rows else _no_table
-    decoder = BinlogDecoder(table_filter=row_filter)
-    metadata = _ColumnMetadata(decoder, versions)
+    with BinlogClient(settings, server_id) as client:
+        events = client.events(start, blocking=False)
+        yield from changes_of_events(events, start, end, table_filter, versions, rows=rows)
+
+
+def changes_of_events(
+    events: Iterable[bytes | memoryview],
+    start: BinlogPosition,
+    end: BinlogPosition,
+    table_filter: TableFilter,
+    versions: TableVersions | None = None,
+    *,
+    rows: bool = True,
+) -> Iterator[RowChanges | SchemaChange]:
+    """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
+    pure function of bytes."""
+    metadata = _ColumnMetadata(versions, table_filter if rows else _no_table, start)
+    decoder = metadata.decoder
     current_file = start.file
     reached = start
-    with BinlogClient(settings, server_id) as client:
-        for raw in client.events(start, blocking=False):
-            event = decoder.decode(raw)
-            header = event.header
-            if isinstance(event, RotateEvent):
-                current_file = event.next_file
-                reached = BinlogPosition(current_file, event.next_pos)
-                continue
-            if header.log_pos == 0:
-                continue  # artificial events the server sends at dump start
-            here = BinlogPosition(current_file, header.log_pos - header.event_size)
-            if here >= end:
-                return
-            reached = BinlogPosition(current_file, header.log_pos)
-            if isinstance(event, TableMapEvent):
-                if row_filter(event.database, event.table):
-                    metadata.table_map(event, here)
-            elif isinstance(event, RowsEvent):
-                if event.rows is not None and event.table is not None:
-                    yield RowChanges(
-                        event.table.database,
-                        event.table.table,
-                        event.kind,
-                        event.rows,
-                        header.timestamp,
-                        here,
-                        event.table,
-                    )
-            elif isinstance(event, QueryEvent):
-                target = _statement_change(event, here, table_filter)
-                if target is not None:
-                    metadata.schema_change(target[0], target[1], here)
-                    yield SchemaChange(target[0], target[1], event.query, header.timestamp, here)
-            elif isinstance(event, UnknownEvent):
-                _refuse_unknown(event, here)
+    for raw in events:
+        _ts, _type, _server, size, log_pos, _flags = EVENT_HEADER.unpack_from(raw, 0)
+        if log_pos:  # artificial events the server sends at dump start have none
+            metadata.here = BinlogPosition(current_file, log_pos - size)
+        event = decoder.decode(raw)
+        header = event.header
+        if isinstance(event, RotateEvent):
+            current_file = event.next_file
+            reached = BinlogPosition(current_file, event.next_pos)
+            continue
+        if header.log_pos == 0:
+            continue
+        here = metadata.here
+        if here >= end:
+            return
+        reached = BinlogPosition(current_file, header.log_pos)
+        if isinstance(event, TransactionPayloadEvent):
+            first_row = 0
+            for inner in event.events:
+                for change in _changes(inner, here, header.timestamp, metadata, table_filter):
+                    if isinstance(change, RowChanges):
+                        change.first_row = first_row
+                        first_row += _images(change)
+                    yield change
+        else:
+            yield from _changes(event, here, header.timestamp, metadata, table_filter)
     if reached < end:
         raise ProtocolError(
             f"the binlog ended at {reached} before the batch end {end}; the server's binlog "

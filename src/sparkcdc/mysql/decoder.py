@@ -609,8 +609,15 @@ class BinlogDecoder:
     True
     """
 
-    def __init__(self, table_filter: TableFilter | None = None) -> None:
+    def __init__(
+        self,
+        table_filter: TableFilter | None = None,
+        on_table_map: Callable[[TableMapEvent], None] | None = None,
+    ) -> None:
         self._filter = table_filter
+        # called with each TABLE_MAP as it is decoded (also inside a TRANSACTION_PAYLOAD),
+        # before any ROWS event that uses it: it may complete it (``complete_table``)
+        self._on_table_map = on_table_map
         self.format: FormatDescriptionEvent | None = None
         self._tables: dict[int, tuple[TableMapEvent, _MappedTable]] = {}
         self._map_cache: dict[bytes, _MappedTable] = {}
@@ -764,6 +771,9 @@ class BinlogDecoder:
             mapped.primary_key,
         )
         self._tables[mapped.table_id] = (event, mapped)
+        if self._on_table_map is not None:
+            self._on_table_map(event)
+            return self._tables[mapped.table_id][0]
         return event
 
     def _rows(self, header: EventHeader, data: bytes) -> RowsEvent:

@@ -83,4 +83,5 @@ def _with_rows(
         change.timestamp,
         change.position,
         change.table_map,
+        change.first_row,
     )
