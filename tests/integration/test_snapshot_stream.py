@@ -110,8 +110,19 @@ def test_snapshot_under_concurrent_writes_equals_the_source(
     check_against_source(rows, dev_server, database)
 
 
+@pytest.fixture(params=["FULL", "MINIMAL"])
+def row_metadata(request: Any, dev_server: DevServer) -> Any:
+    """The server's binlog_row_metadata for the test (MINIMAL: rows decode with the stream's
+    schema versions); FULL again afterwards."""
+    with dev_server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute(f"SET GLOBAL binlog_row_metadata = '{request.param}'")
+    yield request.param
+    with dev_server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
+
+
 def test_snapshot_survives_kills_at_random_points(
-    dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+    dev_server: DevServer, database: str, sql: Any, tmp_path: Path, row_metadata: str
 ) -> None:
     workload = MultiWorkload(dev_server.connection(database), seed=21, key_space=600)
     prepare(sql, workload, 900)

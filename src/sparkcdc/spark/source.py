@@ -399,6 +399,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             self._added[schema.qualified_name] = schema
         if added:
             self.plan = replace(self.plan, tables=self.plan.tables + added)
+            if self._versions is not None and not self.plan.full_metadata:
+                # read now; its binlog rows before its chunks complete are dropped anyway
+                grown = {**self._versions.versions}
+                for schema in added:
+                    grown[(schema.database, schema.table)] = [(-1, schema)]
+                self._versions = TableVersions(grown)
 
     def initialOffset(self) -> dict[str, Any]:
         return self._initial_offset()
