@@ -42,7 +42,7 @@ from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import current_position, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.keys import SortKey, in_range, key_sort_key
+from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
 from sparkcdc.snapshot.rowvalues import (
     SESSION_TIME_ZONE_SQL,
     arrow_schema,
@@ -296,15 +296,25 @@ def merge_backfill(
     changes: Sequence[Change],
     chunk: ChunkRange,
     key_column: str,
-    sort_key: SortKey,
+    order: KeyOrder,
 ) -> pa.Table:
-    """``base`` (the SELECT) with ``changes`` applied: only touched rows leave Arrow."""
+    """``base`` (the SELECT) with ``changes`` applied: only touched rows leave Arrow.
+
+    Whether an image's key lies in the chunk is decided by ``order`` for all images at
+    once (the server, in one query, for collations Python cannot order).
+    """
     names = schema.column_names
     key_idx = names.index(key_column)
     identity = [names.index(c) for c in schema.primary_key] or list(range(len(names)))
+    member = chunk_membership(
+        order,
+        chunk.start,
+        chunk.end,
+        [img[key_idx] for change in changes for img in change if img is not None],
+    )
 
     def row_in_range(row: Row) -> bool:
-        return in_range(row[key_idx], chunk.start, chunk.end, sort_key)
+        return member[row[key_idx]]
 
     def key_of(row: Row) -> Any:
         return tuple(row[i] for i in identity)
@@ -361,7 +371,6 @@ def read_chunk(
     >>> result.low <= result.high                                  # doctest: +SKIP
     True
     """
-    sort_key = key_sort_key(collation)
     if use_connectorx is None:
         use_connectorx = connectorx_available()
     owned = conn is None
@@ -405,7 +414,8 @@ def read_chunk(
                     exc,
                 )
                 continue
-            rows = merge_backfill(base, current, changes, chunk, key_column, sort_key)
+            order = key_order(collation, lambda: conn, owned=False)
+            rows = merge_backfill(base, current, changes, chunk, key_column, order)
             return ChunkResult(
                 chunk, current, rows, low, high, len(changes), reader, select_seconds, ddl
             )
