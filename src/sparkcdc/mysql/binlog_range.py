@@ -18,6 +18,7 @@ from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
+    MariaGtidEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
@@ -84,8 +85,13 @@ def read_range(
     start: BinlogPosition,
     end: BinlogPosition,
     table_filter: TableFilter,
+    on_xa: Callable[[str, BinlogPosition], None] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
+
+    ``on_xa(kind, position)`` is told of each MariaDB XA event group in the range:
+    ``"prepare"`` (an XA PREPARE: its rows, yielded like any, take effect at a later XA
+    COMMIT) or ``"complete"`` (the XA COMMIT / XA ROLLBACK of an earlier prepare).
 
     Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
     the offsets do not belong to this server).
@@ -109,7 +115,10 @@ def read_range(
             if here >= end:
                 return
             reached = BinlogPosition(current_file, header.log_pos)
-            if isinstance(event, RowsEvent):
+            if isinstance(event, MariaGtidEvent):
+                if on_xa is not None and (event.xa_prepare or event.xa_complete):
+                    on_xa("prepare" if event.xa_prepare else "complete", here)
+            elif isinstance(event, RowsEvent):
                 if event.rows is not None and event.table is not None:
                     yield RowChanges(
                         event.table.database,
