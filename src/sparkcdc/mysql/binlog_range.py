@@ -20,6 +20,7 @@ from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
     BinlogEvent,
+    MariaGtidEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
@@ -301,6 +302,7 @@ def read_range(
     versions: TableVersions | None = None,
     *,
     rows: bool = True,
+    on_xa: Callable[[str, BinlogPosition], None] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
@@ -308,14 +310,22 @@ def read_range(
 
     ``versions``: the captured tables' schemas by position, to decode rows of a binlog
     without column metadata (``binlog_row_metadata`` not FULL); without them such rows stop
-    the read. Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
+    the read.
+
+    ``on_xa(kind, position)`` is told of each MariaDB XA event group in the range:
+    ``"prepare"`` (an XA PREPARE: its rows, yielded like any, take effect at a later XA
+    COMMIT) or ``"complete"`` (the XA COMMIT / XA ROLLBACK of an earlier prepare).
+
+    Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
     the offsets do not belong to this server).
     """
     if not start < end:
         return
     with BinlogClient(settings, server_id) as client:
         events = client.events(start, blocking=False)
-        yield from changes_of_events(events, start, end, table_filter, versions, rows=rows)
+        yield from changes_of_events(
+            events, start, end, table_filter, versions, rows=rows, on_xa=on_xa
+        )
 
 
 def changes_of_events(
@@ -326,6 +336,7 @@ def changes_of_events(
     versions: TableVersions | None = None,
     *,
     rows: bool = True,
+    on_xa: Callable[[str, BinlogPosition], None] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes."""
@@ -349,7 +360,10 @@ def changes_of_events(
         if here >= end:
             return
         reached = BinlogPosition(current_file, header.log_pos)
-        if isinstance(event, TransactionPayloadEvent):
+        if isinstance(event, MariaGtidEvent):
+            if on_xa is not None and (event.xa_prepare or event.xa_complete):
+                on_xa("prepare" if event.xa_prepare else "complete", here)
+        elif isinstance(event, TransactionPayloadEvent):
             first_row = 0
             for inner in event.events:
                 for change in _changes(inner, here, header.timestamp, metadata, table_filter):

@@ -146,6 +146,10 @@ class MariaGtidFlag(IntFlag):
     ALLOW_PARALLEL = 0x08
     WAITED = 0x10
     DDL = 0x20
+    # MariaDB >= 10.5 (sql/log_event.h): the group is an XA PREPARE (its row events
+    # follow) or the XA COMMIT / XA ROLLBACK of a transaction prepared earlier
+    PREPARED_XA = 0x40
+    COMPLETED_XA = 0x80
 
 
 class OptionalMetadata(IntEnum):
@@ -981,7 +985,14 @@ class BinlogDecoder:
 
     def _maria_gtid(self, header: EventHeader, data: bytes) -> MariaGtidEvent:
         sequence, domain, flags = _MARIA_GTID.unpack_from(data, EVENT_HEADER_SIZE)
-        return MariaGtidEvent(header, domain, sequence, bool(flags & MariaGtidFlag.STANDALONE))
+        return MariaGtidEvent(
+            header,
+            domain,
+            sequence,
+            bool(flags & MariaGtidFlag.STANDALONE),
+            xa_prepare=bool(flags & MariaGtidFlag.PREPARED_XA),
+            xa_complete=bool(flags & MariaGtidFlag.COMPLETED_XA),
+        )
 
     def _maria_gtid_list(self, header: EventHeader, data: bytes) -> MariaGtidListEvent:
         (raw_count,) = _MARIA_GTID_LIST_COUNT.unpack_from(data, EVENT_HEADER_SIZE)

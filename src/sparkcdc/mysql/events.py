@@ -194,12 +194,17 @@ class MariaGtidEvent:
     """MariaDB GTID ``domain_id-header.server_id-sequence``; starts an event group.
 
     ``standalone`` (FL_STANDALONE): the group is one statement with no XID/COMMIT (e.g. DDL).
+    ``xa_prepare`` (FL_PREPARED_XA): the group is an XA PREPARE with its row events, which
+    take effect only at a later XA COMMIT; ``xa_complete`` (FL_COMPLETED_XA): the group is
+    that XA COMMIT or XA ROLLBACK.
     """
 
     header: EventHeader
     domain_id: int
     sequence: int
     standalone: bool
+    xa_prepare: bool = False
+    xa_complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

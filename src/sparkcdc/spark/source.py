@@ -576,10 +576,18 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         changes: Any = read_range(
             self.settings, partition.server_id, start, end, includes, versions
         )
-        if partition.filter_state:
-            flt = InterleavingFilter.from_state(json.loads(partition.filter_state))
+        if not partition.filter_state:
+            yield from self.plan.builder().batches(changes)
+            return
+        # string chunk keys of collations only the server orders are ranked over SQL
+        flt = InterleavingFilter.from_state(
+            json.loads(partition.filter_state), partial(sql_connection, self.settings)
+        )
+        try:
             changes = filter_changes(changes, flt, json.loads(partition.key_columns))
-        yield from self.plan.builder().batches(changes)
+            yield from self.plan.builder().batches(changes)
+        finally:
+            flt.close()
 
     def _read_chunk(self, partition: ChunkPartition) -> Any:
         with contextlib.ExitStack() as stack:
