@@ -24,20 +24,29 @@
 | ENUM, SET                          | STRING              | labels; SET joined by ','      |
 | JSON                               | STRING              | JSON text                      |
 | GEOMETRY and its subtypes          | BINARY              | 4-byte SRID + WKB              |
+| UUID, INET4, INET6 (MariaDB)       | STRING              | the server's text form         |
+| any other type                     | BINARY              | the bytes the binlog stores    |
+
+Types of MariaDB's type plugins (UUID, INET4, INET6) are logged as binary STRING columns;
+their decoder form is those bytes (snapshot text is parsed back to them), and the Spark
+value is the text the server prints. A type sparkcdc does not know maps to BINARY rather
+than stopping the stream: a column added mid-stream must never poison it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
+import logging
 import re
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from sparkcdc.errors import SourceError
-
 Converter = Callable[[Any], Any]
+log = logging.getLogger(__name__)
 
 _INT_TYPES = {
     # data_type: (signed spark type, unsigned spark type)
@@ -80,6 +89,8 @@ _SIMPLE = {
     "timestamp": "TIMESTAMP",
 }
 MAX_SPARK_DECIMAL_PRECISION = 38
+# MariaDB type plugins whose binlog form is fixed-size binary and whose Spark form is text
+PLUGIN_TEXT_TYPES = frozenset({"uuid", "inet4", "inet6"})
 
 
 @dataclass(frozen=True)
@@ -91,10 +102,20 @@ class Column:
     column_type: str  # information_schema COLUMN_TYPE, e.g. 'bigint(20) unsigned'
     nullable: bool
     spark_type: str  # Spark DDL type, e.g. 'DECIMAL(20,0)'
+    # information_schema CHARACTER_SET_NAME of character columns when read from the server
+    # (decodes rows of a binlog without column metadata); not part of the column's identity
+    charset: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_mysql(
-        cls, name: str, data_type: str, column_type: str, nullable: bool, *, table: str = ""
+        cls,
+        name: str,
+        data_type: str,
+        column_type: str,
+        nullable: bool,
+        *,
+        table: str = "",
+        charset: str | None = None,
     ) -> Column:
         return cls(
             name,
@@ -102,6 +123,7 @@ class Column:
             column_type.lower(),
             nullable,
             spark_type_for(data_type, column_type, where=f"{table}.{name}"),
+            charset,
         )
 
 
@@ -133,7 +155,9 @@ def schema_to_json(schema: TableSchema) -> dict[str, Any]:
         "table": schema.table,
         "primary_key": list(schema.primary_key),
         "columns": [
-            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type] for c in schema.columns
+            [c.name, c.data_type, c.column_type, c.nullable, c.spark_type]
+            + ([c.charset] if c.charset is not None else [])
+            for c in schema.columns
         ],
     }
 
@@ -143,7 +167,8 @@ def schema_from_json(data: dict[str, Any]) -> TableSchema:
         str(data["database"]),
         str(data["table"]),
         tuple(
-            Column(str(n), str(d), str(t), bool(nl), str(s)) for n, d, t, nl, s in data["columns"]
+            Column(str(n), str(d), str(t), bool(nl), str(s), str(rest[0]) if rest else None)
+            for n, d, t, nl, s, *rest in data["columns"]
         ),
         tuple(str(c) for c in data["primary_key"]),
     )
@@ -175,12 +200,17 @@ def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
         return _SIMPLE[data_type]
     if data_type in _STRING_TYPES:
         return "STRING"
+    if data_type in PLUGIN_TEXT_TYPES:
+        return "STRING"
     if data_type in _BINARY_TYPES:
         return "BINARY"
-    raise SourceError(
-        f"column {where or '?'} has type {column_type!r}, which sparkcdc cannot map to a Spark "
-        "type; exclude the table (table-name / tables.exclude) or report the type"
+    log.warning(
+        "column %s has type %r, which sparkcdc does not know: it is delivered as BINARY, the "
+        "bytes the binlog stores",
+        where or "?",
+        column_type,
     )
+    return "BINARY"
 
 
 def _precision_scale(column_type: str) -> tuple[int, int]:
@@ -244,6 +274,55 @@ def _to_text(value: Any) -> str:
     return str(value)
 
 
+def inet6_text(raw: bytes) -> str:
+    """An INET6 value's text as MariaDB prints it (inet_ntop's rules: IPv4-mapped and
+    IPv4-compatible addresses end in dotted quads).
+
+    >>> inet6_text(bytes(10) + b"\\xff\\xff" + bytes([10, 0, 0, 1]))
+    '::ffff:10.0.0.1'
+    >>> inet6_text(bytes(15) + b"\\x01")
+    '::1'
+    """
+    words = [raw[i] << 8 | raw[i + 1] for i in range(0, 16, 2)]
+    best_base, best_len, base, length = -1, 0, -1, 0
+    for i, word in enumerate(words):
+        if word == 0:
+            base, length = (i, 1) if length == 0 else (base, length + 1)
+            if length > best_len:
+                best_base, best_len = base, length
+        else:
+            length = 0
+    if best_base == 0 and (best_len == 6 or (best_len == 5 and words[5] == 0xFFFF)):
+        prefix = "::ffff:" if best_len == 5 else "::"
+        return prefix + str(ipaddress.IPv4Address(raw[12:]))
+    return str(ipaddress.IPv6Address(raw))
+
+
+def _plugin_text(data_type: str) -> Converter:
+    def convert(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        raw = bytes(value)
+        if data_type == "uuid":
+            return str(uuid.UUID(bytes=raw))
+        if data_type == "inet4":
+            return str(ipaddress.IPv4Address(raw))
+        return inet6_text(raw)
+
+    return convert
+
+
+def plugin_bytes(data_type: str, text: str) -> bytes:
+    """The binlog (decoder) form of a UUID / INET4 / INET6 value from its SQL text.
+
+    >>> plugin_bytes("inet4", "10.0.0.1").hex()
+    '0a000001'
+    """
+    if data_type == "uuid":
+        return uuid.UUID(text).bytes
+    return ipaddress.ip_address(text).packed
+
+
 def value_converter(column: Column) -> Converter | None:
     """How a decoded binlog value becomes the column's Spark value (None: as is).
 
@@ -254,6 +333,8 @@ def value_converter(column: Column) -> Converter | None:
     data_type = column.data_type
     if spark == "BOOLEAN":
         return _to_bool
+    if data_type in PLUGIN_TEXT_TYPES:
+        return _plugin_text(data_type)
     if data_type == "time":
         return _time_text
     if data_type == "bit":

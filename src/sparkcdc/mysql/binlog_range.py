@@ -9,24 +9,31 @@ the same range again yields the same changes (Spark's replay).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from sparkcdc.errors import BinlogResetError, ProtocolError
+from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.mysql.connection import ConnectionSettings
+from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
+    BinlogEvent,
     EventHeader,
     FormatDescriptionEvent,
+    MariaGtidEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
     RowsKind,
     TableMapEvent,
+    TransactionPayloadEvent,
+    UnknownEvent,
 )
 from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.statements import dml_tables, statement_kind
+from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
 __all__ = ["MISSING", "RowChanges", "SchemaChange", "read_range"]
 
@@ -52,6 +59,9 @@ class RowChanges:
     timestamp: int  # event time, seconds since the epoch
     position: BinlogPosition  # where the event starts
     table_map: TableMapEvent
+    # row images before these in the same event (the events of a compressed transaction
+    # share its position): seq = position.seq(first_row + image index)
+    first_row: int = 0
 
 
 @dataclass(slots=True)
@@ -80,14 +90,233 @@ def ddl_target(default_database: str, query: str) -> tuple[str, str] | None:
     return default_database, first
 
 
+# Event types that carry no row change of their own: statement context (INTVAR, RAND,
+# USER_VAR precede a statement-logged DML, which stops the stream by itself), markers and
+# MySQL's informational events.
+_INERT_EVENTS = frozenset(
+    {
+        EventType.STOP,
+        EventType.INTVAR,
+        EventType.RAND,
+        EventType.USER_VAR,
+        EventType.IGNORABLE,
+        EventType.ROWS_QUERY,
+        EventType.ANONYMOUS_GTID,
+        EventType.TRANSACTION_CONTEXT,
+        EventType.VIEW_CHANGE,
+        EventType.XA_PREPARE,
+        EventType.MARIA_BINLOG_CHECKPOINT,
+        EventType.MARIA_START_ENCRYPTION,
+    }
+)
+_SESSION_FIX = (
+    "Make every session that writes captured tables log rows: SET GLOBAL binlog_format='ROW' "
+    "and remove SET [SESSION] binlog_format=... from the application (or its connection "
+    "init), then take a new snapshot of the table (scan.startup.mode=initial with a new "
+    "checkpoint), since the changes of this statement cannot be recovered from the binlog"
+)
+
+
+def _refuse_unknown(event: UnknownEvent, here: BinlogPosition) -> None:
+    """Stop on an event that may carry changes sparkcdc cannot decode (never skip it)."""
+    code = event.header.type_code
+    if code in _INERT_EVENTS or event.ignorable:
+        return
+    try:
+        name = EventType(code).name
+    except ValueError:
+        name = f"type {code}"
+    if code == EventType.INCIDENT:
+        raise SourceError(
+            f"the server wrote an INCIDENT event at binlog position {here}: changes around "
+            "it may be missing from the binlog (e.g. a statement that failed half-way on a "
+            "non-transactional table). The stream cannot prove it is complete from here; "
+            "take a new snapshot (scan.startup.mode=initial with a new checkpoint)"
+        )
+    if code in (EventType.BEGIN_LOAD_QUERY, EventType.EXECUTE_LOAD_QUERY, EventType.APPEND_BLOCK):
+        raise SourceError(
+            f"a LOAD DATA statement was logged as a statement ({name}) at binlog position "
+            f"{here}: its rows are not in the binlog. {_SESSION_FIX}"
+        )
+    raise ProtocolError(
+        f"binlog event {name} at position {here} ({event.header.event_size} bytes) is not "
+        "one sparkcdc can decode, and the server did not mark it ignorable: it may carry "
+        "changes, so the stream stops rather than skip it. Check the server's binlog "
+        "settings with `sparkcdc validate`; if they are supported, report the event type"
+    )
+
+
+def _statement_change(
+    event: QueryEvent, here: BinlogPosition, table_filter: TableFilter
+) -> tuple[str, str] | None:
+    """The captured (database, table) a DDL statement acts on; raises on a statement that
+    changed captured rows without row images (a session in STATEMENT / MIXED format)."""
+    kind = statement_kind(event.query)
+    if kind == "control":
+        return None
+    if kind == "dml":
+        tables = dml_tables(event.database, event.query)
+        captured = None if tables is None else [t for t in tables if table_filter(*t)]
+        if captured is None or captured:
+            which = (
+                "a table it cannot name"
+                if captured is None
+                else ", ".join(f"{d}.{t}" for d, t in captured)
+            )
+            raise SourceError(
+                f"at binlog position {here} the server logged a data change to {which} as a "
+                f"statement, not as row images: {_preview(event.query)}. A session with "
+                "binlog_format=STATEMENT or MIXED did this (thread "
+                f"{event.thread_id}); CDC needs the rows it changed, which the binlog does "
+                f"not hold. {_SESSION_FIX}"
+            )
+        return None
+    if kind == "xa_rollback":
+        raise SourceError(
+            f"at binlog position {here} a prepared XA transaction was rolled back "
+            f"({_preview(event.query)}): its row changes were logged at XA PREPARE and may "
+            "have been delivered. The stream stops rather than deliver changes that never "
+            "committed; take a new snapshot of the affected tables"
+        )
+    target = ddl_target(event.database, event.query)
+    if target is not None and table_filter(*target):
+        return target
+    return None
+
+
+def _preview(query: str, limit: int = 200) -> str:
+    text = " ".join(query.split())
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+class _ColumnMetadata:
+    """Completes TABLE_MAPs that lack column metadata from the stream's schema versions.
+
+    A DDL statement on a table at a position where no known version starts means the
+    versions no longer describe the table after it: its next TABLE_MAP without metadata
+    stops the stream (SchemaChangedError; the restarted query reads the new schema).
+    """
+
+    def __init__(
+        self, versions: TableVersions | None, table_filter: TableFilter, start: BinlogPosition
+    ) -> None:
+        self.decoder = BinlogDecoder(table_filter=table_filter, on_table_map=self.on_table_map)
+        self.versions = versions
+        self.filter = table_filter
+        self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
+        self.here = start  # the position of the event being decoded
+
+    def on_table_map(self, event: TableMapEvent) -> None:
+        if self.filter(event.database, event.table):
+            self.table_map(event, self.here)
+
+    def schema_change(self, database: str, table: str, here: BinlogPosition) -> None:
+        if self.versions is None or here.seq() not in self.versions.starts(database, table):
+            self.unknown_since.setdefault((database, table), here)
+
+    def table_map(self, event: TableMapEvent, here: BinlogPosition) -> None:
+        if not is_incomplete(event.columns):
+            return
+        key = (event.database, event.table)
+        changed = self.unknown_since.get(key)
+        if changed is not None:
+            raise SchemaChangedError(
+                f"table {event.database}.{event.table} changed at binlog position {changed} "
+                "and the binlog does not carry column metadata (binlog_row_metadata is not "
+                "FULL): its rows from there on decode only with its new schema. Restart the "
+                "query (same checkpoint; sparkcdc run restarts it by itself) so it reads the "
+                "new schema"
+            )
+        schema = None if self.versions is None else self.versions.at(key[0], key[1], here.seq())
+        if schema is None:
+            raise SourceError(
+                f"the binlog at {here} carries no column metadata for {key[0]}.{key[1]} "
+                "(binlog_row_metadata is not FULL) and the stream holds no schema for that "
+                "position: was binlog_row_metadata changed while the query ran? Restart the "
+                "query (it then reads the schema), or SET GLOBAL binlog_row_metadata='FULL'"
+            )
+        where = str(here)
+        self.decoder.complete_table(
+            event.table_id, id(schema), lambda cols: complete_columns(cols, schema, where)
+        )
+
+
+def _changes(
+    event: BinlogEvent,
+    here: BinlogPosition,
+    timestamp: int,
+    metadata: _ColumnMetadata,
+    table_filter: TableFilter,
+) -> Iterator[RowChanges | SchemaChange]:
+    """The changes one event (at ``here``) makes to captured tables; stops on anything it
+    cannot deliver exactly."""
+    if isinstance(event, RowsEvent):
+        if event.rows is not None and event.table is not None:
+            if event.absent_before or event.absent_after:
+                _refuse_partial_image(event, here)
+            yield RowChanges(
+                event.table.database,
+                event.table.table,
+                event.kind,
+                event.rows,
+                timestamp,
+                here,
+                event.table,
+            )
+    elif isinstance(event, QueryEvent):
+        target = _statement_change(event, here, table_filter)
+        if target is not None:
+            metadata.schema_change(target[0], target[1], here)
+            yield SchemaChange(target[0], target[1], event.query, timestamp, here)
+    elif isinstance(event, UnknownEvent):
+        _refuse_unknown(event, here)
+
+
+def _images(change: RowChanges) -> int:
+    return len(change.rows) * (2 if change.kind is RowsKind.UPDATE else 1)
+
+
+def _refuse_partial_image(event: RowsEvent, here: BinlogPosition) -> None:
+    table = event.table
+    assert table is not None
+    absent = sorted(set(event.absent_before) | set(event.absent_after))
+    names = ", ".join(table.columns[i].name or f"#{i + 1}" for i in absent)
+    raise SourceError(
+        f"the {event.kind.value} of {table.database}.{table.table} at binlog position {here} "
+        f"was logged without column(s) {names} in its row images: a session with "
+        "binlog_row_image=MINIMAL or NOBLOB wrote it, and CDC cannot know those values (it "
+        "will not put NULL in their place). SET GLOBAL binlog_row_image='FULL' and remove SET "
+        "[SESSION] binlog_row_image=... from the application, then take a new snapshot of the "
+        "table (scan.startup.mode=initial with a new checkpoint)"
+    )
+
+
+def _no_table(database: str, table: str) -> bool:
+    return False
+
+
 def read_range(
     settings: ConnectionSettings,
     server_id: int,
     start: BinlogPosition,
     end: BinlogPosition,
     table_filter: TableFilter,
+    versions: TableVersions | None = None,
+    *,
+    rows: bool = True,
+    on_xa: Callable[[str, BinlogPosition], None] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
+
+    ``rows=False``: only their schema changes (no row is decoded).
+
+    ``versions``: the captured tables' schemas by position, to decode rows of a binlog
+    without column metadata (``binlog_row_metadata`` not FULL); without them such rows stop
+    the read.
+
+    ``on_xa(kind, position)`` is told of each MariaDB XA event group in the range:
+    ``"prepare"`` (an XA PREPARE: its rows, yielded like any, take effect at a later XA
+    COMMIT) or ``"complete"`` (the XA COMMIT / XA ROLLBACK of an earlier prepare).
 
     Raises ProtocolError if the binlog ends before ``end`` (it was truncated or
     the offsets do not belong to this server), and ``BinlogResetError`` before the first
@@ -98,45 +327,77 @@ def read_range(
     """
     if not start < end:
         return
-    decoder = BinlogDecoder(table_filter=table_filter)
+    tags = {p.file: p.file_tag for p in (end, start) if p.file_tag is not None}
+
+    def check_format(file: str, header: EventHeader) -> None:
+        _check_file_tag(settings, file, tags.get(file), header, start)
+
+    with BinlogClient(settings, server_id) as client:
+        events = client.events(start, blocking=False)
+        yield from changes_of_events(
+            events,
+            start,
+            end,
+            table_filter,
+            versions,
+            rows=rows,
+            on_xa=on_xa,
+            check_format=check_format,
+        )
+
+
+def changes_of_events(
+    events: Iterable[bytes | memoryview],
+    start: BinlogPosition,
+    end: BinlogPosition,
+    table_filter: TableFilter,
+    versions: TableVersions | None = None,
+    *,
+    rows: bool = True,
+    on_xa: Callable[[str, BinlogPosition], None] | None = None,
+    check_format: Callable[[str, EventHeader], None] | None = None,
+) -> Iterator[RowChanges | SchemaChange]:
+    """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
+    pure function of bytes. ``check_format(file, header)`` judges each file's
+    FORMAT_DESCRIPTION before any row of that file is read."""
+    metadata = _ColumnMetadata(versions, table_filter if rows else _no_table, start)
+    decoder = metadata.decoder
     current_file = start.file
     reached = start
-    tags = {p.file: p.file_tag for p in (end, start) if p.file_tag is not None}
     base = start.seq_file_base
-    with BinlogClient(settings, server_id) as client:
-        for raw in client.events(start, blocking=False):
-            event = decoder.decode(raw)
-            header = event.header
-            if isinstance(event, RotateEvent):
-                current_file = event.next_file
-                reached = BinlogPosition(current_file, event.next_pos)
-                continue
-            if isinstance(event, FormatDescriptionEvent):
-                _check_file_tag(settings, current_file, tags.get(current_file), header, start)
-                continue
-            if header.log_pos == 0:
-                continue  # artificial events the server sends at dump start
-            here = BinlogPosition(
-                current_file, header.log_pos - header.event_size, seq_file_base=base
-            )
-            if here >= end:
-                return
-            reached = BinlogPosition(current_file, header.log_pos)
-            if isinstance(event, RowsEvent):
-                if event.rows is not None and event.table is not None:
-                    yield RowChanges(
-                        event.table.database,
-                        event.table.table,
-                        event.kind,
-                        event.rows,
-                        header.timestamp,
-                        here,
-                        event.table,
-                    )
-            elif isinstance(event, QueryEvent):
-                target = ddl_target(event.database, event.query)
-                if target is not None and table_filter(*target):
-                    yield SchemaChange(target[0], target[1], event.query, header.timestamp, here)
+    for raw in events:
+        _ts, _type, _server, size, log_pos, _flags = EVENT_HEADER.unpack_from(raw, 0)
+        if log_pos:  # artificial events the server sends at dump start have none
+            metadata.here = BinlogPosition(current_file, log_pos - size, seq_file_base=base)
+        event = decoder.decode(raw)
+        header = event.header
+        if isinstance(event, RotateEvent):
+            current_file = event.next_file
+            reached = BinlogPosition(current_file, event.next_pos)
+            continue
+        if isinstance(event, FormatDescriptionEvent):
+            if check_format is not None:
+                check_format(current_file, header)
+            continue
+        if header.log_pos == 0:
+            continue
+        here = metadata.here
+        if here >= end:
+            return
+        reached = BinlogPosition(current_file, header.log_pos)
+        if isinstance(event, MariaGtidEvent):
+            if on_xa is not None and (event.xa_prepare or event.xa_complete):
+                on_xa("prepare" if event.xa_prepare else "complete", here)
+        elif isinstance(event, TransactionPayloadEvent):
+            first_row = 0
+            for inner in event.events:
+                for change in _changes(inner, here, header.timestamp, metadata, table_filter):
+                    if isinstance(change, RowChanges):
+                        change.first_row = first_row
+                        first_row += _images(change)
+                    yield change
+        else:
+            yield from _changes(event, here, header.timestamp, metadata, table_filter)
     if reached < end:
         raise ProtocolError(
             f"the binlog ended at {reached} before the batch end {end}; the server's binlog "

@@ -42,7 +42,8 @@ def load_schema(conn: Any, database: str, table: str) -> TableSchema:
     """The current schema of one table from information_schema."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY "
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, "
+            "CHARACTER_SET_NAME "
             "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
             "ORDER BY ORDINAL_POSITION",
             (database, table),
@@ -64,8 +65,9 @@ def load_schema(conn: Any, database: str, table: str) -> TableSchema:
             _text(column_type),
             nullable == "YES",
             table=f"{database}.{table}",
+            charset=None if charset is None else _text(charset),
         )
-        for name, data_type, column_type, nullable, _key in rows
+        for name, data_type, column_type, nullable, _key, charset in rows
     )
     return TableSchema(database, table, columns, primary_key)
 

@@ -362,6 +362,18 @@ def charset_for_collation(collation_id: int) -> str | None:
     return None
 
 
+def collation_for_charset(charset: str) -> int | None:
+    """A collation id of a character set (any one decodes alike), None if unknown.
+
+    >>> collation_for_charset("latin1"), collation_for_charset("binary")
+    (5, 63)
+    """
+    if charset == "binary":
+        return BINARY_COLLATION
+    ids = _COLLATIONS_BY_CHARSET.get(charset)
+    return ids[0] if ids else None
+
+
 def codec_for_collation(collation_id: int) -> str | None:
     """The Python codec for a collation id; None means binary (keep bytes).
 

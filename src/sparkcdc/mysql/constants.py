@@ -105,6 +105,35 @@ class ColumnType(IntEnum):
     GEOMETRY = 255
 
 
+class TransactionPayloadField(IntEnum):
+    """Header fields of TRANSACTION_PAYLOAD (MySQL 8.0.20+ ``binlog_transaction_compression``).
+
+    The body starts with fields ``type value-length value`` (all three packed integers,
+    MySQL's ``net_field_length``; see libbinlogevents ``codecs/binary.cpp``,
+    ``Transaction_payload::decode``), ended by the type ``HEADER_END_MARK`` alone; the
+    payload (the transaction's events, compressed) fills the rest of the event.
+    """
+
+    HEADER_END_MARK = 0
+    PAYLOAD_SIZE = 1
+    COMPRESSION_TYPE = 2
+    UNCOMPRESSED_SIZE = 3
+
+
+class PayloadCompression(IntEnum):
+    """Compression type of a TRANSACTION_PAYLOAD (``mysql::binlog::event::compression::type``)."""
+
+    ZSTD = 0
+    NONE = 255
+
+
+class RowsValueOption(IntFlag):
+    """``value_options`` that start each after image of PARTIAL_UPDATE_ROWS (a packed int)."""
+
+    # some JSON columns of the after image are logged as diffs; a bitmap saying which follows
+    PARTIAL_JSON_UPDATES = 1
+
+
 class BinlogChecksum(IntEnum):
     """Checksum algorithm byte at the end of FORMAT_DESCRIPTION."""
 
@@ -137,6 +166,10 @@ class Command(IntEnum):
 EVENT_HEADER = struct.Struct("<IBIIIH")
 EVENT_HEADER_SIZE = EVENT_HEADER.size  # 19
 CHECKSUM_SIZE = 4
+
+# common header flag LOG_EVENT_IGNORABLE_F: a server that does not know the event type may
+# skip it; without it, an unknown event type must stop replication
+LOG_EVENT_IGNORABLE_F = 0x0080
 
 # binlog files start with this magic; the first event is at offset 4
 BINLOG_MAGIC = b"\xfebin"

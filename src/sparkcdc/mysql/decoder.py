@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 
+import zstandard
+
 from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql.charsets import codec_for_collation
 from sparkcdc.mysql.constants import (
@@ -36,6 +38,8 @@ from sparkcdc.mysql.constants import (
     BinlogChecksum,
     ColumnType,
     EventType,
+    PayloadCompression,
+    TransactionPayloadField,
 )
 from sparkcdc.mysql.events import (
     AnnotateRowsEvent,
@@ -53,6 +57,7 @@ from sparkcdc.mysql.events import (
     RowsEvent,
     RowsKind,
     TableMapEvent,
+    TransactionPayloadEvent,
     UnknownEvent,
     XidEvent,
 )
@@ -111,6 +116,22 @@ _MYSQL_CHECKSUM_VERSION = (5, 6, 1)
 _MARIADB_CHECKSUM_VERSION = (5, 3, 0)
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
 _HEARTBEAT_V2_LOG_FILENAME = 1
+# TRANSACTION_PAYLOAD has no post-header (MySQL TRANSACTION_PAYLOAD_HEADER_LEN); its header
+# fields are TLVs in the body, see TransactionPayloadField
+_TRANSACTION_PAYLOAD_POST_HEADER = 0
+_PAYLOAD_VALUE_FIELDS = frozenset(
+    {
+        TransactionPayloadField.PAYLOAD_SIZE,
+        TransactionPayloadField.COMPRESSION_TYPE,
+        TransactionPayloadField.UNCOMPRESSED_SIZE,
+    }
+)
+# what to do when a MySQL 8.0 row value option stands in the way of an exact change
+_PARTIAL_JSON_FIX = (
+    "; the server logged this change with binlog_row_value_options=PARTIAL_JSON and it "
+    "cannot be applied exactly. Run SET GLOBAL binlog_row_value_options='' (and "
+    "binlog_row_image=FULL) on the source, then restart capture from a snapshot"
+)
 # common header: flags u16 is the last field; LOG_EVENT_BINLOG_IN_USE_F marks an open file
 _HEADER_FLAGS_OFFSET = EVENT_HEADER_SIZE - 2
 _BINLOG_IN_USE_FLAG = 0x0001
@@ -125,6 +146,10 @@ class MariaGtidFlag(IntFlag):
     ALLOW_PARALLEL = 0x08
     WAITED = 0x10
     DDL = 0x20
+    # MariaDB >= 10.5 (sql/log_event.h): the group is an XA PREPARE (its row events
+    # follow) or the XA COMMIT / XA ROLLBACK of a transaction prepared earlier
+    PREPARED_XA = 0x40
+    COMPLETED_XA = 0x80
 
 
 class OptionalMetadata(IntEnum):
@@ -157,9 +182,13 @@ _ROWS_KINDS: dict[int, RowsKind] = {
     EventType.MARIA_WRITE_ROWS_COMPRESSED: RowsKind.INSERT,
     EventType.MARIA_UPDATE_ROWS_COMPRESSED: RowsKind.UPDATE,
     EventType.MARIA_DELETE_ROWS_COMPRESSED: RowsKind.DELETE,
+    # MySQL 8.0 binlog_row_value_options=PARTIAL_JSON: UPDATE_ROWS_V2 whose after images
+    # start with value_options and may log JSON values as diffs (rowcodec applies them)
+    EventType.PARTIAL_UPDATE_ROWS: RowsKind.UPDATE,
 }
 _ROWS_V2_TYPES = frozenset(
     {
+        EventType.PARTIAL_UPDATE_ROWS,
         EventType.WRITE_ROWS_V2,
         EventType.UPDATE_ROWS_V2,
         EventType.DELETE_ROWS_V2,
@@ -270,6 +299,28 @@ def decompress_mariadb(data: bytes) -> bytes:
     return out
 
 
+def _zstd_decompress(payload: bytes, uncompressed: int, where: str) -> bytes:
+    """Inflate a zstd payload that must yield exactly ``uncompressed`` bytes.
+
+    Frames are read one after the other, as MySQL's streaming decompressor does; reading
+    stops one byte past the announced size, so a wrong header cannot make us inflate more.
+    """
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True) as r:
+            raw = r.read(uncompressed + 1)
+    except zstandard.ZstdError as exc:
+        raise ProtocolError(
+            f"{where}: cannot decompress its {len(payload)}-byte ZSTD payload: {exc}"
+        ) from None
+    if len(raw) != uncompressed:
+        raise ProtocolError(
+            f"{where}: its {len(payload)}-byte ZSTD payload inflates to "
+            f"{'more than ' if len(raw) > uncompressed else ''}{len(raw)} bytes, its header "
+            f"says {uncompressed}; the payload is truncated or corrupt"
+        )
+    return raw
+
+
 def _checksum_aware(server_version: str) -> bool:
     """True when a server of this version ends FORMAT_DESCRIPTION with the checksum byte."""
     match = _VERSION_RE.match(server_version)
@@ -296,6 +347,20 @@ def _format_uuid(raw: bytes) -> str:
 # ----------------------------------------------------------------------- table maps
 
 
+@dataclass(frozen=True, slots=True)
+class _RowsShape:
+    """What one (kind, columns-present bitmaps) combination of a table decodes with."""
+
+    decode_rows: RowsDecoder
+    # column indexes missing from the before / after images (RowsEvent.absent_*)
+    absent_before: tuple[int, ...]
+    absent_after: tuple[int, ...]
+
+
+# (kind, present bitmap, after-image present bitmap, partial JSON)
+_ShapeKey = tuple[RowsKind, int, int | None, bool]
+
+
 @dataclass
 class _MappedTable:
     """A parsed TABLE_MAP body (shared by every TABLE_MAP with the same bytes)."""
@@ -306,7 +371,32 @@ class _MappedTable:
     columns: tuple[ColumnInfo, ...]
     primary_key: tuple[int, ...]
     included: bool
-    decoders: dict[tuple[RowsKind, int, int | None], RowsDecoder] = field(default_factory=dict)
+    shapes: dict[_ShapeKey, _RowsShape] = field(default_factory=dict)
+
+    def shape(self, key: _ShapeKey) -> _RowsShape:
+        """The row decoder and absent columns for ``key``, built once per key."""
+        shape = self.shapes.get(key)
+        if shape is None:
+            kind, present, present_after, partial = key
+            absent = _absent_columns(len(self.columns), present)
+            before: tuple[int, ...]
+            after: tuple[int, ...]
+            if kind is RowsKind.INSERT:
+                before, after = (), absent
+            elif kind is RowsKind.DELETE:
+                before, after = absent, ()
+            else:
+                second = present if present_after is None else present_after
+                before, after = absent, _absent_columns(len(self.columns), second)
+            decode = build_rows_decoder(self.columns, kind, present, present_after, partial)
+            shape = _RowsShape(decode, before, after)
+            self.shapes[key] = shape
+        return shape
+
+
+def _absent_columns(count: int, present: int) -> tuple[int, ...]:
+    """Indexes of the ``count`` columns whose bit is clear in a columns-present bitmap."""
+    return tuple(i for i in range(count) if not present >> i & 1)
 
 
 def _real_string_type(meta0: int, meta1: int) -> tuple[ColumnType, int]:
@@ -523,11 +613,20 @@ class BinlogDecoder:
     True
     """
 
-    def __init__(self, table_filter: TableFilter | None = None) -> None:
+    def __init__(
+        self,
+        table_filter: TableFilter | None = None,
+        on_table_map: Callable[[TableMapEvent], None] | None = None,
+    ) -> None:
         self._filter = table_filter
+        # called with each TABLE_MAP as it is decoded (also inside a TRANSACTION_PAYLOAD),
+        # before any ROWS event that uses it: it may complete it (``complete_table``)
+        self._on_table_map = on_table_map
         self.format: FormatDescriptionEvent | None = None
         self._tables: dict[int, tuple[TableMapEvent, _MappedTable]] = {}
         self._map_cache: dict[bytes, _MappedTable] = {}
+        # (id of a cached TABLE_MAP, schema version) -> (that TABLE_MAP, it completed)
+        self._completed: dict[tuple[int, object], tuple[_MappedTable, _MappedTable]] = {}
         self._dispatch: dict[int, Callable[[EventHeader, bytes], BinlogEvent]] = {
             EventType.FORMAT_DESCRIPTION: self._format_description,
             EventType.ROTATE: self._rotate,
@@ -542,6 +641,7 @@ class BinlogDecoder:
             EventType.HEARTBEAT: self._heartbeat,
             EventType.HEARTBEAT_V2: self._heartbeat_v2,
             EventType.MARIA_ANNOTATE_ROWS: self._annotate_rows,
+            EventType.TRANSACTION_PAYLOAD: self._transaction_payload,
         }
         for code in _ROWS_KINDS:
             self._dispatch[code] = self._rows
@@ -577,6 +677,40 @@ class BinlogDecoder:
         """The current TABLE_MAP for ``table_id``, if one was seen."""
         entry = self._tables.get(table_id)
         return entry[0] if entry else None
+
+    def complete_table(
+        self,
+        table_id: int,
+        version: object,
+        complete: Callable[[tuple[ColumnInfo, ...]], tuple[ColumnInfo, ...]],
+    ) -> TableMapEvent:
+        """Give the current TABLE_MAP of ``table_id`` the column metadata the binlog left
+        out (``binlog_row_metadata`` not FULL): ``complete`` maps its columns to complete
+        ones, once per TABLE_MAP body and ``version`` (the schema version used); the
+        following ROWS events of the table decode with them."""
+        event, mapped = self._tables[table_id]
+        key = (id(mapped), version)
+        cached = self._completed.get(key)
+        if cached is None or cached[0] is not mapped:
+            columns = complete(mapped.columns)
+            done = _MappedTable(
+                mapped.table_id,
+                mapped.database,
+                mapped.table,
+                columns,
+                mapped.primary_key,
+                mapped.included,
+            )
+            if len(self._completed) > _MAP_CACHE_LIMIT:
+                self._completed.clear()
+            cached = self._completed[key] = (mapped, done)
+        done = cached[1]
+        completed = TableMapEvent(
+            event.header, event.table_id, event.database, event.table, done.columns,
+            event.primary_key,
+        )  # fmt: skip
+        self._tables[table_id] = (completed, done)
+        return completed
 
     # -- context -----------------------------------------------------------------------
 
@@ -641,6 +775,9 @@ class BinlogDecoder:
             mapped.primary_key,
         )
         self._tables[mapped.table_id] = (event, mapped)
+        if self._on_table_map is not None:
+            self._on_table_map(event)
+            return self._tables[mapped.table_id][0]
         return event
 
     def _rows(self, header: EventHeader, data: bytes) -> RowsEvent:
@@ -682,23 +819,147 @@ class BinlogDecoder:
                 f"{header.log_pos} has {width} columns but its TABLE_MAP has "
                 f"{len(mapped.columns)}"
             )
-        key = (kind, present, present_after)
-        decode_rows = mapped.decoders.get(key)
-        if decode_rows is None:
-            decode_rows = build_rows_decoder(mapped.columns, kind, present, present_after)
-            mapped.decoders[key] = decode_rows
+        partial = type_code == EventType.PARTIAL_UPDATE_ROWS
+        key = (kind, present, present_after, partial)
+        shape = mapped.shapes.get(key) or mapped.shape(key)
         if type_code in _COMPRESSED_ROWS_TYPES:
             data = decompress_mariadb(data[pos:])
             pos = 0
         end = len(data)
-        rows, stop = decode_rows(data, pos, end)
+        try:
+            rows, stop = shape.decode_rows(data, pos, end)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"{EventType(type_code).name} event for {mapped.database}.{mapped.table} ending "
+                f"at position {header.log_pos}: {exc}{_PARTIAL_JSON_FIX if partial else ''}"
+            ) from None
         if stop != end:
             raise ProtocolError(
                 f"ROWS event for {mapped.database}.{mapped.table} ending at position "
                 f"{header.log_pos}: row images end at byte {stop} of {end}; the TABLE_MAP does "
                 "not describe these rows"
             )
-        return RowsEvent(header, kind, table_id, table_map, rows)
+        return RowsEvent(
+            header, kind, table_id, table_map, rows, shape.absent_before, shape.absent_after
+        )
+
+    def _transaction_payload(self, header: EventHeader, data: bytes) -> TransactionPayloadEvent:
+        """MySQL 8.0.20+ TRANSACTION_PAYLOAD: header TLVs, then the compressed transaction.
+
+        Layout (libbinlogevents ``codecs/binary.cpp``, ``Transaction_payload::decode``):
+        fields of packed-int ``type``, ``length``, ``value`` until the end mark (type 0); then
+        exactly ``PAYLOAD_SIZE`` bytes of payload: the transaction's events, each with its
+        own 19-byte header and, unlike events in a binlog file, no checksum (WL#3549: the
+        payload event's own checksum covers them).
+        """
+        where = f"TRANSACTION_PAYLOAD ending at position {header.log_pos}"
+        post = self._post_header_length(header.type_code, _TRANSACTION_PAYLOAD_POST_HEADER)
+        pos, end = EVENT_HEADER_SIZE + post, len(data)
+        fields: dict[TransactionPayloadField, int] = {}
+        while True:
+            if pos >= end:
+                raise ProtocolError(
+                    f"{where} ends inside its header fields, before the end mark (field type 0)"
+                )
+            kind, pos = _lenenc(data, pos)
+            if kind == TransactionPayloadField.HEADER_END_MARK:
+                break
+            length, pos = _lenenc(data, pos)
+            if pos + length > end:
+                raise ProtocolError(
+                    f"{where}: header field {kind} announces {length} bytes but the event has "
+                    f"{end - pos} left"
+                )
+            if kind in _PAYLOAD_VALUE_FIELDS:
+                value, stop = _lenenc(data, pos)
+                if stop != pos + length:
+                    raise ProtocolError(
+                        f"{where}: header field {TransactionPayloadField(kind).name} announces "
+                        f"{length} bytes but its value takes {stop - pos}"
+                    )
+                fields[TransactionPayloadField(kind)] = value
+            # other field types are skipped by their length, as MySQL's own decoder does:
+            # later servers append fields that do not change how the payload is read
+            pos += length
+        size = fields.get(TransactionPayloadField.PAYLOAD_SIZE)
+        code = fields.get(TransactionPayloadField.COMPRESSION_TYPE)
+        if size is None or code is None:
+            raise ProtocolError(
+                f"{where} has no {'payload size' if size is None else 'compression type'} "
+                "header field; MySQL always writes both"
+            )
+        try:
+            compression = PayloadCompression(code)
+        except ValueError:
+            raise ProtocolError(
+                f"{where} names compression type {code}, expected 0 (ZSTD) or 255 (NONE); "
+                "a newer server compresses in a way sparkcdc cannot read: set "
+                "binlog_transaction_compression=OFF on the source"
+            ) from None
+        if end - pos != size:
+            raise ProtocolError(
+                f"{where} announces a payload of {size} bytes but {end - pos} follow its "
+                "header; the event is corrupt"
+            )
+        uncompressed = fields.get(TransactionPayloadField.UNCOMPRESSED_SIZE)
+        payload = data[pos:end]
+        if compression is PayloadCompression.NONE:
+            raw = payload
+        else:
+            if uncompressed is None:
+                raise ProtocolError(
+                    f"{where} is ZSTD-compressed but has no uncompressed size header field, "
+                    "so its contents cannot be verified; MySQL always writes it"
+                )
+            raw = _zstd_decompress(payload, uncompressed, where)
+        if compression is PayloadCompression.NONE and uncompressed not in (None, len(raw)):
+            raise ProtocolError(
+                f"{where}: the payload holds {len(raw)} bytes of events, its header says "
+                f"{uncompressed}; the event is corrupt"
+            )
+        return TransactionPayloadEvent(
+            header, compression, len(raw), self._payload_events(raw, where)
+        )
+
+    def _payload_events(self, raw: bytes, where: str) -> tuple[BinlogEvent, ...]:
+        """Decode the events of a transaction payload with this decoder.
+
+        The TABLE_MAPs of the payload's transaction serve its ROWS events and end with it:
+        the payload starts with no table maps and the ones from before are restored after.
+        """
+        events: list[BinlogEvent] = []
+        outer_tables = self._tables
+        self._tables = {}
+        try:
+            pos, end = 0, len(raw)
+            while pos < end:
+                if end - pos < EVENT_HEADER_SIZE:
+                    raise ProtocolError(
+                        f"{where}: the payload ends inside an event header at byte {pos} of "
+                        f"{end}; the event is corrupt"
+                    )
+                _ts, type_code, _server, size, _log_pos, _flags = EVENT_HEADER.unpack_from(raw, pos)
+                if size < EVENT_HEADER_SIZE or pos + size > end:
+                    raise ProtocolError(
+                        f"{where}: inner event {len(events) + 1} at byte {pos} announces "
+                        f"{size} bytes but the payload has {end - pos} left; the event is corrupt"
+                    )
+                if type_code == EventType.TRANSACTION_PAYLOAD:
+                    raise ProtocolError(
+                        f"{where}: inner event {len(events) + 1} is itself a "
+                        "TRANSACTION_PAYLOAD; payloads do not nest, the event is corrupt"
+                    )
+                try:
+                    events.append(self.decode(raw[pos : pos + size]))
+                except ProtocolError as exc:
+                    raise ProtocolError(
+                        f"{where}, inner event {len(events) + 1} at byte {pos} of the "
+                        f"payload: {exc}"
+                    ) from None
+                pos += size
+        finally:
+            self._tables = outer_tables
+        return tuple(events)
 
     def _query(self, header: EventHeader, data: bytes) -> QueryEvent:
         thread_id, exec_time, db_len, error_code, status_len = _QUERY_POST_HEADER.unpack_from(
@@ -724,7 +985,14 @@ class BinlogDecoder:
 
     def _maria_gtid(self, header: EventHeader, data: bytes) -> MariaGtidEvent:
         sequence, domain, flags = _MARIA_GTID.unpack_from(data, EVENT_HEADER_SIZE)
-        return MariaGtidEvent(header, domain, sequence, bool(flags & MariaGtidFlag.STANDALONE))
+        return MariaGtidEvent(
+            header,
+            domain,
+            sequence,
+            bool(flags & MariaGtidFlag.STANDALONE),
+            xa_prepare=bool(flags & MariaGtidFlag.PREPARED_XA),
+            xa_complete=bool(flags & MariaGtidFlag.COMPLETED_XA),
+        )
 
     def _maria_gtid_list(self, header: EventHeader, data: bytes) -> MariaGtidListEvent:
         (raw_count,) = _MARIA_GTID_LIST_COUNT.unpack_from(data, EVENT_HEADER_SIZE)

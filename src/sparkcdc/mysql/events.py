@@ -16,7 +16,12 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkcdc.mysql.constants import BinlogChecksum, ColumnType
+from sparkcdc.mysql.constants import (
+    LOG_EVENT_IGNORABLE_F,
+    BinlogChecksum,
+    ColumnType,
+    PayloadCompression,
+)
 
 
 class _Missing:
@@ -139,12 +144,24 @@ Row = tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]
 
 @dataclass(frozen=True, slots=True)
 class RowsEvent:
+    """The rows one ROWS event changes in one table.
+
+    ``absent_before`` / ``absent_after`` are the indexes of the columns missing from every
+    before / after image of this event (their columns-present bit is clear, as under
+    ``binlog_row_image=MINIMAL`` or ``NOBLOB``; those values are :data:`MISSING`); ``()``
+    when the images are complete, and for the image an event kind does not have. A
+    PARTIAL_UPDATE_ROWS event comes out as an UPDATE whose partial JSON values were
+    applied to the before image, so they are complete values here.
+    """
+
     header: EventHeader
     kind: RowsKind
     table_id: int
     table: TableMapEvent | None
     # None when the table filter excluded the table (rows were not decoded)
     rows: list[Row] | None
+    absent_before: tuple[int, ...] = ()
+    absent_after: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +194,17 @@ class MariaGtidEvent:
     """MariaDB GTID ``domain_id-header.server_id-sequence``; starts an event group.
 
     ``standalone`` (FL_STANDALONE): the group is one statement with no XID/COMMIT (e.g. DDL).
+    ``xa_prepare`` (FL_PREPARED_XA): the group is an XA PREPARE with its row events, which
+    take effect only at a later XA COMMIT; ``xa_complete`` (FL_COMPLETED_XA): the group is
+    that XA COMMIT or XA ROLLBACK.
     """
 
     header: EventHeader
     domain_id: int
     sequence: int
     standalone: bool
+    xa_prepare: bool = False
+    xa_complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,11 +236,37 @@ class AnnotateRowsEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionPayloadEvent:
+    """MySQL TRANSACTION_PAYLOAD: a whole transaction's events, compressed into one event.
+
+    ``events`` are the inner events (TABLE_MAP, ROWS, QUERY, XID...) decoded in order by the
+    same decoder; they have their own 19-byte headers and no checksums.
+    """
+
+    header: EventHeader
+    compression: PayloadCompression
+    uncompressed_size: int
+    events: tuple[BinlogEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownEvent:
     """Any event type the decoder does not interpret; ``body`` is everything after the header."""
 
     header: EventHeader
     body: bytes
+
+    @property
+    def ignorable(self) -> bool:
+        """True when the server flagged the event LOG_EVENT_IGNORABLE_F (safe to skip).
+
+        An unknown event without the flag may carry changes: a reader must not skip it.
+
+        >>> h = EventHeader(0, 99, 1, 19, 0, LOG_EVENT_IGNORABLE_F)
+        >>> UnknownEvent(h, b"").ignorable
+        True
+        """
+        return bool(self.header.flags & LOG_EVENT_IGNORABLE_F)
 
 
 BinlogEvent = (
@@ -234,6 +282,7 @@ BinlogEvent = (
     | PreviousGtidsEvent
     | HeartbeatEvent
     | AnnotateRowsEvent
+    | TransactionPayloadEvent
     | UnknownEvent
 )
 """Everything :meth:`BinlogDecoder.decode` returns."""

@@ -27,9 +27,11 @@ from typing import Any
 from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql import values
 from sparkcdc.mysql.charsets import BINARY_COLLATION, codec_for_collation, errors_for_codec
-from sparkcdc.mysql.constants import ColumnType
+from sparkcdc.mysql.constants import ColumnType, RowsValueOption
 from sparkcdc.mysql.events import MISSING, ColumnInfo, Row, RowsKind
 from sparkcdc.mysql.jsonb import to_json_text
+from sparkcdc.mysql.jsondiff import DIFF_VECTOR_LENGTH, json_diff_applier
+from sparkcdc.mysql.wire import read_lenenc_int
 
 RowsDecoder = Callable[[bytes, int, int], tuple[list[Row], int]]
 
@@ -212,8 +214,49 @@ def _column_lines(g: _Codegen, col: ColumnInfo, var: str, index: int) -> list[st
     )
 
 
-def _image_lines(g: _Codegen, columns: tuple[ColumnInfo, ...], present: int, out: str) -> list[str]:
-    """Lines decoding one row image at ``pos`` into the tuple variable ``out``."""
+def _value_options(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read the ``value_options`` packed int that starts a PARTIAL_UPDATE_ROWS after image."""
+    options, pos = read_lenenc_int(buf, pos)
+    if options is None or options & ~int(RowsValueOption.PARTIAL_JSON_UPDATES):
+        raise ProtocolError(
+            f"PARTIAL_UPDATE_ROWS after image has value_options {options!r}, expected 0 or "
+            f"{int(RowsValueOption.PARTIAL_JSON_UPDATES)} (PARTIAL_JSON_UPDATES)"
+        )
+    return options, pos
+
+
+def _partial_json_lines(g: _Codegen, col: ColumnInfo, var: str, index: int, bit: int) -> list[str]:
+    """Lines decoding JSON column ``index`` of a PARTIAL_UPDATE_ROWS after image.
+
+    When bit ``bit`` of ``pbits`` is set the value is a diff vector (4-byte size + diffs),
+    applied to the same column of the row's before image; else a whole JSON document.
+    """
+    name = col.name if col.name is not None else f"#{index}"
+    apply = g.ref(json_diff_applier(name), "jdiff")
+    lines = [
+        f"if pbits & {1 << bit}:",
+        f"    n = {_length_prefix(g, DIFF_VECTOR_LENGTH.size)}",
+        f"    pos += {DIFF_VECTOR_LENGTH.size}",
+        f"    {var} = {apply}(before[{index}], buf, pos, pos + n)",
+        "    pos += n",
+        "else:",
+    ]
+    lines.extend("    " + line for line in _column_lines(g, col, var, index))
+    return lines
+
+
+def _image_lines(
+    g: _Codegen,
+    columns: tuple[ColumnInfo, ...],
+    present: int,
+    out: str,
+    partial_bits: dict[int, int] | None = None,
+) -> list[str]:
+    """Lines decoding one row image at ``pos`` into the tuple variable ``out``.
+
+    ``partial_bits`` (PARTIAL_UPDATE_ROWS after images) maps JSON column indexes to their
+    bit in the partial-JSON bitmap ``pbits``.
+    """
     present_idx = [i for i in range(len(columns)) if present >> i & 1]
     null_bytes = (len(present_idx) + 7) // 8
     nullable = [(bit, i) for bit, i in enumerate(present_idx) if columns[i].nullable]
@@ -239,6 +282,11 @@ def _image_lines(g: _Codegen, columns: tuple[ColumnInfo, ...], present: int, out
                 body.append(f"pos += {struct.calcsize('<' + fmt)}")
             run.clear()
 
+        def value_lines(col: ColumnInfo, i: int) -> list[str]:
+            if partial_bits is not None and i in partial_bits:
+                return _partial_json_lines(g, col, f"v{i}", i, partial_bits[i])
+            return _column_lines(g, col, f"v{i}", i)
+
         for bit, i in enumerate(present_idx):
             col = columns[i]
             fmt = _fixed_format(col)
@@ -247,12 +295,12 @@ def _image_lines(g: _Codegen, columns: tuple[ColumnInfo, ...], present: int, out
                 body.append(f"if nb & {1 << bit}:")
                 body.append(f"    v{i} = None")
                 body.append("else:")
-                body.extend("    " + line for line in _column_lines(g, col, f"v{i}", i))
+                body.extend("    " + line for line in value_lines(col, i))
             elif fmt is not None:
                 run.append((i, fmt))
             else:
                 flush()
-                body.extend(_column_lines(g, col, f"v{i}", i))
+                body.extend(value_lines(col, i))
         flush()
         return body
 
@@ -268,13 +316,36 @@ def _image_lines(g: _Codegen, columns: tuple[ColumnInfo, ...], present: int, out
     return lines
 
 
+def _partial_prefix_lines(g: _Codegen, json_columns: int) -> list[str]:
+    """Lines reading ``value_options`` and the partial-JSON bitmap into ``pbits``.
+
+    The bitmap has one bit per JSON column of the table, present in the image or not
+    (MySQL ``rpl_record.cc``, ``unpack_row``: ``json_column_count()`` bits, LSB first).
+    """
+    size = (json_columns + 7) // 8
+    return [
+        f"opts, pos = {g.ref(_value_options, 'vopts')}(buf, pos)",
+        f"if opts & {int(RowsValueOption.PARTIAL_JSON_UPDATES)}:",
+        f"    pbits = from_bytes(buf[pos:pos + {size}], 'little')",
+        f"    pos += {size}",
+        "else:",
+        "    pbits = 0",
+    ]
+
+
 def generate_source(
-    columns: tuple[ColumnInfo, ...], kind: RowsKind, present: int, present_after: int | None
+    columns: tuple[ColumnInfo, ...],
+    kind: RowsKind,
+    present: int,
+    present_after: int | None,
+    partial_json: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """Python source of ``decode_rows`` for these columns, and the globals it needs.
 
     ``present`` is the columns-present bitmap (bit i = column i) of the first image,
-    ``present_after`` that of the after image of UPDATE rows.
+    ``present_after`` that of the after image of UPDATE rows. ``partial_json``: the rows
+    are those of PARTIAL_UPDATE_ROWS (each after image starts with ``value_options`` and
+    may carry JSON values as diffs against the before image).
     """
     g = _Codegen()
     first = "after" if kind is RowsKind.INSERT else "before"
@@ -287,7 +358,13 @@ def generate_source(
     lines.extend("        " + line for line in _image_lines(g, columns, present, first))
     if kind is RowsKind.UPDATE:
         second = present if present_after is None else present_after
-        lines.extend("        " + line for line in _image_lines(g, columns, second, "after"))
+        partial_bits: dict[int, int] | None = None
+        if partial_json:
+            json_idx = [i for i, c in enumerate(columns) if c.type == ColumnType.JSON]
+            partial_bits = {i: bit for bit, i in enumerate(json_idx)}
+            lines.extend("        " + line for line in _partial_prefix_lines(g, len(json_idx)))
+        after_lines = _image_lines(g, columns, second, "after", partial_bits)
+        lines.extend("        " + line for line in after_lines)
         lines.append("        append((before, after))")
     elif kind is RowsKind.INSERT:
         lines.append("        append((None, after))")
@@ -298,13 +375,19 @@ def generate_source(
 
 
 def build_rows_decoder(
-    columns: tuple[ColumnInfo, ...], kind: RowsKind, present: int, present_after: int | None
+    columns: tuple[ColumnInfo, ...],
+    kind: RowsKind,
+    present: int,
+    present_after: int | None,
+    partial_json: bool = False,
 ) -> RowsDecoder:
     """Compile the specialised ``decode_rows(buf, pos, end) -> (rows, end_pos)``.
 
-    See the module docstring for an example.
+    See the module docstring for an example; ``partial_json`` as in :func:`generate_source`.
     """
-    source, names = generate_source(columns, kind, present, present_after)
+    if partial_json and kind is not RowsKind.UPDATE:
+        raise ValueError("partial JSON rows are UPDATE rows")
+    source, names = generate_source(columns, kind, present, present_after, partial_json)
     code = compile(source, f"<sparkcdc rows decoder {kind.value}>", "exec")
     namespace: dict[str, Any] = dict(names)
     exec(code, namespace)  # generated from the table map only, never from row data

@@ -259,6 +259,48 @@ def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) ->
     return BinlogPosition(file, pos, gtids)
 
 
+def committed_position(conn: Any, info: ServerInfo) -> BinlogPosition:
+    """A binlog position before which every transaction is committed (visible to any read
+    view opened after this call): the safe low watermark of a chunk read.
+
+    ``SHOW MASTER STATUS`` is not one: the server writes a transaction to the binlog
+    before the storage engine commits it, so a transaction just below that position may
+    not be visible yet. MariaDB: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` takes its
+    snapshot together with ``binlog_snapshot_file`` / ``binlog_snapshot_position`` (under
+    the lock that orders commits), so every transaction before that position is committed.
+    MySQL has no such pair: its current position is used, which leaves that gap open
+    (README, "Snapshot exactness").
+    """
+    if not info.is_mariadb:
+        return current_position(conn, info, with_gtids=False)
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        try:
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {_text(k).lower(): _text(v) for k, v in cur.fetchall()}
+        finally:
+            cur.execute("COMMIT")
+    file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+    if not file or not pos:
+        raise SourceError(
+            f"MariaDB {info.version_text} reported no binlog_snapshot_file/position after "
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT; the snapshot needs log-bin and InnoDB"
+        )
+    return BinlogPosition(file, int(pos))
+
+
+def prepared_xa(conn: Any) -> list[str] | None:
+    """The XIDs of XA transactions prepared and not yet committed or rolled back
+    (``XA RECOVER``), or None when the user may not list them."""
+    try:
+        rows = _rows(conn, "XA RECOVER")
+    except Exception as exc:  # pymysql raises per error code; access denied is the one here
+        if "denied" in str(exc).lower():
+            return None
+        raise
+    return [_text(row[-1]) for row in rows]
+
+
 def binlog_files(conn: Any) -> list[tuple[str, int]]:
     """``SHOW BINARY LOGS`` as (name, size) in order.
 

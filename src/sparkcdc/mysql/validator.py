@@ -143,9 +143,13 @@ def check_binlog_settings(
                 "binlog_row_metadata",
                 metadata or "(not supported by this server)",
                 "FULL (recommended)",
-                fix + ". Without it, row events carry no column names, signedness, "
-                "ENUM/SET labels or charsets: those then come from the schema history, and a "
-                "DDL racing the stream can make rows decode with the wrong schema",
+                fix + ". Without it, row events carry no column names (nor, below MINIMAL, "
+                "signedness, character sets or ENUM/SET labels): sparkcdc decodes them with "
+                "the schema it read from the server, checked against each row event, and "
+                "restarts the query at each DDL on a captured table to read the new schema; "
+                "give the query a state.location so a DDL made while it is stopped can be "
+                "followed, and expect it to stop (never to guess) when a table changed twice "
+                "while the stream was behind",
                 "warning",
             )
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkcdc.errors import SparkCdcError
+from sparkcdc.errors import SchemaChangedError, SparkCdcError
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
@@ -175,6 +175,9 @@ def committed_offset(checkpoint: str) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
+MAX_SCHEMA_RESTARTS = 100
+
+
 def run_pipeline(
     config: PipelineConfig,
     *,
@@ -188,8 +191,32 @@ def run_pipeline(
 
     ``spark``: an existing session (it must have the connector jars, see
     ``spark_session(connectors=True)``); by default one is made with
-    ``local[pipeline.parallelism]``.
+    ``local[pipeline.parallelism]``. When the source stops because rows after a schema
+    change need the new schema read (a binlog without column metadata), the pipeline starts
+    again from its checkpoint, as a typed stream's ``await_restarting`` does.
     """
+    started = time.monotonic()
+    restarts = 0
+    while True:
+        spent = time.monotonic() - started
+        left = None if max_seconds is None else max(0.0, max_seconds - spent)
+        try:
+            return _run_once(config, available_now, out, spark, on_batch, left)
+        except SchemaChangedError as exc:
+            if restarts >= MAX_SCHEMA_RESTARTS:
+                raise
+            restarts += 1
+            log.info("%s; restarting the pipeline to read the new schema", exc)
+
+
+def _run_once(
+    config: PipelineConfig,
+    available_now: bool,
+    out: TextIO | None,
+    spark: Any,
+    on_batch: Callable[[int, dict[str, int]], None] | None,
+    max_seconds: float | None,
+) -> RunSummary:
     from pyspark.errors import StreamingQueryException
 
     from sparkcdc.mysql.validator import check_source

@@ -170,7 +170,9 @@ class SnapshotCoordinator:
             if progress.prev > 0:
                 first_recent = self.splitter(table).chunk(progress.prev)
                 end_key = None if first_recent is None else first_recent.start
-                chunks.append([None, encode_key(end_key), batch_start.file, batch_start.pos])
+                chunks.append(
+                    [None, encode_key(end_key), batch_start.file, batch_start.pos, 0, progress.prev]
+                )
             for chunk in self.chunks_between(table, progress.prev, progress.next):
                 meta = self.staging.metadata(chunk)
                 if meta is None:
@@ -180,7 +182,14 @@ class SnapshotCoordinator:
                         "changed or cleaned: start the query again with a new checkpoint"
                     )
                 chunks.append(
-                    [encode_key(chunk.start), encode_key(chunk.end), meta.high.file, meta.high.pos]
+                    [
+                        encode_key(chunk.start),
+                        encode_key(chunk.end),
+                        meta.high.file,
+                        meta.high.pos,
+                        chunk.index,
+                        chunk.index + 1,
+                    ]
                 )
             tables[table] = {
                 "collation": self.collation(table),

@@ -11,7 +11,10 @@ whose every chunk is done once the position passed their largest HW ("pure binlo
 The driver builds the filter for batch k from the chunks completed in batches < k
 (``complete``), then calls ``compact(B_{k-1})`` so that runs of adjacent chunks whose HW is
 behind the batch start merge into one entry: the state in the offset stays small.
-Lookups are a binary search over each table's completed chunks sorted by start.
+Lookups are a binary search over each table's completed chunks sorted by start. Where
+the chunk key is a string under a collation only the server orders (``keys.python_orders``)
+the key's place among the known chunk bounds is the server's: ``prepare`` ranks a batch
+of keys in one query, and entries are ordered by chunk index, never by comparing values.
 
 >>> from sparkcdc.model.position import BinlogPosition as P
 >>> f = InterleavingFilter()
@@ -25,7 +28,8 @@ Lookups are a binary search over each table's completed chunks sorted by start.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -33,7 +37,7 @@ from typing import Any
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
-from sparkcdc.snapshot.keys import SortKey, key_sort_key
+from sparkcdc.snapshot.keys import Connect, KeyOrder, PythonKeyOrder, Ranker, key_order
 
 Place = tuple[int, int]  # (binlog file number, byte offset): the order of positions
 
@@ -49,10 +53,18 @@ def _place(position: BinlogPosition) -> Place:
 
 @dataclass
 class _Entry:
+    """Completed chunks ``lo .. hi-1`` of the plan (adjacent ones merge), with their HW.
+
+    ``start`` is the plan's bound number ``lo`` (None when ``lo`` is 0), ``end`` its bound
+    number ``hi`` (None: +inf). Bound numbers order bounds as the server does.
+    """
+
     start: KeyValue
     end: KeyValue
     hw_file: str
     hw_pos: int
+    lo: int
+    hi: int
 
     @property
     def hw(self) -> Place:
@@ -62,41 +74,83 @@ class _Entry:
 @dataclass
 class _TableState:
     collation: str | None
-    sort_key: SortKey
-    first: _Entry | None = None  # the chunk (-inf, c1): it also holds NULL keys
-    entries: list[_Entry] = field(default_factory=list)  # start is not None, sorted by start
-    starts: list[Any] = field(default_factory=list)  # sort keys of entries' starts
+    order: KeyOrder
+    entries: list[_Entry] = field(default_factory=list)  # sorted by lo, disjoint
     done: int = 0  # chunks completed (before merging)
     total: int | None = None  # chunks in the plan, once the plan is complete
     max_hw: Place = (0, 0)
     pure: bool = False
+    # derived from entries (``_index``): the known bounds in plan order, each entry's
+    # start and end as indexes into them, a ranker over them and ranks already asked for
+    _starts: list[int] = field(default_factory=list)
+    _ends: list[int] = field(default_factory=list)
+    _bounds: list[KeyValue] = field(default_factory=list)
+    _ranker: Ranker | None = None
+    _ranks: dict[KeyValue, int] = field(default_factory=dict)
+    _dirty: bool = False
 
     def add(self, entry: _Entry) -> None:
         if entry.hw > self.max_hw:
             self.max_hw = entry.hw
-        if entry.start is None:
-            if self.first is not None:
-                raise SnapshotError("the first chunk of a table was completed twice")
-            self.first = entry
-            return
-        k = self.sort_key(entry.start)
-        i = bisect_right(self.starts, k)
-        if i > 0 and not self.starts[i - 1] < k:
-            raise SnapshotError(f"chunk starting at {entry.start!r} was completed twice")
-        self.starts.insert(i, k)
+        los = [e.lo for e in self.entries]
+        i = bisect_left(los, entry.lo)
+        overlaps = (i > 0 and self.entries[i - 1].hi > entry.lo) or (
+            i < len(self.entries) and self.entries[i].lo < entry.hi
+        )
+        if overlaps:
+            raise SnapshotError(
+                f"chunk {entry.lo} (from {entry.start!r}) was completed twice: the snapshot "
+                "state is inconsistent; start the query from a new checkpoint"
+            )
         self.entries.insert(i, entry)
+        self._dirty = True
+
+    def _index(self) -> None:
+        """Rebuild the bound list, entry positions and the ranker from ``entries``."""
+        self._dirty = False
+        bounds: dict[int, KeyValue] = {}
+        for e in self.entries:
+            if e.start is not None:
+                bounds[e.lo] = e.start
+            if e.end is not None:
+                bounds[e.hi] = e.end
+        numbers = sorted(bounds)
+        where = {n: i for i, n in enumerate(numbers)}
+        self._bounds = [bounds[n] for n in numbers]
+        self._starts = [-1 if e.start is None else where[e.lo] for e in self.entries]
+        self._ends = [len(numbers) if e.end is None else where[e.hi] for e in self.entries]
+        self._ranker = None
+        self._ranks = {}
+
+    def ranker(self) -> Ranker:
+        if self._dirty:
+            self._index()
+        if self._ranker is None:
+            self._ranker = self.order.ranker(self._bounds)
+        return self._ranker
+
+    def prepare(self, keys: Iterable[KeyValue]) -> None:
+        ranker = self.ranker()  # first: a rebuilt index forgets the ranks
+        wanted = [k for k in dict.fromkeys(keys) if k is not None and k not in self._ranks]
+        if wanted:
+            self._ranks.update(zip(wanted, ranker.ranks(wanted), strict=True))
 
     def find(self, key: KeyValue) -> _Entry | None:
+        if self._dirty:
+            self._index()
         if key is None:
-            return self.first
-        k = self.sort_key(key)
-        i = bisect_right(self.starts, k) - 1
-        candidate = self.first if i < 0 else self.entries[i]
-        if candidate is None:
+            first = self.entries[0] if self.entries else None
+            return first if first is not None and first.start is None else None
+        rank = self._ranks.get(key)
+        if rank is None:
+            rank = self.ranker().ranks([key])[0]
+            if not isinstance(self.order, PythonKeyOrder):
+                self._ranks[key] = rank
+        # the entry with the last start <= key (start index < rank), if key < its end
+        i = bisect_left(self._starts, rank) - 1
+        if i < 0:
             return None
-        if candidate.end is None or k < self.sort_key(candidate.end):
-            return candidate
-        return None
+        return self.entries[i] if rank <= self._ends[i] else None
 
     @property
     def all_done(self) -> bool:
@@ -104,17 +158,33 @@ class _TableState:
 
 
 class InterleavingFilter:
-    """Per-table completed chunks with their HW; ``emit`` decides one binlog event."""
+    """Per-table completed chunks with their HW; ``emit`` decides one binlog event.
 
-    def __init__(self) -> None:
+    ``connect`` opens a SQL connection to the source, used (once, lazily) to rank string
+    keys of collations only the server orders; ``close`` closes it.
+    """
+
+    def __init__(self, connect: Connect | None = None) -> None:
         self._tables: dict[str, _TableState] = {}
+        self._connect = connect
+        self._orders: dict[str | None, KeyOrder] = {}
+
+    def _order(self, collation: str | None) -> KeyOrder:
+        order = self._orders.get(collation)
+        if order is None:
+            order = self._orders[collation] = key_order(collation, self._connect)
+        return order
+
+    def close(self) -> None:
+        for order in self._orders.values():
+            order.close()
 
     # -- building --------------------------------------------------------------------
 
     def track(self, table: str, collation: str | None) -> None:
         """Put ``table`` under snapshot (chunk key of this collation; None: not a string)."""
         if table not in self._tables:
-            self._tables[table] = _TableState(collation, key_sort_key(collation))
+            self._tables[table] = _TableState(collation, self._order(collation))
 
     def set_total(self, table: str, total: int) -> None:
         """The table's plan is complete with ``total`` chunks."""
@@ -123,7 +193,7 @@ class InterleavingFilter:
     def complete(self, chunk: ChunkRange, hw: BinlogPosition) -> None:
         """Chunk ``chunk`` was read with high watermark ``hw`` in an earlier batch."""
         state = self._state(chunk.table)
-        state.add(_Entry(chunk.start, chunk.end, hw.file, hw.pos))
+        state.add(_Entry(chunk.start, chunk.end, hw.file, hw.pos, chunk.index, chunk.index + 1))
         state.done += 1
         if chunk.end is None:
             state.total = chunk.index + 1 if state.total is None else state.total
@@ -139,6 +209,20 @@ class InterleavingFilter:
     def is_tracked(self, table: str) -> bool:
         state = self._tables.get(table)
         return state is not None and not state.pure
+
+    def needs_server(self, table: str, position: BinlogPosition) -> bool:
+        """Whether deciding an event of ``table`` at ``position`` ranks its key on the
+        server (callers batch such keys through ``prepare``)."""
+        state = self._tables.get(table)
+        if state is None or state.pure or isinstance(state.order, PythonKeyOrder):
+            return False
+        return not (state.all_done and _place(position) >= state.max_hw)
+
+    def prepare(self, table: str, keys: Iterable[KeyValue]) -> None:
+        """Rank ``keys`` of ``table`` now, in one server round trip per few hundred."""
+        state = self._tables.get(table)
+        if state is not None and not state.pure:
+            state.prepare(keys)
 
     def emit(self, table: str, key: KeyValue, position: BinlogPosition) -> bool:
         """True if a binlog event on ``key`` of ``table`` starting at ``position`` is emitted."""
@@ -163,60 +247,71 @@ class InterleavingFilter:
                 continue
             if state.all_done and state.max_hw <= place:
                 state.pure = True
-                state.first, state.entries, state.starts = None, [], []
+                state.entries = []
+                state._index()
                 continue
-            ordered = ([state.first] if state.first is not None else []) + state.entries
             merged: list[_Entry] = []
-            for entry in ordered:
+            for entry in state.entries:
                 prev = merged[-1] if merged else None
                 if (
                     prev is not None
-                    and prev.end is not None
-                    and entry.start is not None
-                    and state.sort_key(prev.end) == state.sort_key(entry.start)
+                    and prev.hi == entry.lo  # adjacent in the plan: one bound, exactly
                     and prev.hw <= place
                     and entry.hw <= place
                 ):
                     later = prev if prev.hw >= entry.hw else entry
-                    merged[-1] = _Entry(prev.start, entry.end, later.hw_file, later.hw_pos)
+                    merged[-1] = _Entry(
+                        prev.start, entry.end, later.hw_file, later.hw_pos, prev.lo, entry.hi
+                    )
                 else:
                     merged.append(entry)
-            state.first = merged[0] if merged and merged[0].start is None else None
-            state.entries = [e for e in merged if e.start is not None]
-            state.starts = [state.sort_key(e.start) for e in state.entries]
+            state.entries = merged
+            state._index()
 
     # -- offsets ---------------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        """A JSON-ready dict of primitives (goes into the offset)."""
+        """A JSON-ready dict of primitives (goes into the binlog partition).
+
+        Per table, ``chunks``: ``[start, end, hw file, hw pos, lo, hi]`` for completed
+        chunks ``lo .. hi-1`` (adjacent ones merged), in plan order.
+        """
         tables: dict[str, Any] = {}
         for name, s in self._tables.items():
             if s.pure:
                 tables[name] = {"pure": True}
                 continue
-            ordered = ([s.first] if s.first is not None else []) + s.entries
             tables[name] = {
                 "collation": s.collation,
                 "done": s.done,
                 "total": s.total,
                 "chunks": [
-                    [encode_key(e.start), encode_key(e.end), e.hw_file, e.hw_pos] for e in ordered
+                    [encode_key(e.start), encode_key(e.end), e.hw_file, e.hw_pos, e.lo, e.hi]
+                    for e in s.entries
                 ],
             }
         return {"tables": tables}
 
     @classmethod
-    def from_state(cls, data: dict[str, Any]) -> InterleavingFilter:
-        out = cls()
+    def from_state(cls, data: dict[str, Any], connect: Connect | None = None) -> InterleavingFilter:
+        out = cls(connect)
         for name, t in data.get("tables", {}).items():
             if t.get("pure"):
-                state = _TableState(None, key_sort_key(None), pure=True)
-                out._tables[name] = state
+                out._tables[name] = _TableState(None, out._order(None), pure=True)
                 continue
             out.track(name, t.get("collation"))
             state = out._tables[name]
-            for start, end, hw_file, hw_pos in t["chunks"]:
-                state.add(_Entry(decode_key(start), decode_key(end), str(hw_file), int(hw_pos)))
+            for start, end, hw_file, hw_pos, lo, hi in t["chunks"]:
+                state.add(
+                    _Entry(
+                        decode_key(start),
+                        decode_key(end),
+                        str(hw_file),
+                        int(hw_pos),
+                        int(lo),
+                        int(hi),
+                    )
+                )
             state.done = int(t["done"])
             state.total = None if t.get("total") is None else int(t["total"])
         return out

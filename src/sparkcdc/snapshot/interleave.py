@@ -4,6 +4,10 @@ Each row change is judged by its chunk-key value: an insert by its after-image, 
 delete by its before-image. An update whose key stays in one chunk is kept or dropped
 whole; a key-changing update is a delete of the old key and an insert of the new one,
 each judged by its own chunk (DESIGN.md §2), and comes out as whichever halves pass.
+
+String keys the server orders (``keys.python_orders``) are ranked in batches: changes are
+held back up to ``WINDOW_KEYS`` keys, their keys ranked in one query per table, then
+judged and yielded in their order.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from sparkcdc.errors import SnapshotError
 from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
 from sparkcdc.mysql.events import RowsKind, TableMapEvent
 from sparkcdc.snapshot.filter import InterleavingFilter
+
+WINDOW_KEYS = 2000  # keys held back for one server ranking per table
 
 
 def _key_index(table_map: TableMapEvent, key_column: str) -> int:
@@ -33,6 +39,43 @@ def filter_changes(
     key_columns: dict[str, str],
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes the filter lets through (tables it does not track pass whole)."""
+    window: list[RowChanges | SchemaChange] = []
+    pending: dict[str, list[object]] = {}
+    held = 0
+    for change in changes:
+        window.append(change)
+        if isinstance(change, SchemaChange):
+            continue
+        table = f"{change.database}.{change.table}"
+        if not flt.needs_server(table, change.position):
+            continue
+        k = _key_index(change.table_map, key_columns[table])
+        keys = pending.setdefault(table, [])
+        for before, after in change.rows:
+            keys.extend(image[k] for image in (before, after) if image is not None)
+        held += len(change.rows)
+        if held >= WINDOW_KEYS:
+            yield from _judge(window, pending, flt, key_columns)
+            window, pending, held = [], {}, 0
+    yield from _judge(window, pending, flt, key_columns)
+
+
+def _judge(
+    window: list[RowChanges | SchemaChange],
+    pending: dict[str, list[object]],
+    flt: InterleavingFilter,
+    key_columns: dict[str, str],
+) -> Iterator[RowChanges | SchemaChange]:
+    for table, keys in pending.items():
+        flt.prepare(table, keys)
+    yield from _decide(window, flt, key_columns)
+
+
+def _decide(
+    changes: Iterable[RowChanges | SchemaChange],
+    flt: InterleavingFilter,
+    key_columns: dict[str, str],
+) -> Iterator[RowChanges | SchemaChange]:
     for change in changes:
         table = f"{change.database}.{change.table}"
         if isinstance(change, SchemaChange) or not flt.is_tracked(table):
@@ -83,4 +126,5 @@ def _with_rows(
         change.timestamp,
         change.position,
         change.table_map,
+        change.first_row,
     )

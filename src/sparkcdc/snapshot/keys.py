@@ -1,45 +1,47 @@
-"""Ordering chunk-key values in Python exactly as the server orders them.
+"""Ordering chunk-key values exactly as the server orders them.
 
-The interleaving filter and the backfill decide in Python whether a binlog event's key
-lies in a chunk ``[start, end)`` whose rows the *server* selected with ``k >= start AND
-k < end``; both must agree or a row lands in two chunks or in none. Numbers, temporal
-values and binary strings (compared byte by byte, ``memcmp``) order naturally in Python.
-Character strings order by their column's collation:
+The interleaving filter and the backfill decide whether a binlog event's key lies in a
+chunk ``[start, end)`` whose rows the *server* selected with ``k >= start AND k < end``;
+both must agree with the server or a change lands in two chunks or in none. So the
+order is the server's own wherever Python cannot reproduce it exactly:
 
-- ``*_bin``: by code point (for utf8mb4 the same as by UTF-8 bytes).
-- ``*_general_ci`` / ``*_general_nopad_ci`` (MySQL's and MariaDB's "general" family):
-  one weight per character: the character's base letter (accents stripped, by Unicode
-  canonical decomposition), upper-cased; ``ß`` weighs as ``S``; characters beyond the
-  Basic Multilingual Plane all weigh U+FFFD, as the server's tables say.
-- any other ``*_ci`` / ``*_ai`` collation (``unicode_ci``, ``0900_ai_ci``, ``uca1400``...):
-  an approximation of the Unicode Collation Algorithm's primary level: accents
-  stripped, ``casefold``. Letters, digits and case/accent ties order as the server does;
-  the order *between* punctuation, digits and letters may differ from UCA, so prefer a
-  ``_bin`` or ``general_ci`` chunk key, or an integer one, for such tables.
-- PAD SPACE collations (all but ``*nopad*`` and MySQL's ``*_0900_*``) compare as if the
-  shorter string were padded with spaces: ``'a' = 'a  '`` and ``'a\\t' < 'a'``.
+- **Python** (``python_orders``): numbers, temporal values, binary strings (``memcmp``),
+  and character strings under a binary collation of a Unicode character set
+  (``utf8mb4_bin``, ``utf8mb3_bin``, ``ascii_bin``, their ``nopad``/``0900`` forms): the
+  server compares their code points, PAD SPACE ones as if the shorter side were padded
+  with spaces (``'a' = 'a  '``, ``'a\\t' < 'a'``), which ``PaddedWeights`` does.
+- **the server** (every other collation: ``*_general_ci``, ``*_unicode_ci``, ``uca1400``,
+  ``0900_ai_ci``, language variants, 8-bit character sets): one SQL query ranks a batch
+  of keys against the chunk bounds with the column's collation (``ServerKeyOrder``).
 
->>> k = key_sort_key("utf8mb4_general_ci")
->>> k("abc") == k("ABC  "), k("é") == k("E"), k("a") < k("_")
-(True, True, True)
->>> k = key_sort_key("utf8mb4_bin")
->>> k("B") < k("a")
-True
+Both are ``KeyOrder``s: ``ranker(bounds)`` over bounds ascending in the server's order
+(a chunk plan's bounds are, as the server chose them) gives for each key the number of
+bounds ``<=`` it. A key lies in ``[bounds[i], bounds[j])`` iff ``i < rank <= j``.
+
+>>> r = key_order("utf8mb4_bin").ranker(["B", "a", "b"])
+>>> r.ranks(["A", "a  ", "c"])
+[0, 2, 3]
+>>> python_orders("utf8mb4_unicode_ci"), python_orders(None)
+(False, True)
 """
 
 from __future__ import annotations
 
-import unicodedata
-from collections.abc import Callable
-from functools import lru_cache
-from typing import Any
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from sparkcdc.errors import SnapshotError
 
 SortKey = Callable[[Any], Any]
+Connect = Callable[[], Any]
 
 _SPACE = ord(" ")
-_REPLACEMENT = 0xFFFD
-_BMP_LIMIT = 0xFFFF
-_GENERAL_SPECIAL = {"ß": "S"}
+# Character sets whose binary collation orders by Unicode code point: the server decodes
+# each character and compares the code points (ascii is 7-bit: byte = code point).
+_CODE_POINT_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8", "ascii"})
+# Keys ranked by one query at most; a batch of more is split.
+RANK_BATCH = 500
 
 
 class PaddedWeights:
@@ -88,29 +90,13 @@ class PaddedWeights:
         return f"PaddedWeights({self._stripped!r})"
 
 
-@lru_cache(maxsize=65536)
-def _general_weight(ch: str) -> int:
-    if ord(ch) > _BMP_LIMIT:
-        return _REPLACEMENT
-    special = _GENERAL_SPECIAL.get(ch)
-    if special is not None:
-        return ord(special)
-    base = unicodedata.normalize("NFD", ch)[0]
-    upper = base.upper()
-    return ord(upper) if len(upper) == 1 else ord(base)
+def charset_of(collation: str) -> str:
+    """The character set a collation belongs to (every collation name starts with it).
 
-
-def _general_weights(text: str) -> tuple[int, ...]:
-    return tuple(_general_weight(ch) for ch in text)
-
-
-def _bin_weights(text: str) -> tuple[int, ...]:
-    return tuple(ord(ch) for ch in text)
-
-
-def _folded_weights(text: str) -> tuple[int, ...]:
-    decomposed = unicodedata.normalize("NFD", text.casefold())
-    return tuple(ord(ch) for ch in decomposed if not unicodedata.combining(ch))
+    >>> charset_of("utf8mb4_uca1400_ai_ci"), charset_of("latin1_swedish_ci")
+    ('utf8mb4', 'latin1')
+    """
+    return collation.lower().split("_", 1)[0]
 
 
 def is_pad_space(collation: str) -> bool:
@@ -125,41 +111,52 @@ def is_pad_space(collation: str) -> bool:
     return "nopad" not in name and "_0900_" not in name
 
 
-def string_weigher(collation: str) -> Callable[[str], tuple[int, ...]]:
-    """The per-character weight function of a collation (see the module docstring)."""
+def python_orders(collation: str | None) -> bool:
+    """Whether Python orders this column's values exactly as the server does.
+
+    True for non-character columns (None) and binary collations of a Unicode character
+    set; every other collation is left to the server (see the module docstring).
+    """
+    if collation is None:
+        return True
     name = collation.lower()
-    if name.endswith("_bin") or name == "binary":
-        return _bin_weights
-    if "_general_" in name and name.endswith("_ci"):
-        return _general_weights
-    if name.endswith(("_ci", "_ai")) or "_ai_" in name:
-        return _folded_weights
-    return _bin_weights  # case- and accent-sensitive: code points are the best we know
+    return name.endswith("_bin") and charset_of(name) in _CODE_POINT_CHARSETS
+
+
+def _code_points(text: str) -> tuple[int, ...]:
+    return tuple(ord(ch) for ch in text)
 
 
 def key_sort_key(collation: str | None) -> SortKey:
-    """A sort-key function ordering key values as the server does for this column.
+    """A sort-key function ordering key values as the server does (``python_orders`` only).
 
-    ``collation`` is the column's ``information_schema.COLUMNS.COLLATION_NAME`` (None for
-    non-character columns). NULL keys are not orderable: callers put them first.
+    NULL keys are not orderable: callers put them first.
 
-    >>> sorted(["b", "A", "a ", "C"], key=key_sort_key("utf8mb4_general_ci"))
-    ['A', 'a ', 'b', 'C']
+    >>> sorted(["b", "B", "a ", "C"], key=key_sort_key("utf8mb4_bin"))
+    ['B', 'C', 'a ', 'b']
     >>> key_sort_key(None)(5) < key_sort_key(None)(12)
     True
     """
     if collation is None:
         return _identity
-    weigh = string_weigher(collation)
-    pad = is_pad_space(collation)
+    if not python_orders(collation):
+        raise SnapshotError(
+            f"collation {collation} orders strings in a way only the server knows; "
+            "chunk keys under it are ranked by the server (key_order with a connection)"
+        )
+    if not is_pad_space(collation):
+        return _nopad_key
 
     def sort_key(value: Any) -> Any:
         if not isinstance(value, str):
             return value  # bytes, numbers: natural order
-        weights = weigh(value)
-        return PaddedWeights(weights) if pad else weights
+        return PaddedWeights(_code_points(value))
 
     return sort_key
+
+
+def _nopad_key(value: Any) -> Any:
+    return _code_points(value) if isinstance(value, str) else value
 
 
 def _identity(value: Any) -> Any:
@@ -180,3 +177,156 @@ def in_range(key: Any, start: Any, end: Any, sort_key: SortKey) -> bool:
     if start is not None and k < sort_key(start):
         return False
     return end is None or k < sort_key(end)
+
+
+# ------------------------------------------------------------------------------- orders
+
+
+class Ranker(Protocol):
+    def ranks(self, keys: Sequence[Any]) -> list[int]:
+        """For each (non-NULL) key, how many of the ranker's bounds are ``<=`` it."""
+
+
+class KeyOrder(Protocol):
+    """The server's order of one chunk key's values."""
+
+    def ranker(self, bounds: Sequence[Any]) -> Ranker:
+        """A ranker over ``bounds``: non-NULL, ascending (ties allowed) in the server's order."""
+
+    def close(self) -> None:
+        """Release a server connection this order opened."""
+
+
+class _PythonRanker:
+    __slots__ = ("_bounds", "_sort_key")
+
+    def __init__(self, bounds: Sequence[Any], sort_key: SortKey) -> None:
+        self._sort_key = sort_key
+        self._bounds = [sort_key(b) for b in bounds]
+
+    def ranks(self, keys: Sequence[Any]) -> list[int]:
+        return [bisect_right(self._bounds, self._sort_key(k)) for k in keys]
+
+
+class PythonKeyOrder:
+    """The order of a column Python orders exactly (``python_orders``)."""
+
+    def __init__(self, collation: str | None) -> None:
+        self._sort_key = key_sort_key(collation)
+
+    def ranker(self, bounds: Sequence[Any]) -> Ranker:
+        return _PythonRanker(bounds, self._sort_key)
+
+    def close(self) -> None:
+        pass
+
+
+def rank_query(collation: str, bounds: int, keys: int) -> str:
+    """SQL ranking ``keys`` values against ``bounds`` values under ``collation``.
+
+    Parameters: the keys, then the bounds. Rows: ``(key index, bounds <= key)``. Both
+    sides are converted to the collation's character set and compared with ``COLLATE``,
+    exactly as ``k >= %s`` compares a literal with the column in the chunk's SELECT.
+
+    >>> print(rank_query("utf8mb4_unicode_ci", 1, 2))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT k.i, COUNT(b.v) FROM (SELECT 0 AS i, CONVERT(%s USING utf8mb4) AS v UNION ALL
+    SELECT 1, CONVERT(%s USING utf8mb4)) AS k LEFT JOIN (SELECT CONVERT(%s USING utf8mb4)
+    AS v) AS b ON b.v COLLATE utf8mb4_unicode_ci <= k.v COLLATE utf8mb4_unicode_ci
+    GROUP BY k.i
+    """
+    if not collation.replace("_", "").isalnum():
+        raise SnapshotError(f"{collation!r} is not a collation name")
+    charset = charset_of(collation)
+    conv = f"CONVERT(%s USING {charset})"
+    key_rows = " UNION ALL ".join(
+        f"SELECT 0 AS i, {conv} AS v" if i == 0 else f"SELECT {i}, {conv}" for i in range(keys)
+    )
+    bound_rows = " UNION ALL ".join(
+        f"SELECT {conv} AS v" if i == 0 else f"SELECT {conv}" for i in range(bounds)
+    )
+    return (
+        f"SELECT k.i, COUNT(b.v) FROM ({key_rows}) AS k LEFT JOIN ({bound_rows}) AS b "
+        f"ON b.v COLLATE {collation} <= k.v COLLATE {collation} GROUP BY k.i"
+    )
+
+
+class _ServerRanker:
+    def __init__(self, order: ServerKeyOrder, bounds: Sequence[Any]) -> None:
+        self._order = order
+        self._bounds = list(bounds)
+
+    def ranks(self, keys: Sequence[Any]) -> list[int]:
+        if not self._bounds:
+            return [0] * len(keys)
+        distinct = list(dict.fromkeys(keys))
+        found: dict[Any, int] = {}
+        for i in range(0, len(distinct), RANK_BATCH):
+            part = distinct[i : i + RANK_BATCH]
+            sql = rank_query(self._order.collation, len(self._bounds), len(part))
+            with self._order.connection().cursor() as cur:
+                cur.execute(sql, [*part, *self._bounds])
+                for index, rank in cur.fetchall():
+                    found[part[int(index)]] = int(rank)
+        return [found[k] for k in keys]
+
+
+class ServerKeyOrder:
+    """The order of a column under a collation only the server knows: ranked by SQL.
+
+    ``connect`` returns an open pymysql connection; it is called once, when the first
+    key is ranked. ``owned``: close that connection in ``close``.
+    """
+
+    def __init__(self, collation: str, connect: Connect, *, owned: bool = True) -> None:
+        self.collation = collation
+        self._connect = connect
+        self._owned = owned
+        self._conn: Any = None
+
+    def connection(self) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def ranker(self, bounds: Sequence[Any]) -> Ranker:
+        return _ServerRanker(self, bounds)
+
+    def close(self) -> None:
+        if self._conn is not None and self._owned:
+            self._conn.close()
+        self._conn = None
+
+
+def _no_connection() -> Any:
+    raise SnapshotError(
+        "string chunk keys under a non-binary collation are ranked by the server, but no "
+        "connection was given (pass connect= to the filter or key_order)"
+    )
+
+
+def key_order(
+    collation: str | None, connect: Connect | None = None, *, owned: bool = True
+) -> KeyOrder:
+    """The KeyOrder of a chunk key column of this collation (None: not a string column)."""
+    if python_orders(collation):
+        return PythonKeyOrder(collation)
+    assert collation is not None
+    return ServerKeyOrder(collation, connect or _no_connection, owned=owned)
+
+
+def chunk_membership(order: KeyOrder, start: Any, end: Any, keys: Sequence[Any]) -> dict[Any, bool]:
+    """Whether each key lies in the chunk ``[start, end)`` (None bounds: infinite), by
+    ``order``: one ranking of the distinct keys. NULL keys belong to the first chunk only.
+
+    >>> chunk_membership(key_order(None), 3, 6, [None, 2, 3, 6])
+    {None: False, 2: False, 3: True, 6: False}
+    """
+    bounds = [b for b in (start, end) if b is not None]
+    values = [k for k in dict.fromkeys(keys) if k is not None]
+    ranks = order.ranker(bounds).ranks(values) if values else []
+    out: dict[Any, bool] = {None: start is None} if None in keys else {}
+    low = 0 if start is None else 1  # rank a key needs to be >= start
+    high = len(bounds)  # rank it must not exceed to be < end (or any, end = +inf)
+    for key, rank in zip(values, ranks, strict=True):
+        out[key] = low <= rank and (end is None or rank < high)
+    return out

@@ -36,13 +36,13 @@ import pymysql
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, Column, TableSchema
 from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.server import current_position, server_info
+from sparkcdc.mysql.server import committed_position, current_position, prepared_xa, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.keys import SortKey, in_range, key_sort_key
+from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
 from sparkcdc.snapshot.rowvalues import (
     SESSION_TIME_ZONE_SQL,
     arrow_schema,
@@ -59,6 +59,8 @@ Row = tuple[Any, ...]
 Change = tuple[Row | None, Row | None]
 FETCH_ROWS = 10_000
 DDL_RETRIES = 3
+XA_WAIT_S = 60.0  # how long a chunk read waits for XA transactions around it to finish
+XA_POLL_S = 0.2
 
 
 # ------------------------------------------------------------------------------ backfill
@@ -181,8 +183,10 @@ def _cx_expr(column: Column) -> str:
     # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
     # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
     # wider ones come as text
-    if column.data_type == "time" or (
-        column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column)
+    if (
+        column.data_type == "time"
+        or column.data_type in PLUGIN_TEXT_TYPES
+        or (column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column))
     ):
         return f"CAST({name} AS CHAR) AS {name}"
     return name
@@ -201,6 +205,11 @@ def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     if column.data_type == "bit":
         bits = [None if v is None else int.from_bytes(v, "big") for v in array.to_pylist()]
         return pa.chunked_array([pa.array(bits, type=target)], type=target)
+    if column.data_type in PLUGIN_TEXT_TYPES:  # read as text (_cx_expr): back to binlog bytes
+        convert = sql_converter(column)
+        assert convert is not None
+        raw = [None if v is None else convert(v) for v in array.to_pylist()]
+        return pa.chunked_array([pa.array(raw, type=target)], type=target)
     if array.type == target:
         return array
     return pc.cast(array, target)
@@ -260,6 +269,10 @@ def _image_mapper(schema: TableSchema, table_map: Any) -> Callable[[Sequence[Any
     return convert
 
 
+def _is_table(database: str, table: str, d: str, t: str) -> bool:
+    return d == database and t == table
+
+
 class _SchemaChangedError(Exception):
     pass
 
@@ -270,13 +283,25 @@ def _backfill_changes(
     schema: TableSchema,
     low: BinlogPosition,
     high: BinlogPosition,
+    xa_done: list[BinlogPosition] | None = None,
 ) -> list[Change]:
+    """The table's row changes in ``[low, high)``; XA COMMIT/ROLLBACK positions in it are
+    appended to ``xa_done``."""
     from sparkcdc.mysql.binlog_range import RowChanges, read_range
+    from sparkcdc.mysql.tablemeta import TableVersions
+
+    def on_xa(kind: str, position: BinlogPosition) -> None:
+        if kind == "complete" and xa_done is not None:
+            xa_done.append(position)
 
     db, name = schema.database, schema.table
     changes: list[Change] = []
     mappers: dict[int, Callable[[Sequence[Any]], Row]] = {}
-    for item in read_range(settings, server_id, low, high, lambda d, t: d == db and t == name):
+    # ``schema`` was read at the low watermark and a DDL in the range reads the chunk again:
+    # it is the schema of every row image of the range
+    versions = TableVersions.of([schema])
+    wanted = partial(_is_table, db, name)
+    for item in read_range(settings, server_id, low, high, wanted, versions, on_xa=on_xa):
         if isinstance(item, SchemaChange):
             raise _SchemaChangedError(item.ddl)
         if not isinstance(item, RowChanges) or item.database != db or item.table != name:
@@ -296,15 +321,25 @@ def merge_backfill(
     changes: Sequence[Change],
     chunk: ChunkRange,
     key_column: str,
-    sort_key: SortKey,
+    order: KeyOrder,
 ) -> pa.Table:
-    """``base`` (the SELECT) with ``changes`` applied: only touched rows leave Arrow."""
+    """``base`` (the SELECT) with ``changes`` applied: only touched rows leave Arrow.
+
+    Whether an image's key lies in the chunk is decided by ``order`` for all images at
+    once (the server, in one query, for collations Python cannot order).
+    """
     names = schema.column_names
     key_idx = names.index(key_column)
     identity = [names.index(c) for c in schema.primary_key] or list(range(len(names)))
+    member = chunk_membership(
+        order,
+        chunk.start,
+        chunk.end,
+        [img[key_idx] for change in changes for img in change if img is not None],
+    )
 
     def row_in_range(row: Row) -> bool:
-        return in_range(row[key_idx], chunk.start, chunk.end, sort_key)
+        return member[row[key_idx]]
 
     def key_of(row: Row) -> Any:
         return tuple(row[i] for i in identity)
@@ -344,6 +379,7 @@ def read_chunk(
     use_connectorx: bool | None = None,
     since: BinlogPosition | None = None,
     conn: Any = None,
+    xa_wait_s: float = XA_WAIT_S,
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
 
@@ -361,7 +397,6 @@ def read_chunk(
     >>> result.low <= result.high                                  # doctest: +SKIP
     True
     """
-    sort_key = key_sort_key(collation)
     if use_connectorx is None:
         use_connectorx = connectorx_available()
     owned = conn is None
@@ -371,8 +406,29 @@ def read_chunk(
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
         info = server_info(conn)
-        for _attempt in range(DDL_RETRIES):
-            low = current_position(conn, info, with_gtids=False)
+        ddl_left, deadline = DDL_RETRIES, time.monotonic() + xa_wait_s
+        while True:
+            # LW: a position before which every transaction is committed, taken BEFORE the
+            # SELECT starts (not SHOW MASTER STATUS: a transaction is in the binlog before
+            # InnoDB commits it, so one just below that position could be invisible to the
+            # SELECT, outside [LW, HW) and dropped by the interleaving filter forever).
+            # Why the chunk is then its state at HW, exactly (DESIGN.md §2):
+            # - a transaction before LW was committed before the SELECT began: it is seen;
+            # - one in [LW, HW) may or may not be seen by the SELECT; the backfill replays
+            #   it in binlog order with full row images, which gives the same state either
+            #   way (a put or remove of whole rows by key is idempotent, and the last
+            #   change of a key in [LW, HW) decides it);
+            # - one at or after HW is not seen (seen means committed, so binlogged before
+            #   the SELECT's read view, before HW was taken) and not replayed.
+            # The interleaving rule only needs HW: events of this chunk's keys at or after
+            # HW come from later batches' binlog partitions; earlier ones are dropped there
+            # because the chunk was not complete. An earlier LW changes neither.
+            # XA (MariaDB >= 10.5 binlogs an XA PREPARE with its rows; they take effect at
+            # XA COMMIT, later): a read is kept only when no XA transaction was prepared and
+            # unfinished at HW and none finished in [LW, HW); then every XA transaction
+            # with rows before HW finished before LW and its effect (commit or rollback)
+            # is in the SELECT.
+            low = committed_position(conn, info)
             # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
             current = load_schema(conn, schema.database, schema.table)
             ddl: tuple[SchemaChange, ...] = ()
@@ -393,11 +449,22 @@ def read_chunk(
                 raise _changed_shape(current, chunk, exc) from None
             select_seconds = time.perf_counter() - started
             high = current_position(conn, info, with_gtids=False)
+            pending = prepared_xa(conn) if info.is_mariadb else None
+            if pending:
+                _xa_wait(schema, chunk, pending, deadline)
+                continue
             if not low < high:
                 return ChunkResult(chunk, current, base, low, high, 0, reader, select_seconds, ddl)
+            xa_done: list[BinlogPosition] = []
             try:
-                changes = _backfill_changes(settings, server_id, current, low, high)
+                changes = _backfill_changes(settings, server_id, current, low, high, xa_done)
             except _SchemaChangedError as exc:
+                ddl_left -= 1
+                if ddl_left <= 0:
+                    raise SnapshotError(
+                        f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while "
+                        f"chunk {chunk.index} was read; pause DDL on it or re-snapshot the table"
+                    ) from None
                 log.info(
                     "table %s changed during chunk %d (%s); reading it again",
                     schema.qualified_name,
@@ -405,14 +472,14 @@ def read_chunk(
                     exc,
                 )
                 continue
-            rows = merge_backfill(base, current, changes, chunk, key_column, sort_key)
+            if xa_done:
+                _xa_wait(schema, chunk, [f"finished at {p}" for p in xa_done], deadline)
+                continue
+            order = key_order(collation, lambda: conn, owned=False)
+            rows = merge_backfill(base, current, changes, chunk, key_column, order)
             return ChunkResult(
                 chunk, current, rows, low, high, len(changes), reader, select_seconds, ddl
             )
-        raise SnapshotError(
-            f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while chunk "
-            f"{chunk.index} was read; pause DDL on it or re-snapshot the table"
-        )
     finally:
         if owned:
             conn.close()
@@ -496,6 +563,25 @@ def _in_chunk(keys: pa.ChunkedArray, chunk: ChunkRange) -> pa.ChunkedArray:
     return pc.fill_null(mask, False)
 
 
+def _xa_wait(schema: TableSchema, chunk: ChunkRange, xa: list[str], deadline: float) -> None:
+    """XA transactions overlap the chunk's read: wait a little to read it again, or stop."""
+    if time.monotonic() >= deadline:
+        raise SnapshotError(
+            f"chunk {chunk.index} of {schema.qualified_name} cannot be read exactly: XA "
+            f"transaction(s) {', '.join(xa[:5])} were prepared but not finished around its "
+            "read (their rows sit in the binlog at XA PREPARE and take effect at XA COMMIT). "
+            "Finish them (XA COMMIT or XA ROLLBACK; XA RECOVER lists them) and restart the "
+            "query: the snapshot resumes at this chunk"
+        )
+    log.info(
+        "chunk %d of %s overlaps XA transaction(s) %s; reading it again",
+        chunk.index,
+        schema.qualified_name,
+        ", ".join(xa[:5]),
+    )
+    time.sleep(XA_POLL_S)  # waiting for another client's XA COMMIT: nothing to wait on
+
+
 def _schema_changes(
     settings: ConnectionSettings,
     server_id: int,
@@ -509,7 +595,9 @@ def _schema_changes(
     db, name = schema.database, schema.table
     return tuple(
         item
-        for item in read_range(settings, server_id, start, end, lambda d, t: d == db and t == name)
+        for item in read_range(
+            settings, server_id, start, end, lambda d, t: d == db and t == name, rows=False
+        )
         if isinstance(item, SchemaChange) and item.database == db and item.table == name
     )
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.model.schema import TEXT_TYPES, Column
+from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column, plugin_bytes
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
 _FLOAT = struct.Struct("<f")
@@ -145,6 +145,8 @@ def sql_converter(column: Column) -> Converter | None:
         return _text
     if t in ("decimal", "numeric"):
         return lambda v: v if isinstance(v, Decimal) else Decimal(v)
+    if t in PLUGIN_TEXT_TYPES:
+        return lambda v: plugin_bytes(t, _text(v))
     if t == "time":
         return lambda v: parse_time(v) if isinstance(v, str) else v
     if arrow_type(column) == pa.binary():

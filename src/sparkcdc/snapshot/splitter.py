@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from sparkcdc.errors import SnapshotError, did_you_mean
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
-from sparkcdc.snapshot.keys import SortKey, key_sort_key
+from sparkcdc.snapshot.keys import SortKey, charset_of, key_sort_key, python_orders
 from sparkcdc.snapshot.rowvalues import (
     SESSION_TIME_ZONE_SQL,
     is_integer,
@@ -65,6 +65,9 @@ class SplitQueries(Protocol):
 
     def min_above(self, value: KeyValue) -> KeyValue | None:
         """The smallest key ``> value``, None if none."""
+
+    def compare(self, a: KeyValue, b: KeyValue) -> int:
+        """-1, 0 or 1 as ``a`` is below, equal to or above ``b`` in the server's order."""
 
 
 def chunk_key_column(schema: TableSchema, configured: str | None = None) -> str:
@@ -123,12 +126,21 @@ class MemoryTable:
         v = self.sort_key(value)
         return next((k for k in self._sorted if self.sort_key(k) > v), None)
 
+    def compare(self, a: KeyValue, b: KeyValue) -> int:
+        ka, kb = self.sort_key(a), self.sort_key(b)
+        return -1 if ka < kb else int(kb < ka)
+
 
 class SqlSplitQueries:
     """SplitQueries over a pymysql connection (values in the binlog decoder's form)."""
 
-    def __init__(self, conn: Any, schema: TableSchema, key_column: str) -> None:
+    def __init__(
+        self, conn: Any, schema: TableSchema, key_column: str, collation: str | None = None
+    ) -> None:
         self._conn = conn
+        # the server compares values of a collation Python cannot order (keys.py)
+        self._collation = None if python_orders(collation) else collation
+        self._sort_key = key_sort_key(None if self._collation else collation)
         self._table = f"`{schema.database}`.`{schema.table}`"
         self._key = f"`{key_column}`"
         self._db, self._name = schema.database, schema.table
@@ -183,6 +195,16 @@ class SqlSplitQueries:
             f"SELECT MIN({self._key}) FROM {self._table} WHERE {self._key} > %s", (value,)
         )
 
+    def compare(self, a: KeyValue, b: KeyValue) -> int:
+        if self._collation is None:
+            ka, kb = self._sort_key(a), self._sort_key(b)
+            return -1 if ka < kb else int(kb < ka)
+        value = f"CONVERT(%s USING {charset_of(self._collation)}) COLLATE {self._collation}"
+        with self._conn.cursor() as cur:
+            cur.execute(f"SELECT ({value} > {value}) - ({value} < {value})", (a, b, a, b))
+            row = cur.fetchone()
+        return int(row[0])
+
 
 def column_collation(conn: Any, database: str, table: str, column: str) -> str | None:
     """``information_schema.COLUMNS.COLLATION_NAME`` of a column (None: not a string)."""
@@ -217,7 +239,6 @@ class ChunkSplitter:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         integer_key: bool = False,
         unique_key: bool = True,
-        sort_key: SortKey | None = None,
         factor_lower: float = DEFAULT_FACTOR_LOWER,
         factor_upper: float = DEFAULT_FACTOR_UPPER,
         store: StateStore | None = None,
@@ -232,7 +253,6 @@ class ChunkSplitter:
         self._queries = queries
         self._chunk_size = chunk_size
         self._arithmetic_ok = integer_key and unique_key
-        self._sort_key = sort_key or key_sort_key(None)
         self._lower, self._upper = factor_lower, factor_upper
         self._store = store
         self._lookahead = max(1, lookahead)
@@ -262,12 +282,11 @@ class ChunkSplitter:
         collation = column_collation(conn, schema.database, schema.table, key)
         return cls(
             schema.qualified_name,
-            SqlSplitQueries(conn, schema, key),
+            SqlSplitQueries(conn, schema, key, collation),
             key_column=key,
             chunk_size=chunk_size,
             integer_key=is_integer(column),
             unique_key=schema.primary_key == (key,),
-            sort_key=key_sort_key(collation),
             factor_lower=factor_lower,
             factor_upper=factor_upper,
             store=store,
@@ -381,16 +400,19 @@ class ChunkSplitter:
     def _by_query(
         self, meta: dict[str, Any], first: int, want: int
     ) -> tuple[list[ChunkRange], bool]:
-        sk = self._sort_key
-        hi = sk(decode_key(meta["max"]))
+        # bounds are compared by the server's order (``SplitQueries.compare``): a bound
+        # Python took for greater than the previous one while the server has them equal
+        # would make an empty chunk and plan it again forever
+        cmp = self._queries.compare
+        hi = decode_key(meta["max"])
         start = self._plan[-1].end if self._plan else None
         previous = decode_key(meta["min"]) if start is None else start
         out: list[ChunkRange] = []
         for i in range(first, first + want):
             end = self._queries.next_chunk_max(previous, self._chunk_size)
-            if end is not None and sk(end) == sk(previous):
+            if end is not None and cmp(end, previous) == 0:
                 end = self._queries.min_above(end)  # a run of duplicates: step past it
-            if end is None or sk(end) >= hi:
+            if end is None or cmp(end, hi) >= 0:
                 out.append(ChunkRange(self.table, i, start, None))
                 return out, True
             out.append(ChunkRange(self.table, i, start, end))

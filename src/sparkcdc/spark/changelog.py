@@ -262,7 +262,7 @@ class TypedChangelogBuilder:
                     parts = ((RowKind.UPDATE_BEFORE, before), (RowKind.UPDATE_AFTER, after))
                 for kind, image in parts:
                     assert image is not None
-                    seq = change.position.seq(index)
+                    seq = change.position.seq(change.first_row + index)
                     index += 1
                     rows.append([kind.value, ts, seq, meta_db, meta_table, *mapper(image)])
             if len(rows) >= BATCH_ROWS:
@@ -383,7 +383,7 @@ class EnvelopeBuilder:
                         None if before is None else image_json(names, before),
                         None if after is None else image_json(names, after),
                         ts,
-                        change.position.seq(index),
+                        change.position.seq(change.first_row + index),
                         version,
                         None,
                     )

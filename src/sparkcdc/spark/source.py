@@ -34,6 +34,7 @@ from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
+from sparkcdc.mysql.tablemeta import TableVersions
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -62,6 +63,10 @@ class CapturePlan:
     tables: tuple[TableSchema, ...]
     shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | envelope
     schema_seq: int = 0  # the binlog position (as seq) the schemas were read at
+    # that position as an offset, and whether the server logs column metadata
+    # (binlog_row_metadata=FULL); without it rows decode with the schema versions
+    schema_offset: str = ""
+    full_metadata: bool = True
 
     @property
     def typed(self) -> bool:
@@ -96,18 +101,51 @@ def connection_settings(options: SourceOptions) -> ConnectionSettings:
     )
 
 
+SCHEMA_READ_ATTEMPTS = 5
+
+
 def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> CapturePlan:
+    """The captured tables' schemas and the binlog position they hold at.
+
+    The schemas are read between two positions; a DDL on a captured table between them
+    would leave it unclear which side of it they were read on, so they are read again.
+    """
     with sql_connection(settings) as conn:
+        info = server.server_info(conn)
         names = catalog.match_tables(conn, options.table_filter())
-        tables = tuple(catalog.load_schema(conn, db, t) for db, t in names)
-        read_at = server.current_position(conn, server.server_info(conn), with_gtids=False)
+        captured = frozenset(names)
+        for _attempt in range(SCHEMA_READ_ATTEMPTS):
+            before = server.current_position(conn, info, with_gtids=False)
+            tables = tuple(catalog.load_schema(conn, db, t) for db, t in names)
+            read_at = server.current_position(conn, info, with_gtids=False)
+            racing = before < read_at and any(
+                True
+                for _ in read_range(
+                    settings, ServerIdRange.parse(options.server_id, 1).pick(0), before,
+                    read_at, partial(_captured, captured), rows=False,
+                )
+            )  # fmt: skip
+            if not racing:
+                break
+        else:
+            raise SourceError(
+                f"the captured tables' schemas changed during each of {SCHEMA_READ_ATTEMPTS} "
+                "attempts to read them (DDL running in a loop?); start the query again later"
+            )
+        metadata = server.variables(conn, "binlog_row_metadata").get("binlog_row_metadata")
     if options.changelog_shape == "typed" and len(tables) != 1:
         raise ConfigError(
             f"changelog.shape=typed needs exactly one table, but the patterns match "
             f"{len(tables)}: {', '.join(t.qualified_name for t in tables[:10])}. Narrow the "
             "patterns or use changelog.shape=envelope"
         )
-    return CapturePlan(tables, options.changelog_shape, read_at.seq())
+    return CapturePlan(
+        tables,
+        options.changelog_shape,
+        read_at.seq(),
+        json.dumps(read_at.to_offset()),
+        metadata is not None and metadata.upper() == "FULL",
+    )
 
 
 def startup_position(options: SourceOptions, settings: ConnectionSettings) -> BinlogPosition:
@@ -154,6 +192,7 @@ class BinlogRangePartition(InputPartition):
     filter_state: str = ""  # InterleavingFilter state while tables are under snapshot
     key_columns: str = ""  # {table: chunk key column}
     tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
+    versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
 
 
 @dataclass(frozen=True)
@@ -219,6 +258,7 @@ def stream_id(options: SourceOptions) -> str:
 
 
 _LAST_END = ("offsets", "last-end.json")
+_VERSIONS = ("schema", "versions.json")
 T = TypeVar("T")
 MAX_CHUNKS_PER_TASK = 128  # by default (tasks_per_table): ~1M rows at the default chunk size
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
@@ -312,6 +352,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         self._checked: set[str] = set()
         self._located: dict[str, BinlogPosition] = {}
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
+        self._versions: TableVersions | None = None  # binlog without column metadata only
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -365,6 +406,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 self.options.scan_startup_mode,
                 view.where(),
             )
+            # a binlog without column metadata: keep the schema this query starts with, the
+            # one a later run needs for the rows before a DDL made while no run was reading
+            self.table_versions(position)
         return self._initial
 
     # -- which server: identity, reset, rewind, failover (mysql/continuity.py) -----------
@@ -456,6 +500,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             self._added[schema.qualified_name] = schema
         if added:
             self.plan = replace(self.plan, tables=self.plan.tables + added)
+            if self._versions is not None and not self.plan.full_metadata:
+                # read now; its binlog rows before its chunks complete are dropped anyway
+                grown = {**self._versions.versions}
+                for schema in added:
+                    grown[(schema.database, schema.table)] = [(-1, schema)]
+                self._versions = TableVersions(grown)
 
     def initialOffset(self) -> dict[str, Any]:
         return self._initial_offset()
@@ -545,6 +595,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             tables = ""
             if self._added:  # executors know the tables of the query's start only
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
+            versions = self.table_versions(begin)
             parts.append(
                 BinlogRangePartition(
                     json.dumps(_offset(begin)),
@@ -553,6 +604,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     flt,
                     keys,
                     tables,
+                    "" if versions is None else json.dumps(versions.to_json()),
                 )
             )
         if snapshot is not None:
@@ -581,6 +633,72 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                     )
         return parts
 
+    def table_versions(self, start: BinlogPosition) -> TableVersions | None:
+        """The captured tables' schema versions by position, when the server logs rows
+        without column metadata (``binlog_row_metadata`` not FULL); None otherwise.
+
+        Built once per run from ``start`` (the run's first batch start) on: the DDL statements
+        on captured tables between ``start`` and the position the plan read the schemas at
+        are found in the binlog. None: the plan's schema holds from ``start``. One: the
+        version saved under ``state.location`` by the run that stopped at it holds before it,
+        the plan's after it. Two or more: the schema between them was never read; stop.
+        Later DDL stops the run (read_range), and the next run learns its schema this way.
+        """
+        if self._versions is not None:
+            return None if self.plan.full_metadata else self._versions
+        if self.plan.full_metadata:
+            if self.options.state_location:  # kept versions would go stale under FULL
+                self.store.delete(self.store.path(*_VERSIONS))
+            self._versions = TableVersions({})
+            return None
+        saved: TableVersions | None = None
+        if self.options.state_location:
+            raw = self.store.read(self.store.path(*_VERSIONS))
+            saved = TableVersions.from_json(json.loads(raw)) if raw is not None else None
+        read_at = BinlogPosition.from_offset(json.loads(self.plan.schema_offset))
+        ddl: dict[tuple[str, str], list[BinlogPosition]] = {}
+        if start < read_at:
+            captured = self.plan.includes
+            for change in read_range(
+                self.settings, self.server_ids.pick(0), start, read_at, captured, rows=False
+            ):
+                assert isinstance(change, SchemaChange)
+                ddl.setdefault((change.database, change.table), []).append(change.position)
+        versions: dict[tuple[str, str], list[tuple[int, TableSchema]]] = {}
+        for schema in self.plan.tables:
+            key = (schema.database, schema.table)
+            known = list(saved.versions.get(key, [])) if saved is not None else []
+            changes = ddl.get(key, [])
+            if len(changes) > 1:
+                raise SourceError(
+                    f"table {schema.qualified_name} changed {len(changes)} times (at "
+                    f"{changes[0]} and {changes[1]}) in the binlog this query has yet to read, "
+                    "and the server logs rows without column metadata (binlog_row_metadata is "
+                    "not FULL): the rows between those changes cannot be decoded exactly. "
+                    "SET GLOBAL binlog_row_metadata='FULL' and take a new snapshot "
+                    "(scan.startup.mode=initial with a new checkpoint and state.location)"
+                )
+            if changes:
+                before = TableVersions({key: known}).at(*key, start.seq())
+                if before is None:
+                    raise SourceError(
+                        f"table {schema.qualified_name} changed at {changes[0]} in the binlog "
+                        "this query has yet to read, and the server logs rows without column "
+                        "metadata (binlog_row_metadata is not FULL), but no schema of the "
+                        "table before that change was kept (give the query a state.location, "
+                        "which keeps them). SET GLOBAL binlog_row_metadata='FULL' and take a "
+                        "new snapshot, or start from latest-offset"
+                    )
+                known = [*(v for v in known if v[0] < changes[0].seq()), (changes[0].seq(), schema)]
+            elif not known or known[-1][1] != schema:
+                known = [*known, (start.seq(), schema)]
+            versions[key] = known
+        self._versions = TableVersions(versions)
+        if self.options.state_location:
+            data = json.dumps(self._versions.to_json()).encode()
+            self.store.overwrite(self.store.path(*_VERSIONS), data)
+        return self._versions
+
     def read(self, partition: InputPartition) -> Any:
         if isinstance(partition, ChunkPartition):
             yield from self._read_chunk(partition)
@@ -592,11 +710,24 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(_captured, captured)
-        changes: Any = read_range(self.settings, partition.server_id, start, end, includes)
-        if partition.filter_state:
-            flt = InterleavingFilter.from_state(json.loads(partition.filter_state))
+        versions = (
+            TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
+        )
+        changes: Any = read_range(
+            self.settings, partition.server_id, start, end, includes, versions
+        )
+        if not partition.filter_state:
+            yield from self.plan.builder().batches(changes)
+            return
+        # string chunk keys of collations only the server orders are ranked over SQL
+        flt = InterleavingFilter.from_state(
+            json.loads(partition.filter_state), partial(sql_connection, self.settings)
+        )
+        try:
             changes = filter_changes(changes, flt, json.loads(partition.key_columns))
-        yield from self.plan.builder().batches(changes)
+            yield from self.plan.builder().batches(changes)
+        finally:
+            flt.close()
 
     def _read_chunk(self, partition: ChunkPartition) -> Any:
         with contextlib.ExitStack() as stack:

@@ -5,7 +5,6 @@ from decimal import Decimal
 
 import pytest
 
-from sparkcdc.errors import SourceError
 from sparkcdc.model.schema import Column, spark_type_for, value_converter
 
 # (DATA_TYPE, COLUMN_TYPE, Spark type) — Flink CDC's MySQL type mapping
@@ -50,9 +49,15 @@ def test_type_mapping(data_type: str, column_type: str, expected: str) -> None:
     assert spark_type_for(data_type, column_type) == expected
 
 
-def test_unknown_type_names_column_and_fix() -> None:
-    with pytest.raises(SourceError, match=r"app\.t\.v.*vector\(3\).*exclude the table"):
-        spark_type_for("vector", "vector(3)", where="app.t.v")
+def test_an_unknown_type_is_binary_and_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    # a column type added mid-stream must never stop the stream for good (issue 11)
+    assert spark_type_for("vector", "vector(3)", where="app.t.v") == "BINARY"
+    assert "app.t.v" in caplog.text and "vector(3)" in caplog.text
+
+
+@pytest.mark.parametrize("data_type", ["uuid", "inet4", "inet6"])
+def test_mariadb_plugin_types_are_text(data_type: str) -> None:
+    assert spark_type_for(data_type, data_type) == "STRING"
 
 
 CONVERSIONS = [

@@ -79,8 +79,8 @@ def test_row_metadata_minimal_is_a_warning_saying_what_is_lost() -> None:
     (issue,) = check_binlog_settings({**GOOD, "binlog_row_metadata": "MINIMAL"}, "mariadb")
     assert issue.severity == "warning"
     assert issue.fix.startswith("SET GLOBAL binlog_row_metadata = 'FULL';")
-    for lost in ("column names", "signedness", "ENUM/SET labels", "charsets", "schema history"):
-        assert lost in issue.fix
+    for said in ("column names", "signedness", "ENUM/SET labels", "state.location", "restarts"):
+        assert said in issue.fix
 
 
 def test_row_metadata_missing_on_old_servers() -> None:

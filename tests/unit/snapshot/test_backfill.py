@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.keys import in_range, key_sort_key
+from sparkcdc.snapshot.keys import in_range, key_order, key_sort_key
 from sparkcdc.snapshot.reader import apply_backfill, merge_backfill
 from sparkcdc.snapshot.rowvalues import arrow_schema
 
@@ -88,7 +88,9 @@ def test_backfill_gives_the_chunk_at_hw(
     base_rows = list(chunk_rows(states[seen]).values())
     target = arrow_schema(schema.columns)
     base = pa.Table.from_pylist([{"id": r[0], "v": r[1]} for r in base_rows], schema=target)
-    merged = merge_backfill(base, schema, changes, ChunkRange("db.t", 0, start, end), "id", K)
+    merged = merge_backfill(
+        base, schema, changes, ChunkRange("db.t", 0, start, end), "id", key_order(None)
+    )
     assert sorted(merged.to_pylist(), key=lambda r: r["id"]) == [
         {"id": r[0], "v": r[1]} for r in sorted(chunk_rows(final).values())
     ]

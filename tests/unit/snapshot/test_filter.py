@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -90,10 +92,19 @@ def test_compaction_keeps_state_small_and_goes_pure() -> None:
 
 def test_string_keys_use_the_collation() -> None:
     f = InterleavingFilter()
-    f.track("db.s", "utf8mb4_general_ci")
-    f.complete(ChunkRange("db.s", 1, "b", "d"), pos(10))
+    f.track("db.s", "utf8mb4_bin")
+    f.complete(ChunkRange("db.s", 1, "B", "d"), pos(10))
     assert f.emit("db.s", "B", pos(10))
     assert f.emit("db.s", "c  ", pos(10))
-    assert not f.emit("db.s", "D", pos(10))
+    assert not f.emit("db.s", "d", pos(10))
+    assert not f.emit("db.s", "A", pos(10))  # below 'B' in code points
     g = InterleavingFilter.from_state(json.loads(json.dumps(f.to_state())))
-    assert g.emit("db.s", "B", pos(10))
+    assert g.emit("db.s", "b", pos(10))
+
+
+def test_a_chunk_completed_twice_is_an_error() -> None:
+    f = InterleavingFilter()
+    f.track("db.t", None)
+    f.complete(ChunkRange("db.t", 0, None, 5), pos(10))
+    with pytest.raises(SnapshotError, match="completed twice"):
+        f.complete(ChunkRange("db.t", 0, None, 5), pos(11))

@@ -28,6 +28,10 @@ class CountingTable(MemoryTable):
         return super().next_chunk_max(start, size)
 
 
+def caseless(value: Any) -> Any:
+    return key_sort_key("utf8mb4_bin")(value.casefold())
+
+
 def plan(splitter: ChunkSplitter) -> list[ChunkRange]:
     out: list[ChunkRange] = []
     while batch := splitter.next_chunks(3):
@@ -69,13 +73,14 @@ def test_integer_chunks_cover_every_key_exactly_once(
 @given(
     st.lists(st.one_of(st.text(alphabet="aAbB é_\t", max_size=4), st.none()), max_size=40),
     st.integers(1, 6),
-    st.sampled_from(["utf8mb4_general_ci", "utf8mb4_bin", "utf8mb4_unicode_ci"]),
+    st.sampled_from(["utf8mb4_bin", "utf8mb4_nopad_bin", "case-insensitive"]),
 )
 def test_string_chunks_cover_every_key_exactly_once(
     keys: list[str | None], size: int, collation: str
 ) -> None:
-    k = key_sort_key(collation)
-    chunks = plan(ChunkSplitter("db.t", MemoryTable(keys, k), chunk_size=size, sort_key=k))
+    # a case-insensitive model order stands in for the server's (ties between values)
+    k = caseless if collation == "case-insensitive" else key_sort_key(collation)
+    chunks = plan(ChunkSplitter("db.t", MemoryTable(keys, k), chunk_size=size))
     assert_covers_once(chunks, [*keys, "", "zzz"], k)
 
 

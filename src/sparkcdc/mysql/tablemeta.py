@@ -1,0 +1,238 @@
+"""Column metadata a TABLE_MAP lacks, taken from the schema history — checked, never guessed.
+
+With ``binlog_row_metadata=FULL`` a TABLE_MAP names every column and carries its
+signedness, character set and ENUM/SET labels. With ``MINIMAL`` (MySQL 8.0's default) it
+lacks names and labels; with MariaDB's ``NO_LOG`` (its default) and on MySQL 5.7 it has
+none of them: an ``INT UNSIGNED`` 3000000000 would decode as -1294967296, an ENUM as its
+index, text as bytes. Those rows are decoded with the table's schema at their position
+instead (:class:`TableVersions`: the schema read from the server, and the binlog position
+from which each version holds), and every fact the TABLE_MAP does carry (column count, type
+codes, lengths, signedness or character sets where present) must agree with it, or the
+stream stops: a disagreement means the schema history does not describe these rows.
+
+>>> from sparkcdc.model.schema import Column, TableSchema
+>>> column = Column.from_mysql("n", "int", "int(10) unsigned", False)
+>>> schema = TableSchema("app", "t", (column,), ("n",))
+>>> versions = TableVersions({("app", "t"): [(0, schema)]})
+>>> versions.at("app", "t", 100).columns[0].name
+'n'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sparkcdc.errors import SourceError
+from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
+from sparkcdc.mysql.charsets import BINARY_COLLATION, charset_for_collation, collation_for_charset
+from sparkcdc.mysql.constants import ColumnType
+from sparkcdc.mysql.events import ColumnInfo
+
+# information_schema DATA_TYPE values each TABLE_MAP type code may stand for
+_TYPE_FAMILIES: dict[ColumnType, frozenset[str]] = {
+    ColumnType.TINY: frozenset({"tinyint", "bool", "boolean"}),
+    ColumnType.SHORT: frozenset({"smallint"}),
+    ColumnType.INT24: frozenset({"mediumint"}),
+    ColumnType.LONG: frozenset({"int", "integer"}),
+    ColumnType.LONGLONG: frozenset({"bigint"}),
+    ColumnType.FLOAT: frozenset({"float"}),
+    ColumnType.DOUBLE: frozenset({"double", "real", "double precision"}),
+    ColumnType.NEWDECIMAL: frozenset({"decimal", "numeric"}),
+    ColumnType.DECIMAL: frozenset({"decimal", "numeric"}),
+    ColumnType.YEAR: frozenset({"year"}),
+    ColumnType.DATE: frozenset({"date"}),
+    ColumnType.NEWDATE: frozenset({"date"}),
+    ColumnType.TIME: frozenset({"time"}),
+    ColumnType.TIME2: frozenset({"time"}),
+    ColumnType.DATETIME: frozenset({"datetime"}),
+    ColumnType.DATETIME2: frozenset({"datetime"}),
+    ColumnType.TIMESTAMP: frozenset({"timestamp"}),
+    ColumnType.TIMESTAMP2: frozenset({"timestamp"}),
+    ColumnType.BIT: frozenset({"bit"}),
+    ColumnType.ENUM: frozenset({"enum"}),
+    ColumnType.SET: frozenset({"set"}),
+    ColumnType.JSON: frozenset({"json"}),
+    ColumnType.VARCHAR: frozenset({"varchar", "varbinary"}),
+    ColumnType.VAR_STRING: frozenset({"varchar", "varbinary"}),
+    # MariaDB logs its UUID / INET4 / INET6 plugin types as binary CHAR
+    ColumnType.STRING: frozenset({"char", "binary", "uuid", "inet4", "inet6"}),
+    ColumnType.BLOB: frozenset(
+        [
+            "tinytext",
+            "text",
+            "mediumtext",
+            "longtext",
+            "json",
+            "tinyblob",
+            "blob",
+            "mediumblob",
+            "longblob",
+        ]
+    ),
+    ColumnType.GEOMETRY: frozenset(
+        [
+            "geometry",
+            "point",
+            "linestring",
+            "polygon",
+            "multipoint",
+            "multilinestring",
+            "multipolygon",
+            "geometrycollection",
+            "geomcollection",
+        ]
+    ),
+}
+_NUMERIC = frozenset(
+    {
+        ColumnType.TINY,
+        ColumnType.SHORT,
+        ColumnType.INT24,
+        ColumnType.LONG,
+        ColumnType.LONGLONG,
+        ColumnType.NEWDECIMAL,
+        ColumnType.FLOAT,
+        ColumnType.DOUBLE,
+    }
+)
+_CHARACTER = frozenset(
+    {
+        ColumnType.STRING,
+        ColumnType.VAR_STRING,
+        ColumnType.VARCHAR,
+        ColumnType.BLOB,
+        ColumnType.ENUM,
+        ColumnType.SET,
+    }
+)
+_LABEL = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
+_FIX = (
+    "SET GLOBAL binlog_row_metadata='FULL' (MySQL >= 8.0.1, MariaDB >= 10.5) so the binlog "
+    "describes its own rows"
+)
+
+
+def labels(column_type: str) -> tuple[str, ...]:
+    """The labels of an ``enum(...)`` / ``set(...)`` COLUMN_TYPE, unquoted.
+
+    >>> labels("enum('a','it''s','x,y')")
+    ('a', "it's", 'x,y')
+    """
+    body = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
+    return tuple(m.group(1).replace("''", "'").replace("\\\\", "\\") for m in _LABEL.finditer(body))
+
+
+def complete_columns(
+    columns: tuple[ColumnInfo, ...], schema: TableSchema, where: str
+) -> tuple[ColumnInfo, ...]:
+    """``columns`` of a TABLE_MAP with what it lacks filled in from ``schema``.
+
+    Raises SourceError when the TABLE_MAP and the schema disagree on anything the TABLE_MAP
+    does say: the schema is then not the one these rows were written with.
+    """
+    if len(columns) != len(schema.columns):
+        counts = f"the binlog has {len(columns)} columns, the schema {len(schema.columns)}"
+        raise _disagree(where, schema, counts)
+    out = []
+    for info, column in zip(columns, schema.columns, strict=True):
+        family = _TYPE_FAMILIES.get(info.type)
+        if family is not None and column.data_type not in family:
+            raise _disagree(
+                where,
+                schema,
+                f"column {column.name!r} is {column.column_type} in the schema but the binlog "
+                f"logs a {info.type.name} there",
+            )
+        if info.name is not None and info.name != column.name:
+            names = f"the binlog names {info.name!r} where the schema has {column.name!r}"
+            raise _disagree(where, schema, names)
+        unsigned = "unsigned" in column.column_type
+        if info.type in _NUMERIC and info.unsigned and not unsigned:
+            raise _disagree(where, schema, f"column {column.name!r} is unsigned in the binlog only")
+        charset = info.charset
+        if info.type in _CHARACTER and charset is None:
+            charset = collation_for_charset(column.charset) if column.charset else BINARY_COLLATION
+        elif info.type in _CHARACTER and column.charset is not None:
+            logged = charset_for_collation(charset) if charset is not None else None
+            if logged is not None and logged != column.charset and charset != BINARY_COLLATION:
+                raise _disagree(
+                    where,
+                    schema,
+                    f"column {column.name!r} is {column.charset} in the schema, {logged} in "
+                    "the binlog",
+                )
+        out.append(
+            replace(
+                info,
+                name=column.name,
+                unsigned=info.unsigned or (info.type in _NUMERIC and unsigned),
+                charset=charset,
+                enum_values=info.enum_values
+                or (labels(column.column_type) if info.type is ColumnType.ENUM else None),
+                set_values=info.set_values
+                or (labels(column.column_type) if info.type is ColumnType.SET else None),
+            )
+        )
+    return tuple(out)
+
+
+def _disagree(where: str, schema: TableSchema, what: str) -> SourceError:
+    return SourceError(
+        f"the rows of {schema.qualified_name} at binlog position {where} do not match the "
+        f"schema sparkcdc holds for that position ({what}). The binlog does not carry the "
+        "table's column metadata (binlog_row_metadata is not FULL), so rows are decoded with "
+        "the schema history, and this one does not describe them: a schema change the stream "
+        f"has not seen. Restart the query; if this repeats, {_FIX} and take a new snapshot"
+    )
+
+
+def is_incomplete(columns: Iterable[ColumnInfo]) -> bool:
+    """True when a TABLE_MAP lacks column names (``binlog_row_metadata`` is not FULL)."""
+    return any(c.name is None for c in columns)
+
+
+@dataclass(frozen=True)
+class TableVersions:
+    """Per table, the schema versions of a stream and the binlog position (as ``seq``) from
+    which each holds, in order. ``at`` gives the version of a position."""
+
+    versions: dict[tuple[str, str], list[tuple[int, TableSchema]]]
+
+    def at(self, database: str, table: str, seq: int) -> TableSchema | None:
+        """The version holding at ``seq`` (the last one starting at or before it)."""
+        found = None
+        for start, schema in self.versions.get((database, table), ()):
+            if start > seq:
+                break
+            found = schema
+        return found
+
+    def starts(self, database: str, table: str) -> frozenset[int]:
+        """Where versions of the table start: the positions of the DDL the stream knows."""
+        return frozenset(s for s, _ in self.versions.get((database, table), ()))
+
+    def to_json(self) -> list[Any]:
+        return [
+            [db, t, [[s, schema_to_json(schema)] for s, schema in entries]]
+            for (db, t), entries in self.versions.items()
+        ]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> TableVersions:
+        return cls(
+            {
+                (str(db), str(t)): [(int(s), schema_from_json(raw)) for s, raw in entries]
+                for db, t, entries in data
+            }
+        )
+
+    @classmethod
+    def of(cls, schemas: Iterable[TableSchema], start: int = -1) -> TableVersions:
+        """One version per table, holding from ``start`` (by default from the beginning)."""
+        return cls({(s.database, s.table): [(start, s)] for s in schemas})
+
+
+__all__ = ["Column", "TableVersions", "complete_columns", "is_incomplete", "labels"]
