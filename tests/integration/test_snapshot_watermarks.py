@@ -46,26 +46,29 @@ def test_xa_prepare_is_in_the_binlog_before_it_commits(
     info = server_info(conn)
     before = current_position(conn, info, with_gtids=False)
     xa = prepare_xa(dev_server, database, "w1", 5)
-    after = current_position(conn, info, with_gtids=False)
-    kinds: list[str] = []
-    rows = list(
-        read_range(
-            settings_of(dev_server),
-            5621,
-            before,
-            after,
-            lambda d, t: True,
-            lambda k, p: kinds.append(k),
+    try:
+        after = current_position(conn, info, with_gtids=False)
+        kinds: list[str] = []
+        rows = list(
+            read_range(
+                settings_of(dev_server),
+                5621,
+                before,
+                after,
+                lambda d, t: True,
+                on_xa=lambda k, p: kinds.append(k),
+            )
         )
-    )
-    assert kinds == ["prepare"] and [r.rows for r in rows] == [[(None, (5, 1))]]  # type: ignore[union-attr]
-    sql.execute("SELECT COUNT(*) FROM t")
-    assert sql.fetchone()[0] == 0  # in the binlog, not visible
-    # SHOW MASTER STATUS and the consistent snapshot's position are both past it
-    assert committed_position(conn, info) >= after
-    with xa.cursor() as cur:
-        cur.execute("XA COMMIT 'w1'")
-    conn.close()
+        assert kinds == ["prepare"]
+        assert [r.rows for r in rows] == [[(None, (5, 1))]]  # type: ignore[union-attr]
+        sql.execute("SELECT COUNT(*) FROM t")
+        assert sql.fetchone()[0] == 0  # in the binlog, not visible
+        # SHOW MASTER STATUS and the consistent snapshot's position are both past it
+        assert committed_position(conn, info) >= after
+    finally:  # a prepared XA outlives its test and blocks DROP DATABASE
+        with xa.cursor() as cur:
+            cur.execute("XA COMMIT 'w1'")
+        conn.close()
 
 
 def test_a_chunk_read_during_an_unfinished_xa_stops_with_what_to_do(
