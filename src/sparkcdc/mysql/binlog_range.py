@@ -32,7 +32,7 @@ from sparkcdc.mysql.events import (
     UnknownEvent,
 )
 from sparkcdc.mysql.replication import BinlogClient
-from sparkcdc.mysql.statements import dml_tables, statement_kind
+from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
 __all__ = ["MISSING", "RowChanges", "SchemaChange", "read_range"]
@@ -146,13 +146,68 @@ def _refuse_unknown(event: UnknownEvent, here: BinlogPosition) -> None:
     )
 
 
+class _XaGroups:
+    """XA transactions seen in a read: whether each one's rows touched a captured table.
+
+    A server logs an XA transaction's rows at XA PREPARE (between ``XA START`` and
+    ``XA END``), before it is decided; they are delivered there. An ``XA ROLLBACK`` of one
+    whose rows touched a captured table, or of one prepared before this read began (its rows
+    are unknown here), stops the stream: changes that never committed may have been
+    delivered.
+    """
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.touched: dict[str, bool] = {}
+        self.seen: set[str] = set()
+
+    def group(self, xa_prepare: bool) -> None:
+        """A MariaDB GTID starts an event group; FL_PREPARED_XA: an XA PREPARE's group."""
+        self.current = "" if xa_prepare else None
+        if xa_prepare:
+            self.touched[""] = False
+
+    def rows(self) -> None:
+        if self.current is not None:
+            self.touched[self.current] = True
+
+    def statement(self, event: QueryEvent, here: BinlogPosition) -> None:
+        parsed = xa_statement(event.query)
+        if parsed is None:
+            return
+        verb, xid = parsed
+        if verb == "START":  # MySQL logs it; MariaDB starts the group with its GTID
+            self.current = xid
+            self.touched[xid] = False
+        elif verb == "END":
+            if self.current is not None:
+                self.touched[xid] = self.touched.pop(self.current, False)
+                self.seen.add(xid)
+            self.current = None
+        elif verb == "ROLLBACK" and self.touched.pop(xid, None) is not False:
+            seen = xid in self.seen
+            raise SourceError(
+                f"at binlog position {here} a prepared XA transaction was rolled back "
+                f"({_preview(event.query)}): its row changes were logged at its XA PREPARE"
+                + (
+                    ", on a captured table, and were delivered"
+                    if seen
+                    else " before this read began and may have touched captured tables"
+                )
+                + ". The stream stops rather than deliver changes that never committed; take "
+                "a new snapshot of the affected tables (scan.startup.mode=initial with a new "
+                "checkpoint)"
+            )
+
+
 def _statement_change(
-    event: QueryEvent, here: BinlogPosition, table_filter: TableFilter
+    event: QueryEvent, here: BinlogPosition, table_filter: TableFilter, xa: _XaGroups
 ) -> tuple[str, str] | None:
     """The captured (database, table) a DDL statement acts on; raises on a statement that
     changed captured rows without row images (a session in STATEMENT / MIXED format)."""
     kind = statement_kind(event.query)
-    if kind == "control":
+    if kind in ("control", "xa_rollback"):
+        xa.statement(event, here)
         return None
     if kind == "dml":
         tables = dml_tables(event.database, event.query)
@@ -171,13 +226,6 @@ def _statement_change(
                 f"not hold. {_SESSION_FIX}"
             )
         return None
-    if kind == "xa_rollback":
-        raise SourceError(
-            f"at binlog position {here} a prepared XA transaction was rolled back "
-            f"({_preview(event.query)}): its row changes were logged at XA PREPARE and may "
-            "have been delivered. The stream stops rather than deliver changes that never "
-            "committed; take a new snapshot of the affected tables"
-        )
     target = ddl_target(event.database, event.query)
     if target is not None and table_filter(*target):
         return target
@@ -205,6 +253,7 @@ class _ColumnMetadata:
         self.filter = table_filter
         self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
         self.here = start  # the position of the event being decoded
+        self.xa = _XaGroups()
 
     def on_table_map(self, event: TableMapEvent) -> None:
         if self.filter(event.database, event.table):
@@ -254,6 +303,7 @@ def _changes(
         if event.rows is not None and event.table is not None:
             if event.absent_before or event.absent_after:
                 _refuse_partial_image(event, here)
+            metadata.xa.rows()
             yield RowChanges(
                 event.table.database,
                 event.table.table,
@@ -264,7 +314,7 @@ def _changes(
                 event.table,
             )
     elif isinstance(event, QueryEvent):
-        target = _statement_change(event, here, table_filter)
+        target = _statement_change(event, here, table_filter, metadata.xa)
         if target is not None:
             metadata.schema_change(target[0], target[1], here)
             yield SchemaChange(target[0], target[1], event.query, timestamp, here)
@@ -386,6 +436,7 @@ def changes_of_events(
             return
         reached = BinlogPosition(current_file, header.log_pos)
         if isinstance(event, MariaGtidEvent):
+            metadata.xa.group(event.xa_prepare)
             if on_xa is not None and (event.xa_prepare or event.xa_complete):
                 on_xa("prepare" if event.xa_prepare else "complete", here)
         elif isinstance(event, TransactionPayloadEvent):

@@ -52,6 +52,28 @@ def _strip_leading(statement: str) -> str:
     return _EXECUTABLE_PREFIX.sub("", text, count=1)
 
 
+_XA = re.compile(
+    r"^XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\s+(.*?)"
+    r"(?:\s+(?:JOIN|RESUME|SUSPEND(?:\s+FOR\s+MIGRATE)?|ONE\s+PHASE))?\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def xa_statement(statement: str) -> tuple[str, str] | None:
+    """``(verb, xid)`` of an XA statement (verb upper-case, xid without blanks), else None.
+
+    >>> xa_statement("XA ROLLBACK X'7732',X'',1")
+    ('ROLLBACK', "X'7732',X'',1")
+    >>> xa_statement("XA COMMIT 'a' ONE PHASE")
+    ('COMMIT', "'a'")
+    """
+    match = _XA.match(_strip_leading(statement))
+    if match is None:
+        return None
+    verb = match.group(1).upper()
+    return ("START" if verb == "BEGIN" else verb), re.sub(r"\s+", "", match.group(2))
+
+
 def statement_kind(statement: str) -> StatementKind:
     """``control`` (transaction control), ``dml`` (changes rows), ``xa_rollback`` (rolls a
     prepared XA transaction back) or ``other`` (DDL, account and server statements).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.mysql.statements import dml_tables, statement_kind
+from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,19 @@ def test_statement_kind(statement: str, kind: str) -> None:
 )
 def test_dml_tables(statement: str, tables: list[tuple[str, str]] | None) -> None:
     assert dml_tables("app", statement) == tables
+
+
+@pytest.mark.parametrize(
+    ("statement", "parsed"),
+    [
+        ("XA START 'a'", ("START", "'a'")),
+        ("XA BEGIN 'a' JOIN", ("START", "'a'")),
+        ("XA END X'7a7a',X'',1", ("END", "X'7a7a',X'',1")),
+        ("XA END 'a' SUSPEND FOR MIGRATE", ("END", "'a'")),
+        ("XA ROLLBACK X'7a7a', X'', 1", ("ROLLBACK", "X'7a7a',X'',1")),
+        ("XA COMMIT 'a' ONE PHASE", ("COMMIT", "'a'")),
+        ("COMMIT", None),
+    ],
+)
+def test_xa_statement(statement: str, parsed: tuple[str, str] | None) -> None:
+    assert xa_statement(statement) == parsed
