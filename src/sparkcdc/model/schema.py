@@ -62,6 +62,19 @@ TEXT_TYPES = frozenset(
     {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
 )
 _STRING_TYPES = TEXT_TYPES | {"time"}
+GEOMETRY_TYPES = frozenset(
+    {
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+        "geomcollection",
+    }
+)
 _BINARY_TYPES = {
     "binary",
     "varbinary",
@@ -69,16 +82,7 @@ _BINARY_TYPES = {
     "blob",
     "mediumblob",
     "longblob",
-    "geometry",
-    "point",
-    "linestring",
-    "polygon",
-    "multipoint",
-    "multilinestring",
-    "multipolygon",
-    "geometrycollection",
-    "geomcollection",
-}
+} | GEOMETRY_TYPES
 _SIMPLE = {
     "float": "FLOAT",
     "double": "DOUBLE",

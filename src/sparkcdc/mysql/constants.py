@@ -174,3 +174,31 @@ LOG_EVENT_IGNORABLE_F = 0x0080
 # binlog files start with this magic; the first event is at offset 4
 BINLOG_MAGIC = b"\xfebin"
 FIRST_EVENT_POS = 4
+
+
+# Columns the TABLE_MAP optional metadata describes: SIGNEDNESS covers the numeric ones
+# (MariaDB adds YEAR), the character-set fields the character ones (MariaDB adds GEOMETRY;
+# ENUM/SET have fields of their own).
+NUMERIC_TYPES = frozenset(
+    {
+        ColumnType.TINY,
+        ColumnType.SHORT,
+        ColumnType.INT24,
+        ColumnType.LONG,
+        ColumnType.LONGLONG,
+        ColumnType.NEWDECIMAL,
+        ColumnType.FLOAT,
+        ColumnType.DOUBLE,
+    }
+)
+CHARACTER_TYPES = frozenset(
+    {
+        ColumnType.STRING,
+        ColumnType.VAR_STRING,
+        ColumnType.VARCHAR,
+        ColumnType.BLOB,
+        ColumnType.TINY_BLOB,
+        ColumnType.MEDIUM_BLOB,
+        ColumnType.LONG_BLOB,
+    }
+)

@@ -31,10 +31,12 @@ from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql.charsets import codec_for_collation
 from sparkcdc.mysql.constants import (
     BINLOG_MAGIC,
+    CHARACTER_TYPES,
     CHECKSUM_SIZE,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
     FIRST_EVENT_POS,
+    NUMERIC_TYPES,
     BinlogChecksum,
     ColumnType,
     EventType,
@@ -228,29 +230,6 @@ _META_ONE_BYTE = frozenset(
 _META_TWO_BYTES_LE = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING})
 _META_TWO_BYTES_BE = frozenset(
     {ColumnType.NEWDECIMAL, ColumnType.BIT, ColumnType.STRING, ColumnType.ENUM, ColumnType.SET}
-)
-_NUMERIC_TYPES = frozenset(
-    {
-        ColumnType.TINY,
-        ColumnType.SHORT,
-        ColumnType.INT24,
-        ColumnType.LONG,
-        ColumnType.LONGLONG,
-        ColumnType.NEWDECIMAL,
-        ColumnType.FLOAT,
-        ColumnType.DOUBLE,
-    }
-)
-_CHARACTER_TYPES = frozenset(
-    {
-        ColumnType.STRING,
-        ColumnType.VAR_STRING,
-        ColumnType.VARCHAR,
-        ColumnType.BLOB,
-        ColumnType.TINY_BLOB,
-        ColumnType.MEDIUM_BLOB,
-        ColumnType.LONG_BLOB,
-    }
 )
 # STRING metadata byte 0 holds the real type; bits 4-5 inverted carry length bits 8-9
 _STRING_LENGTH_HIGH_BITS = 0x30
@@ -478,9 +457,9 @@ def parse_table_map_body(
     pos += null_bytes
 
     # MariaDB's SIGNEDNESS also counts YEAR and its charsets count GEOMETRY; MySQL's do not
-    numeric_types = _NUMERIC_TYPES | {ColumnType.YEAR} if mariadb else _NUMERIC_TYPES
+    numeric_types = NUMERIC_TYPES | {ColumnType.YEAR} if mariadb else NUMERIC_TYPES
     numeric = [i for i, t in enumerate(types) if t in numeric_types]
-    character_types = _CHARACTER_TYPES | {ColumnType.GEOMETRY} if mariadb else _CHARACTER_TYPES
+    character_types = CHARACTER_TYPES | {ColumnType.GEOMETRY} if mariadb else CHARACTER_TYPES
     character = [
         i
         for i, (t, real) in enumerate(zip(types, real_types, strict=True))

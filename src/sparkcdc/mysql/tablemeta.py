@@ -26,9 +26,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkcdc.errors import SourceError
-from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
+from sparkcdc.model.schema import (
+    GEOMETRY_TYPES,
+    Column,
+    TableSchema,
+    schema_from_json,
+    schema_to_json,
+)
 from sparkcdc.mysql.charsets import BINARY_COLLATION, charset_for_collation, collation_for_charset
-from sparkcdc.mysql.constants import ColumnType
+from sparkcdc.mysql.constants import CHARACTER_TYPES, NUMERIC_TYPES, ColumnType
 from sparkcdc.mysql.events import ColumnInfo
 
 # information_schema DATA_TYPE values each TABLE_MAP type code may stand for
@@ -72,42 +78,9 @@ _TYPE_FAMILIES: dict[ColumnType, frozenset[str]] = {
             "longblob",
         ]
     ),
-    ColumnType.GEOMETRY: frozenset(
-        [
-            "geometry",
-            "point",
-            "linestring",
-            "polygon",
-            "multipoint",
-            "multilinestring",
-            "multipolygon",
-            "geometrycollection",
-            "geomcollection",
-        ]
-    ),
+    ColumnType.GEOMETRY: GEOMETRY_TYPES,
 }
-_NUMERIC = frozenset(
-    {
-        ColumnType.TINY,
-        ColumnType.SHORT,
-        ColumnType.INT24,
-        ColumnType.LONG,
-        ColumnType.LONGLONG,
-        ColumnType.NEWDECIMAL,
-        ColumnType.FLOAT,
-        ColumnType.DOUBLE,
-    }
-)
-_CHARACTER = frozenset(
-    {
-        ColumnType.STRING,
-        ColumnType.VAR_STRING,
-        ColumnType.VARCHAR,
-        ColumnType.BLOB,
-        ColumnType.ENUM,
-        ColumnType.SET,
-    }
-)
+_CHARACTER = CHARACTER_TYPES | {ColumnType.ENUM, ColumnType.SET}
 _LABEL = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
 _FIX = (
     "SET GLOBAL binlog_row_metadata='FULL' (MySQL >= 8.0.1, MariaDB >= 10.5) so the binlog "
@@ -150,7 +123,7 @@ def complete_columns(
             names = f"the binlog names {info.name!r} where the schema has {column.name!r}"
             raise _disagree(where, schema, names)
         unsigned = "unsigned" in column.column_type
-        if info.type in _NUMERIC and info.unsigned and not unsigned:
+        if info.type in NUMERIC_TYPES and info.unsigned and not unsigned:
             raise _disagree(where, schema, f"column {column.name!r} is unsigned in the binlog only")
         charset = info.charset
         if info.type in _CHARACTER and charset is None:
@@ -168,7 +141,7 @@ def complete_columns(
             replace(
                 info,
                 name=column.name,
-                unsigned=info.unsigned or (info.type in _NUMERIC and unsigned),
+                unsigned=info.unsigned or (info.type in NUMERIC_TYPES and unsigned),
                 charset=charset,
                 enum_values=info.enum_values
                 or (labels(column.column_type) if info.type is ColumnType.ENUM else None),
