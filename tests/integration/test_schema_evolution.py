@@ -680,7 +680,6 @@ def test_a_table_created_while_the_pipeline_runs_is_snapshotted_and_followed(
 
     def on_batch(batch_id: int, rows: dict[str, int]) -> None:
         if batch_id == 1 and not created.is_set():
-            created.set()
             execute(
                 source,
                 [
@@ -689,6 +688,7 @@ def test_a_table_created_while_the_pipeline_runs_is_snapshotted_and_followed(
                     + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 61)),
                 ],
             )
+            created.set()  # after its rows: the writer's keys would collide with them
 
     def keep_writing() -> None:
         rng = random.Random(3)
