@@ -156,7 +156,9 @@ class _XaGroups:
     delivered.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, judge: bool) -> None:
+        # False: the reader delivers no rows, or follows XA itself (``on_xa``)
+        self.judge = judge
         self.current: str | None = None
         self.touched: dict[str, bool] = {}
         self.seen: set[str] = set()
@@ -184,7 +186,7 @@ class _XaGroups:
                 self.touched[xid] = self.touched.pop(self.current, False)
                 self.seen.add(xid)
             self.current = None
-        elif verb == "ROLLBACK" and self.touched.pop(xid, None) is not False:
+        elif verb == "ROLLBACK" and self.touched.pop(xid, None) is not False and self.judge:
             seen = xid in self.seen
             raise SourceError(
                 f"at binlog position {here} a prepared XA transaction was rolled back "
@@ -246,14 +248,18 @@ class _ColumnMetadata:
     """
 
     def __init__(
-        self, versions: TableVersions | None, table_filter: TableFilter, start: BinlogPosition
+        self,
+        versions: TableVersions | None,
+        table_filter: TableFilter,
+        start: BinlogPosition,
+        judge_xa: bool,
     ) -> None:
         self.decoder = BinlogDecoder(table_filter=table_filter, on_table_map=self.on_table_map)
         self.versions = versions
         self.filter = table_filter
         self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
         self.here = start  # the position of the event being decoded
-        self.xa = _XaGroups()
+        self.xa = _XaGroups(judge_xa)
 
     def on_table_map(self, event: TableMapEvent) -> None:
         if self.filter(event.database, event.table):
@@ -410,7 +416,10 @@ def changes_of_events(
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
     FORMAT_DESCRIPTION before any row of that file is read."""
-    metadata = _ColumnMetadata(versions, table_filter if rows else _no_table, start)
+    # a caller that reads no rows, or follows XA itself (the chunk backfill reads its chunk
+    # again when an XA finishes in its range), has no delivered rows an XA ROLLBACK undoes
+    judge_xa = rows and on_xa is None
+    metadata = _ColumnMetadata(versions, table_filter if rows else _no_table, start, judge_xa)
     decoder = metadata.decoder
     current_file = start.file
     reached = start

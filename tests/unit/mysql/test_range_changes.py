@@ -186,3 +186,16 @@ def test_unknown_events_stop_unless_inert_or_ignorable(
     else:
         with pytest.raises(error, match=r"at .*position"):
             read(events, orders)
+
+
+def test_an_xa_rollback_prepared_before_the_read_stops_only_a_read_that_delivers_rows() -> None:
+    rollback = struct.pack("<IIBHH", 9, 0, 4, 0, 0) + b"shop\0XA ROLLBACK X'7a',X'',1"
+    events = with_fde(event(EventType.QUERY, rollback, log_pos=2000))
+    with pytest.raises(SourceError, match="before this read began"):
+        read(events, orders)
+    # a schema-change scan delivers no rows; the chunk backfill follows XA itself (on_xa)
+    end = BinlogPosition("mysql-bin.000001", 2000)
+    assert list(changes_of_events(events, START, end, orders, rows=False)) == []
+    completed: list[str] = []
+    on_xa = lambda kind, at: completed.append(kind)  # noqa: E731
+    assert list(changes_of_events(events, START, end, orders, on_xa=on_xa)) == []
