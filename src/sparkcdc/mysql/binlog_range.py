@@ -18,7 +18,6 @@ from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
-    MISSING,
     BinlogEvent,
     EventHeader,
     FormatDescriptionEvent,
@@ -35,7 +34,7 @@ from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
-__all__ = ["MISSING", "RowChanges", "SchemaChange", "read_range"]
+__all__ = ["RowChanges", "SchemaChange", "read_range"]
 
 TableFilter = Callable[[str, str], bool]
 
@@ -50,7 +49,8 @@ _DDL_RE = re.compile(
 
 @dataclass(slots=True)
 class RowChanges:
-    """The rows of one rows event of a captured table."""
+    """The rows of one rows event of a captured table: complete images, and a TABLE_MAP
+    that names every column (from the binlog, or the schema versions)."""
 
     database: str
     table: str

@@ -242,29 +242,14 @@ def select_connectorx(
 
 
 def _image_mapper(schema: TableSchema, table_map: Any) -> Callable[[Sequence[Any]], Row]:
-    """Row images (table-map order) → tuples in ``schema`` order (by name when known)."""
-    from sparkcdc.mysql.events import MISSING
-
-    names = [c.name for c in table_map.columns]
-    wanted = schema.column_names
-    if all(n is not None for n in names):
-        index = {n: i for i, n in enumerate(names)}
-        positions: list[int | None] = [index.get(n) for n in wanted]
-    else:
-        if len(names) != len(wanted):
-            raise SnapshotError(
-                f"table {schema.qualified_name} has {len(names)} columns in the binlog but "
-                f"{len(wanted)} in its schema and the binlog carries no column names: set "
-                "binlog_row_metadata=FULL on the server"
-            )
-        positions = list(range(len(wanted)))
+    """Row images (table-map order) → tuples in ``schema`` order, by name (the range
+    reader names every column, from the binlog or the schema versions, and passes only
+    complete images)."""
+    index = {c.name: i for i, c in enumerate(table_map.columns)}
+    positions = [index.get(n) for n in schema.column_names]
 
     def convert(image: Sequence[Any]) -> Row:
-        out = []
-        for p in positions:
-            v = None if p is None else image[p]
-            out.append(None if v is MISSING else v)
-        return tuple(out)
+        return tuple(None if p is None else image[p] for p in positions)
 
     return convert
 

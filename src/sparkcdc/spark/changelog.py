@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sparkcdc.errors import SchemaChangedError, SourceError
 from sparkcdc.model.events import EnvelopeOp, RowKind
 from sparkcdc.model.schema import Column, TableSchema, _time_text, value_converter
-from sparkcdc.mysql.binlog_range import MISSING, RowChanges, SchemaChange
+from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
 from sparkcdc.mysql.events import RowsKind, TableMapEvent
 
 BATCH_ROWS = 8192
@@ -137,8 +137,8 @@ _ENVELOPE_SCHEMA = pa.schema(
 class _ImageMapper:
     """Turns a binlog row image (table-map column order) into the schema's column order.
 
-    Columns are matched by name when the binlog carries names
-    (binlog_row_metadata=FULL), else by position. A column the stream's schema lacks is
+    Columns are matched by name: the range reader gives every TABLE_MAP its names (from
+    the binlog, or the schema versions when it lacks them). A column the stream's schema lacks is
     left out of images written before the schema was read (``older``: the column was
     dropped since); after that it means a change the stream did not see as DDL: stop, with
     what to do (the restart picks the new schema up).
@@ -146,33 +146,22 @@ class _ImageMapper:
 
     def __init__(self, schema: TableSchema, names: Sequence[str | None], older: bool) -> None:
         wanted = schema.column_names
-        if all(n is not None for n in names):
-            index = {n: i for i, n in enumerate(names)}
-            extra = [n for n in names if n not in set(wanted)]
-            if extra and not older:
-                raise SourceError(
-                    f"table {schema.qualified_name} changed while streaming: the binlog at "
-                    f"this point has column(s) {extra} that the stream's schema "
-                    f"{list(wanted)} lacks. Restart the query to stream with the new schema "
-                    "(sparkcdc run restarts it by itself)."
-                )
-            self.positions: list[int | None] = [index.get(n) for n in wanted]
-        else:
-            if len(names) != len(wanted):
-                raise SourceError(
-                    f"table {schema.qualified_name} has {len(names)} columns in the binlog but "
-                    f"{len(wanted)} in the stream's schema, and the binlog has no column names "
-                    "(set binlog_row_metadata=FULL). Restart the query after the schema change."
-                )
-            self.positions = list(range(len(wanted)))
+        index = {n: i for i, n in enumerate(names)}
+        extra = [n for n in names if n not in set(wanted)]
+        if extra and not older:
+            raise SourceError(
+                f"table {schema.qualified_name} changed while streaming: the binlog at "
+                f"this point has column(s) {extra} that the stream's schema "
+                f"{list(wanted)} lacks. Restart the query to stream with the new schema "
+                "(sparkcdc run restarts it by itself)."
+            )
+        self.positions: list[int | None] = [index.get(n) for n in wanted]
         self.converters = [value_converter(c) for c in schema.columns]
 
     def __call__(self, image: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
         for pos, convert in zip(self.positions, self.converters, strict=True):
             value = None if pos is None else image[pos]
-            if value is MISSING:
-                value = None
             if value is not None and convert is not None:
                 value = convert(value)
             out.append(value)
@@ -291,7 +280,7 @@ def image_json(names: Sequence[str], image: Sequence[Any]) -> str:
     '{"id":1,"price":"9.50"}'
     """
     return json.dumps(
-        {n: v for n, v in zip(names, image, strict=True) if v is not MISSING},
+        dict(zip(names, image, strict=True)),
         default=_json_default,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -310,8 +299,7 @@ class EnvelopeBuilder:
 
     arrow_schema = _ENVELOPE_SCHEMA
 
-    def __init__(self, schemas: Iterable[TableSchema]) -> None:
-        self._names = {(s.database, s.table): s.column_names for s in schemas}
+    def __init__(self) -> None:
         self._versions: dict[tuple[str, str], int] = {}
 
     def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
@@ -356,12 +344,11 @@ class EnvelopeBuilder:
 
     def _column_names(self, table_map: TableMapEvent) -> Sequence[str]:
         names = [c.name for c in table_map.columns]
-        if all(n is not None for n in names):
-            return names  # type: ignore[return-value]
-        known = self._names.get((table_map.database, table_map.table))
-        if known is not None and len(known) == len(names):
-            return known
-        return [f"col_{i}" for i in range(len(names))]
+        if any(n is None for n in names):  # read_range names them or stops: never reached
+            raise SourceError(
+                f"the TABLE_MAP of {table_map.database}.{table_map.table} names no columns"
+            )
+        return names  # type: ignore[return-value]
 
     def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
         rows: list[tuple[Any, ...]] = []

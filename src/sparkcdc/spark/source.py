@@ -80,7 +80,7 @@ class CapturePlan:
     def builder(self) -> Builder:
         if self.typed:
             return TypedChangelogBuilder(self.tables[0], self.schema_seq)
-        return EnvelopeBuilder(self.tables)
+        return EnvelopeBuilder()
 
     def includes(self, database: str, table: str) -> bool:
         return (database, table) in self._names
