@@ -9,6 +9,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from test_stream import AvailableNowRuns, options
 
 from sparkcdc.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
@@ -19,38 +20,15 @@ pytestmark = pytest.mark.integration
 def test_a_uuid_column_added_and_dropped_mid_stream(
     spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any
 ) -> None:
-    import sparkcdc
-
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-    s = dev_server.settings
-    batches: dict[int, list[dict[str, Any]]] = {}
-    runs: list[list[str]] = []
-
-    def collect(batch: Any, batch_id: int) -> None:
-        batches[batch_id] = [r.asDict() for r in batch.collect()]
-
-    def start() -> Any:
-        reader = spark.readStream.format("mysql-cdc")
-        for key, value in {
-            "hostname": s.host, "port": str(s.port), "username": s.user, "password": s.password,
-            "database-name": database, "table-name": "t", "server-id": "5530-5534",
-            "scan.startup.mode": "latest-offset", "state.location": str(tmp_path / "state"),
-        }.items():  # fmt: skip
-            reader = reader.option(key, value)
-        frame = reader.load()
-        runs.append(frame.columns)
-        return (
-            frame.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    def catch_up() -> None:
-        query = sparkcdc.await_restarting(start)
-        assert query.exception() is None
-
-    catch_up()  # the first offset: later writes are captured
+    opts = options(
+        dev_server,
+        database,
+        "t",
+        **{"server-id": "5530-5534", "state.location": str(tmp_path / "state")},
+    )
+    runs = AvailableNowRuns(spark, opts, tmp_path / "checkpoint")
+    runs.catch_up()  # the first offset: later writes are captured
     sql.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
     sql.execute("ALTER TABLE t ADD COLUMN u UUID NULL, ADD COLUMN a INET6 NULL")
     for i in range(3, 9):
@@ -59,9 +37,9 @@ def test_a_uuid_column_added_and_dropped_mid_stream(
             (i, i, str(uuid.UUID(int=i * 7919)), f"::ffff:10.0.0.{i}"),
         )
     sql.execute("UPDATE t SET u = %s, a = '2001:db8::1' WHERE id = 1", (str(uuid.uuid4()),))
-    catch_up()
-    assert {"u", "a"} <= set(runs[-1])
-    log = [r for b in sorted(batches) for r in sorted(batches[b], key=lambda r: r["_seq"])]
+    runs.catch_up()
+    assert {"u", "a"} <= set(runs.columns[-1])
+    log = runs.changelog()
     assert any(r.get("a") == "::ffff:10.0.0.3" for r in log)
     state = replay([{k: v for k, v in r.items() if k != "_op_ts"} for r in log], ["id"]).state
     with dev_server.connection(database) as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -73,9 +51,9 @@ def test_a_uuid_column_added_and_dropped_mid_stream(
     sql.execute("ALTER TABLE t DROP COLUMN u, DROP COLUMN a")
     sql.execute("INSERT INTO t VALUES (20, 20)")
     sql.execute("DELETE FROM t WHERE id = 2")
-    catch_up()
-    assert "u" not in runs[-1]
-    log = [r for b in sorted(batches) for r in sorted(batches[b], key=lambda r: r["_seq"])]
+    runs.catch_up()
+    assert "u" not in runs.columns[-1]
+    log = runs.changelog()
     rows = [{k: v for k, v in r.items() if k not in ("_op_ts", "u", "a")} for r in log]
     result = replay(rows, ["id"])
     assert result.violations == []

@@ -13,6 +13,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from test_stream import AvailableNowRuns, options
 
 from sparkcdc.devserver import DevServer, DevSettings
 from sparkcdc.errors import SourceError
@@ -313,7 +314,6 @@ def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
     rows after it with the schema the restarted run reads; equal to the source by the oracle."""
     import random
 
-    import sparkcdc
     from sparkcdc.testing.oracle import compare, replay
 
     sql.execute(
@@ -321,29 +321,14 @@ def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
         "l VARCHAR(8) CHARACTER SET latin1)"
     )
     row_metadata(mode)
-    s = dev_server.settings
-    batches: dict[int, list[dict[str, Any]]] = {}
-
-    def collect(batch: Any, batch_id: int) -> None:
-        batches[batch_id] = [r.asDict() for r in batch.collect()]
-
-    def start() -> Any:
-        reader = spark.readStream.format("mysql-cdc")
-        for key, value in {
-            "hostname": s.host, "port": str(s.port), "username": s.user, "password": s.password,
-            "database-name": database, "table-name": "t", "server-id": "5520-5524",
-            "scan.startup.mode": "latest-offset", "state.location": str(tmp_path / "state"),
-        }.items():  # fmt: skip
-            reader = reader.option(key, value)
-        return (
-            reader.load()
-            .writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    sparkcdc.await_restarting(start)  # the first offset: later writes are captured
+    opts = options(
+        dev_server,
+        database,
+        "t",
+        **{"server-id": "5520-5524", "state.location": str(tmp_path / "state")},
+    )
+    runs = AvailableNowRuns(spark, opts, tmp_path / "checkpoint")
+    runs.catch_up()  # the first offset: later writes are captured
     rng = random.Random(11)
 
     def writes(count: int, start_id: int) -> None:
@@ -359,13 +344,8 @@ def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
     sql.execute("ALTER TABLE t ADD COLUMN w INT UNSIGNED NULL AFTER n")
     sql.execute("UPDATE t SET w = 4000000000 WHERE id % 2 = 0")
     writes(40, 100)
-    query = sparkcdc.await_restarting(start)
-    assert query.exception() is None
-    log = [
-        r
-        for batch_id in sorted(batches)
-        for r in sorted(batches[batch_id], key=lambda r: r["_seq"])
-    ]
+    runs.catch_up()
+    log = runs.changelog()
     assert any(r["n"] is not None and r["n"] >= 2**31 for r in log)  # unsigned, not negative
     assert {r["l"] for r in log if r["l"] is not None} == {"é"}  # latin1 text, not bytes
     assert {r["e"] for r in log if r["e"] is not None} == {"lo", "hi"}  # labels, not indexes

@@ -63,6 +63,42 @@ def start_collecting(
     return query, batches
 
 
+class AvailableNowRuns:
+    """A query run again and again with Trigger.AvailableNow from one checkpoint, each run
+    restarted on a schema change (``sparkcdc.await_restarting``): every batch is collected,
+    and the columns of each run's frame."""
+
+    def __init__(self, spark: Any, opts: dict[str, str], checkpoint: Path) -> None:
+        self.spark, self.opts, self.checkpoint = spark, opts, checkpoint
+        self.batches: dict[int, list[dict[str, Any]]] = {}
+        self.columns: list[list[str]] = []
+
+    def _collect(self, batch: Any, batch_id: int) -> None:
+        self.batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    def _start(self) -> Any:
+        reader = self.spark.readStream.format("mysql-cdc")
+        for key, value in self.opts.items():
+            reader = reader.option(key, value)
+        frame = reader.load()
+        self.columns.append(frame.columns)
+        return (
+            frame.writeStream.foreachBatch(self._collect)
+            .option("checkpointLocation", str(self.checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    def catch_up(self) -> None:
+        import sparkcdc
+
+        query = sparkcdc.await_restarting(self._start)
+        assert query.exception() is None
+
+    def changelog(self) -> list[dict[str, Any]]:
+        return changelog(self.batches)
+
+
 def changelog(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for batch_id in sorted(batches):
