@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,54 @@ def test_snapshot_under_concurrent_writes_equals_the_source(
     check_against_source(rows, dev_server, database)
 
 
+def batches_across_kills(
+    dev_server: DevServer,
+    tmp_path: Path,
+    options: dict[str, str],
+    kills: int,
+    seed: int,
+    write: Callable[[threading.Event], None],
+) -> dict[int, list[dict[str, Any]]]:
+    """Run the query in worker processes killed ``kills`` times at random points while
+    ``write(stop)`` writes, drain it to the current position, and return its batches,
+    checked: no replay yielded other rows, no batch id is missing."""
+    out = tmp_path / "out"
+    config = {
+        "out": str(out),
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "ready_on_batch": True,
+        "options": options,
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    stop = threading.Event()
+    writer = threading.Thread(target=write, args=(stop,), daemon=True)
+    writer.start()
+    rng = random.Random(seed)
+    try:
+        for attempt in range(kills):
+            log = tmp_path / f"worker-{attempt}.log"
+            proc = start_worker(config, env, log)
+            try:
+                time.sleep(rng.uniform(0.0, 4.0))  # kill during chunk reads or between batches
+                assert proc.poll() is None, f"worker died:\n{worker_errors(log)}"
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+    finally:
+        stop.set()
+        writer.join()
+    # The last runs drain everything up to now; their batches take every remaining chunk.
+    final = {**config}
+    final["options"] = {**options, "scan.incremental.snapshot.chunks-per-batch": "0"}
+    drain(final, env, master_position(dev_server))
+    assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
+    batches = {
+        int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")
+    }
+    assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
+    return batches
+
+
 @pytest.fixture(params=["FULL", "MINIMAL"])
 def row_metadata(request: Any, dev_server: DevServer) -> Any:
     """The server's binlog_row_metadata for the test (MINIMAL: rows decode with the stream's
@@ -126,47 +175,20 @@ def test_snapshot_survives_kills_at_random_points(
 ) -> None:
     workload = MultiWorkload(dev_server.connection(database), seed=21, key_space=600)
     prepare(sql, workload, 900)
-    out = tmp_path / "out"
-    config = {
-        "out": str(out),
-        "checkpoint": str(tmp_path / "checkpoint"),
-        "ready_on_batch": True,
-        "options": snapshot_options(
+    live = MultiWorkload(dev_server.connection(database), seed=22, key_space=600)
+    batches = batches_across_kills(
+        dev_server,
+        tmp_path,
+        snapshot_options(
             dev_server,
             database,
             tmp_path / "state",
             **{"scan.incremental.snapshot.chunk.size": "25"},
         ),
-    }
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    stop = threading.Event()
-    live = MultiWorkload(dev_server.connection(database), seed=22, key_space=600)
-    writer = threading.Thread(target=live.run, args=(600, stop, 1_000_000), daemon=True)
-    writer.start()
-    rng = random.Random(5)
-    kills = int(os.environ.get("SPARKCDC_KILLS", "10"))
-    try:
-        for attempt in range(kills):
-            log = tmp_path / f"worker-{attempt}.log"
-            proc = start_worker(config, env, log)
-            try:
-                time.sleep(rng.uniform(0.0, 4.0))  # kill during chunk reads or between batches
-                assert proc.poll() is None, f"worker died:\n{worker_errors(log)}"
-            finally:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-    finally:
-        stop.set()
-        writer.join()
-    # The last runs drain everything up to now; their batches take every remaining chunk.
-    final = {**config}
-    final["options"] = {**config["options"], "scan.incremental.snapshot.chunks-per-batch": "0"}
-    drain(final, env, master_position(dev_server))
-    assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
-    batches = {
-        int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")
-    }
-    assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
+        int(os.environ.get("SPARKCDC_KILLS", "10")),
+        5,
+        lambda stop: live.run(600, stop, 1_000_000),
+    )
     check_against_source(ordered(batches), dev_server, database)
 
 
@@ -345,12 +367,17 @@ def test_uca_string_key_snapshot_survives_kills_at_random_points(
     rng = random.Random(61)
     for _ in range(700):
         uca_step(setup, rng)
-    out = tmp_path / "out"
-    config = {
-        "out": str(out),
-        "checkpoint": str(tmp_path / "checkpoint"),
-        "ready_on_batch": True,
-        "options": snapshot_options(
+
+    def write(stop: threading.Event) -> None:
+        conn, wrng = dev_server.connection(database), random.Random(62)
+        while not stop.is_set():
+            uca_step(conn, wrng)
+            time.sleep(0.003)
+
+    batches = batches_across_kills(
+        dev_server,
+        tmp_path,
+        snapshot_options(
             dev_server,
             database,
             tmp_path / "state",
@@ -360,40 +387,10 @@ def test_uca_string_key_snapshot_survives_kills_at_random_points(
                 "scan.incremental.snapshot.chunk.size": "12",
             },
         ),
-    }
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    stop = threading.Event()
-
-    def write() -> None:
-        conn, wrng = dev_server.connection(database), random.Random(62)
-        while not stop.is_set():
-            uca_step(conn, wrng)
-            time.sleep(0.003)
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    kills = random.Random(7)
-    try:
-        for attempt in range(int(os.environ.get("SPARKCDC_KILLS", "10")) // 2):
-            log = tmp_path / f"worker-{attempt}.log"
-            proc = start_worker(config, env, log)
-            try:
-                time.sleep(kills.uniform(0.0, 4.0))
-                assert proc.poll() is None, f"worker died:\n{worker_errors(log)}"
-            finally:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-    finally:
-        stop.set()
-        writer.join()
-    final = {**config}
-    final["options"] = {**config["options"], "scan.incremental.snapshot.chunks-per-batch": "0"}
-    drain(final, env, master_position(dev_server))
-    assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
-    batches = {
-        int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")
-    }
-    assert sorted(batches) == list(range(len(batches))), "a batch id is missing"
+        int(os.environ.get("SPARKCDC_KILLS", "10")) // 2,
+        7,
+        write,
+    )
     log_rows = envelope_to_changelog(ordered(batches), "names")
     result = replay(log_rows, ["k"])
     assert result.violations == [], result.violations[:10]
