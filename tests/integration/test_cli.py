@@ -122,3 +122,61 @@ def test_a_typo_exits_2_naming_the_key(pipeline: Path) -> None:
     result = sparkcdc("run", str(pipeline), "--available-now")
     assert result.returncode == 2
     assert "sink.pth: unknown key. Did you mean 'path'?" in result.stderr
+
+
+# -- validate finds what run would hit, and both exit alike ---------------------------------
+
+
+def add_to(pipeline: Path, text: str) -> Path:
+    pipeline.write_text(pipeline.read_text() + text)
+    return pipeline
+
+
+def source_sql(*statements: str) -> None:
+    with DevServer.from_env().root_connection() as conn, conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+
+
+def test_an_unmatched_route_is_a_warning_in_validate_and_run(pipeline: Path) -> None:
+    add_to(pipeline, f"route:\n  - source-table: {DATABASE}.tt\n    sink-table: x.y\n")
+    checked = sparkcdc("validate", str(pipeline))
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert "pipeline warning: route[0]: source-table 'cli_db.tt' matches none" in checked.stdout
+    done = sparkcdc("run", str(pipeline), "--available-now")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "route[0]: source-table 'cli_db.tt' matches none" in done.stderr
+
+
+def test_declared_keys_that_rows_share_stop_validate_and_run_alike(pipeline: Path) -> None:
+    source_sql(f"UPDATE {DATABASE}.t SET v = 'same' WHERE id <= 3")
+    add_to(pipeline, f"transform:\n  - source-table: {DATABASE}.t\n    primary-keys: v\n")
+    for command in (["validate"], ["run", "--available-now"]):
+        result = sparkcdc(command[0], str(pipeline), *command[1:])
+        assert result.returncode == 2, (command, result.stderr[-2000:])
+        assert "primary-keys (v) do not identify the rows of cli_db.t" in result.stderr
+        assert "('same') in 3 rows" in result.stderr
+
+
+def test_declared_keys_without_a_unique_index_are_a_warning(pipeline: Path) -> None:
+    add_to(pipeline, f"transform:\n  - source-table: {DATABASE}.t\n    primary-keys: v\n")
+    checked = sparkcdc("validate", str(pipeline))
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert "primary-keys (v) of cli_db.t are not known to be unique" in checked.stdout
+    source_sql(f"ALTER TABLE {DATABASE}.t ADD UNIQUE INDEX (v)")  # NULLs may repeat in it
+    assert "not known to be unique" in sparkcdc("validate", str(pipeline)).stdout
+    source_sql(f"ALTER TABLE {DATABASE}.t MODIFY v VARCHAR(10) NOT NULL")
+    checked = sparkcdc("validate", str(pipeline))
+    assert checked.returncode == 0 and "not known to be unique" not in checked.stdout
+
+
+def test_a_table_without_a_key_or_chunk_key_stops_validate_and_run_at_once(
+    pipeline: Path,
+) -> None:
+    source_sql(f"CREATE TABLE {DATABASE}.nokey (id INT NOT NULL, v INT)")
+    add_to(pipeline, f"transform:\n  - source-table: {DATABASE}.nokey\n    primary-keys: id\n")
+    for command in (["validate"], ["run", "--available-now"]):
+        result = sparkcdc(command[0], str(pipeline), *command[1:])
+        assert result.returncode == 2, (command, result.stderr[-2000:])
+        assert "table cli_db.nokey has no primary key" in result.stderr
+        assert "scan.incremental.snapshot.chunk.key-column" in result.stderr

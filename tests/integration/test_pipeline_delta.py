@@ -17,6 +17,7 @@ from pipelines import Writer, create_shop
 
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 
@@ -194,4 +195,5 @@ def test_a_sink_path_that_cannot_be_written_stops_before_reading(
     config = parse_pipeline(text, env=env, base_dir=tmp_path)
     with pytest.raises(SinkError, match="delta sink: cannot create table directory"):
         run_pipeline(config, available_now=True, spark=spark)
-    assert not (tmp_path / "checkpoint" / "spark").exists()  # nothing was read or committed
+    # nothing was read or committed: no batch planned (the new stream's run id is all there is)
+    assert not has_planned_batches(str(tmp_path / "checkpoint"))

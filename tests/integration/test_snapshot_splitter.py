@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sparkcdc.devserver import DevServer
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
 from sparkcdc.snapshot.reader import chunk_where
@@ -166,7 +166,7 @@ def test_table_without_primary_key_needs_the_chunk_key_option(
     sql.execute("CREATE TABLE t (v INT)")
     conn = dev_server.connection(database)
     schema = load_schema(conn, database, "t")
-    with pytest.raises(SnapshotError, match=r"scan\.incremental\.snapshot\.chunk\.key-column"):
+    with pytest.raises(ConfigError, match=r"scan\.incremental\.snapshot\.chunk\.key-column"):
         ChunkSplitter.for_table(conn, schema)
     conn.close()
 

@@ -24,10 +24,12 @@ def validate(file: str) -> int:
     """Check the file, the source server (settings, grants, tables) and the transforms.
 
     Returns 0 when everything is ready, 3 when the source has problems (each printed with
-    the statement that fixes it). A wrong file raises ConfigError (exit 2).
+    the statement that fixes it). A wrong file, or a pipeline ``run`` would refuse (see
+    :mod:`sparkcdc.pipeline.preflight`), raises ConfigError (exit 2), as ``run`` does.
     """
     from sparkcdc.mysql.validator import validate_source
     from sparkcdc.pipeline.composer import plan_pipeline
+    from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
     from sparkcdc.sinks.base import sink_class
     from sparkcdc.spark.session import spark_session
     from sparkcdc.spark.source import plan_capture
@@ -44,6 +46,10 @@ def validate(file: str) -> int:
         return 3
     print(f"source {settings.endpoint}: ready for CDC")
     capture = plan_capture(options, settings)
+    findings = check_pipeline(config, capture.tables, settings)
+    for finding in findings:
+        print(f"  pipeline {finding.severity}: {finding}")
+    raise_errors(findings)
     spark = spark_session("sparkcdc-validate", "local[1]")
     spark.sparkContext.setLogLevel("ERROR")
     plan = plan_pipeline(config, capture.tables, spark)

@@ -74,3 +74,39 @@ def load_schema(conn: Any, database: str, table: str) -> TableSchema:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def quote_name(name: str) -> str:
+    """A MySQL identifier in backticks.
+
+    >>> quote_name("odd`name")
+    '`odd``name`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+def unique_keys(conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
+    """The column lists of the table's unique indexes (its primary key among them)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+            (database, table),
+        )
+        indexes: dict[str, list[str]] = {}
+        for index, column in cur.fetchall():
+            indexes.setdefault(_text(index), []).append(_text(column))
+    return [tuple(columns) for columns in indexes.values()]
+
+
+def estimated_rows(conn: Any, database: str, table: str) -> int:
+    """InnoDB's estimate of the table's row count (0 when unknown)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (database, table),
+        )
+        row = cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0

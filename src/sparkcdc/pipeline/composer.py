@@ -447,6 +447,7 @@ class BatchWriter:
             )
             if plan.changed and self.history is not None:
                 self.history.save(batch_id, plan.state)
+            skipped: set[str] = set()
             for name, segments in plan.segments.items():
                 fed = [s for s in segments if s.source in touched]
                 sink_state = plan.state.sinks[name]
@@ -455,14 +456,15 @@ class BatchWriter:
                 frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
                 changes = reduce(lambda a, b: a.unionByName(b), frames)
                 started = time.perf_counter()
-                self.sink.write(sink_state.table, changes, batch_id)
+                if not self.sink.write(sink_state.table, changes, batch_id):
+                    skipped.update(s.source for s in fed)  # applied before: not counted
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
             log.debug("batch %d: %s", batch_id, ", ".join(timings))
             if newest:  # Flink CDC's emit event-time lag: written now, committed then
                 self.event_lag_s = max(0.0, time.time() - max(newest).timestamp())
             self._state, self._state_batch = plan.state, batch_id
-            if self.listener is not None:
-                self.listener(batch_id, rows)
+            if self.listener is not None:  # the change rows the sink took in this batch
+                self.listener(batch_id, {t: n for t, n in rows.items() if t not in skipped})
         finally:
             batch.unpersist()
 

@@ -43,6 +43,7 @@ from sparkcdc.model.tables import Pattern, parse_table_patterns
 from sparkcdc.sinks.base import SinkOptions, sink_class
 
 SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
+ExistingSinkRows = Literal["fail", "truncate", "keep"]
 # set by the pipeline, never by the user: pipelines read the many-table envelope
 _SOURCE_RESERVED = ("changelog.shape",)
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -126,6 +127,9 @@ class PipelineBlock(_Block):
     checkpoint: str | None = None  # default: .sparkcdc/<name> beside the YAML file
     trigger_interval_s: float = Field(1.0, alias="trigger.interval", ge=0)
     spark_conf: dict[str, str] = Field(default_factory=dict, alias="spark.conf")
+    # a new checkpoint (a new stream) whose sink tables hold rows already: stop (fail),
+    # empty them before the new snapshot (truncate), or write over them by key (keep)
+    existing_sink_rows: ExistingSinkRows = Field("fail", alias="existing-sink-rows")
 
     @field_validator("trigger_interval_s", mode="before")
     @classmethod

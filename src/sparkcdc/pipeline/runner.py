@@ -16,18 +16,20 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkcdc.errors import SchemaChangedError, SparkCdcError
+from sparkcdc.errors import SchemaChangedError, SinkError, SparkCdcError
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
+from sparkcdc.pipeline.checkpoint import open_checkpoint
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
-from sparkcdc.sinks.base import Sink, SinkContext, sink_class
+from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
+from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, sink_class
 from sparkcdc.spark.streams import query_error
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,10 @@ def _run_once(
     options, settings = source_settings(config)
     check_source(settings)
     capture = plan_capture(options, settings)
+    findings = check_pipeline(config, capture.tables, settings)
+    raise_errors(findings)
+    for finding in findings:
+        log.warning("%s", finding)
     cls = sink_class(config.sink.type)
     if spark is None:
         spark = spark_session(
@@ -240,13 +246,15 @@ def _run_once(
         register(spark)
         for key, value in {**cls.spark_conf(config.sink), **config.pipeline.spark_conf}.items():
             spark.conf.set(key, value)
+    identity = open_checkpoint(config.checkpoint, config.state_location)
     history = SchemaHistory(config.checkpoint)
     saved = history.latest()
     schemas = capture.tables
     if saved is not None:  # a restart: the schemas as the stream last saw them
         schemas = tuple(saved.schema(s.qualified_name) or s for s in schemas)
     plan = plan_pipeline(config, schemas, spark)
-    sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
+    context = SinkContext(config.pipeline.name, config.checkpoint, identity.run_id)
+    sink: Sink = cls(config.sink, spark, context)
     if saved is None:
         history.save(-1, initial_state(plan))
     else:
@@ -256,7 +264,10 @@ def _run_once(
                 saved.sinks[t.name].table if t.name in saved.sinks else t for t in plan.sink_tables
             ),
         )
-    sink.open([t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))])
+    opened = [t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))]
+    sink.open(opened)
+    if identity.new_stream:
+        _meet_existing_rows(sink, opened, config)
     summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
     committed = committed_offset(config.checkpoint)
     if committed is not None:  # a restart: where the last run got to
@@ -341,6 +352,32 @@ def _run_once(
             _status(config, plan, summary, summary.batches - 1, server_pos, running=False),
         )
     return summary
+
+
+def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: PipelineConfig) -> None:
+    """A new stream's first run: sink tables that hold rows already are refused, emptied or
+    kept, as ``pipeline.existing-sink-rows`` says (a new snapshot upserts by key, so rows
+    deleted at the source meanwhile would stay behind unnoticed)."""
+    policy = config.pipeline.existing_sink_rows
+    if policy == "keep":
+        return
+    holding = [t for t in tables if sink.has_rows(t)]
+    if not holding:
+        return
+    names = ", ".join(t.name for t in holding)
+    if policy == "fail":
+        raise SinkError(
+            f"the {config.sink.type} sink table(s) {names} hold rows already, but the "
+            f"checkpoint {config.checkpoint} starts a new stream (a first run, or a checkpoint "
+            "that was deleted): its snapshot would write over them by key and leave behind "
+            "rows deleted at the source since. Set pipeline.existing-sink-rows: truncate to "
+            "empty them and copy again, or keep to write over them (then `sparkcdc verify` "
+            "lists what differs), or drop the sink tables; to go on with the old stream, "
+            "restore its checkpoint"
+        )
+    for table in holding:
+        log.info("emptying sink table %s before the new stream's snapshot", table.name)
+        sink.truncate_table(table)
 
 
 def _dropped(state: SchemaState, name: str) -> bool:

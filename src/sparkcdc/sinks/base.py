@@ -117,6 +117,15 @@ class SinkContext:
 
     pipeline_name: str
     checkpoint: str  # the pipeline's checkpoint directory (the sink may keep state under it)
+    run_id: str | None = None  # the checkpoint's stream (pipeline/checkpoint.py)
+
+    @property
+    def writer_id(self) -> str:
+        """Who writes, as idempotency ids record it: the pipeline's name and its stream's run
+        id, so a new checkpoint's batch 0 is never taken for an old stream's batch 0."""
+        if self.run_id is None:  # a checkpoint from before run ids: its sinks' old ids
+            return self.pipeline_name
+        return f"{self.pipeline_name}@{self.run_id}"
 
 
 class Sink(ABC):
@@ -125,6 +134,9 @@ class Sink(ABC):
     Lifecycle: ``open(tables)`` once before the stream starts (check the target is reachable
     and fail with what to do; create missing tables / topics), ``write(...)`` per batch and
     sink table, ``close()`` at the end.
+
+    Idempotency ids a sink records name ``context.writer_id`` (pipeline and run id) and the
+    batch id; ``write`` returns False only for a batch that id shows already applied.
     """
 
     options_model: ClassVar[type[SinkOptions]] = SinkOptions
@@ -144,10 +156,17 @@ class Sink(ABC):
     def open(self, tables: Sequence[SinkTable]) -> None: ...
 
     @abstractmethod
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None: ...
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+        """Apply one batch's changes; False when this writer had applied the batch before
+        (Spark replays the last batch after a crash) and nothing was written now."""
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
+
+    def has_rows(self, table: SinkTable) -> bool:
+        """Whether the sink table holds rows already (a new stream's snapshot would land on
+        them). A sink that only appends (a topic, the console) has none to collide with."""
+        return False
 
     # The metadata applier (DESIGN.md §5): called between batches' writes, each idempotent
     # (a column that already exists is not added again, one that is gone not dropped again).

@@ -28,9 +28,10 @@ class ConsoleSink(SchemalessSink):
         for table in tables:
             print(f"console sink: {table.name} <- {', '.join(table.sources)}")
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
         changes.select(*METADATA_COLUMNS[:3], *table.column_names).show(
             self.options.rows, truncate=self.options.truncate
         )
+        return True

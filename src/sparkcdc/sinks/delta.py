@@ -2,9 +2,10 @@
 
 Each batch's change frame is reduced to the last change per key (latest ``_seq`` wins) and
 merged: keys whose last change deletes them are deleted, the others upserted. The MERGE runs
-with Delta's idempotent-write settings (``txnAppId`` = pipeline and table, ``txnVersion`` =
-batch id), so a batch Spark replays after a crash is skipped by the tables that already have
-it: exactly-once per table.
+with Delta's idempotent-write settings (``txnAppId`` = pipeline, run id and table,
+``txnVersion`` = batch id), so a batch Spark replays after a crash is skipped by the tables
+that already have it: exactly-once per table. The run id (``SinkContext.writer_id``) is new
+with every new checkpoint, so a new stream's batch ids are never taken for an old one's.
 
 Tables live under ``path`` (``<path>/<database>/<table>``, created when missing), or, without
 ``path``, in the session catalog as ``<database>.<table>``.
@@ -12,6 +13,7 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -33,6 +35,9 @@ from sparkcdc.sinks.base import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+log = logging.getLogger(__name__)
 
 
 class DeltaOptions(SinkOptions):
@@ -87,7 +92,11 @@ class DeltaSink(Sink):
                     f"{location or 'the session catalog'}: {spark_error_text(exc)}"
                 ) from None
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
+    def has_rows(self, table: SinkTable) -> bool:
+        return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))
+
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+        """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
@@ -97,7 +106,8 @@ class DeltaSink(Sink):
         session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
         session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         try:
-            session.sql(statement)
+            # a MERGE Delta skips (its txnVersion seen) returns no metrics row
+            written = bool(session.sql(statement).collect())
         except Exception as exc:
             raise SinkError(
                 f"delta sink: MERGE into {table.name} failed for batch {batch_id}: "
@@ -108,6 +118,14 @@ class DeltaSink(Sink):
             session.conf.unset("spark.databricks.delta.write.txnAppId")
             session.conf.unset("spark.databricks.delta.write.txnVersion")
             session.catalog.dropTempView(view)
+        if not written:
+            log.info(
+                "delta sink: batch %d of %s skipped: this pipeline's stream committed it "
+                "before (a replay after a crash)",
+                batch_id,
+                table.name,
+            )
+        return written
 
     # -------------------------------------------------------------- metadata applier
 
@@ -208,4 +226,4 @@ class DeltaSink(Sink):
             ) from None
 
     def app_id(self, table: SinkTable) -> str:
-        return f"sparkcdc:{self.context.pipeline_name}:{table.name}"
+        return f"sparkcdc:{self.context.writer_id}:{table.name}"

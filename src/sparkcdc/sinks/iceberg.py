@@ -29,6 +29,7 @@ use ``LIMIT``.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -62,6 +63,7 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 # Iceberg's Spark writer copies session settings with this prefix into the summary of the
 # snapshot it commits (SparkWriteConf.extraSnapshotMetadata, MERGE included)
 SNAPSHOT_PROPERTY_CONF = "spark.sql.iceberg.snapshot-property."
+log = logging.getLogger(__name__)
 BATCH_PROPERTY = "sparkcdc.batch-id."
 
 # Merge-on-read: a small MERGE writes its new rows plus a position-delete file instead of
@@ -180,16 +182,16 @@ class IcebergSink(Sink):
     and merged: keys whose last change deletes them are deleted, the others upserted.
 
     Guarantee: exactly-once table state. Iceberg has no Delta-style transaction id, so the
-    MERGE records ``sparkcdc.batch-id.<pipeline name>`` = batch id in the summary of the
+    MERGE records ``sparkcdc.batch-id.<writer id>`` = batch id in the summary of the
     snapshot it commits (through the session setting
     ``spark.sql.iceberg.snapshot-property.<key>``), atomically with the rows. Before merging,
     the sink reads the highest such batch id among the table's current snapshot and its
     ancestors; a batch at or below it (one Spark replays after a crash) is skipped. Should the
     record be gone (its snapshot expired), replaying still leaves the table as it was: the
     MERGE writes per-key final states, and applying a batch's final states again changes no
-    row; such a replay only adds one snapshot. As with Delta's txnAppId, a pipeline that
-    starts over from an empty checkpoint under the same name must write to new tables (its
-    batch ids start at 0 again and would be skipped).
+    row; such a replay only adds one snapshot. The writer id is the pipeline's name and its
+    checkpoint's run id, so a pipeline that starts over from a new checkpoint (batch ids from
+    0 again) records under a key of its own and skips nothing an old stream wrote.
     """
 
     options_model = IcebergOptions
@@ -220,7 +222,7 @@ class IcebergSink(Sink):
     @property
     def batch_property(self) -> str:
         """The snapshot-summary key that records the last batch this pipeline merged."""
-        return BATCH_PROPERTY + self.context.pipeline_name
+        return BATCH_PROPERTY + self.context.writer_id
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -248,7 +250,10 @@ class IcebergSink(Sink):
                 ) from None
             self._check_location(table)
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
+    def has_rows(self, table: SinkTable) -> bool:
+        return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))
+
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         # the foreachBatch session: a clone made when the query started
         session: SparkSession = changes.sparkSession
         self._configure(session)
@@ -260,7 +265,13 @@ class IcebergSink(Sink):
                 f"batch {batch_id}: {self._options.redact(_reason(exc))}"
             ) from None
         if applied is not None and applied >= batch_id:
-            return  # committed before (a replay after a crash)
+            log.info(
+                "iceberg sink: batch %d of %s skipped: this pipeline's stream committed it "
+                "before (a replay after a crash)",
+                batch_id,
+                table.name,
+            )
+            return False
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
@@ -278,6 +289,7 @@ class IcebergSink(Sink):
         finally:
             session.conf.unset(batch_conf)
             session.catalog.dropTempView(view)
+        return True
 
     def applied_batch(self, session: SparkSession, table: SinkTable) -> int | None:
         """The highest batch id this pipeline committed to the table's current state."""

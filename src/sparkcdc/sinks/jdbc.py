@@ -14,9 +14,11 @@ Option names follow Flink's JDBC connector::
 Every sink table lands in a target table of its short name (``app_db.orders`` → ``orders``).
 Per batch the sink collects the last change of every key (:func:`final_states`) to the driver
 and applies it in one transaction together with a row of the *commit table*, which records the
-last batch id applied per (pipeline, sink table); a replayed batch finds its id there and is
-skipped. Python drivers (pymysql, psycopg) do the writing, so no JDBC jar is needed: the URL
-only names the target.
+last batch id applied per (pipeline's writer id, sink table); a replayed batch finds its id
+there and is skipped. The writer id (``SinkContext.writer_id``: name ``@`` run id) is new with
+every new checkpoint, so a new stream's batch ids never meet an old stream's record. Python
+drivers (pymysql, psycopg) do the writing, so no JDBC jar is needed: the URL only names the
+target.
 """
 
 from __future__ import annotations
@@ -434,7 +436,24 @@ class JdbcSink(Sink):
     def open(self, tables: Sequence[SinkTable]) -> None:
         self._prepare_tables(tables, commit_table=True)
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
+    def has_rows(self, table: SinkTable) -> bool:
+        d = self._dialect
+        ref = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _cursor(conn) as cur:
+                    cur.execute(f"SELECT 1 FROM {ref} LIMIT 1")
+                    found = cur.fetchone() is not None
+                conn.rollback()
+            except _DRIVER_ERRORS as exc:
+                self._discard(conn)
+                raise SinkError(
+                    f"jdbc sink: cannot read {ref} in {self.url}: {self._clean(exc)}"
+                ) from None
+        return found
+
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         if table not in self._plans:  # a table not seen in open(), or its columns changed
             self._prepare_tables([table], commit_table=False)
         plan = self._plans[table]
@@ -444,7 +463,7 @@ class JdbcSink(Sink):
         )
         arrow = frame.toArrow()
         if arrow.num_rows == 0:
-            return
+            return True
         columns = []
         for i, convert in enumerate(plan.converters):
             values = arrow.column(i).to_pylist()
@@ -458,7 +477,7 @@ class JdbcSink(Sink):
             else:
                 upserts.append(row)
         with self._lock:
-            self._apply(table, plan, upserts, deletes, batch_id)
+            return self._apply(table, plan, upserts, deletes, batch_id)
 
     def close(self) -> None:
         with self._lock:
@@ -578,7 +597,9 @@ class JdbcSink(Sink):
         upserts: Sequence[tuple[Any, ...]],
         deletes: Sequence[tuple[Any, ...]],
         batch_id: int,
-    ) -> None:
+    ) -> bool:
+        """One transaction: the batch's rows and its commit-table row; False when the
+        commit table shows the batch applied before (nothing is written)."""
         where = f"batch {batch_id} of sink table {table.name} ({plan.display} in {self.url})"
         try:
             conn = self._connection()
@@ -592,7 +613,7 @@ class JdbcSink(Sink):
                 if committed is not None and committed >= batch_id:
                     conn.rollback()
                     self._log_skip(where, committed, batch_id)
-                    return
+                    return False
                 self._delete_rows(cur, plan, deletes)
                 self._upsert_rows(cur, plan, upserts)
                 self._record_batch(cur, table, batch_id)
@@ -621,12 +642,13 @@ class JdbcSink(Sink):
         log.info(
             "jdbc sink: %s applied: %d upserted, %d deleted", where, len(upserts), len(deletes)
         )
+        return True
 
     def _committed_batch(self, cur: _Cursor, table: SinkTable) -> int | None:
         commits = self._commit_table_ref()
         cur.execute(
             f"SELECT batch_id FROM {commits} WHERE pipeline = %s AND sink_table = %s FOR UPDATE",
-            (self.context.pipeline_name, table.name),
+            (self.context.writer_id, table.name),
         )
         row = cur.fetchone()
         return None if row is None else int(row[0])
@@ -648,7 +670,7 @@ class JdbcSink(Sink):
         committed_at = _utc_wall_time(now) if d.family == "mysql" else now
         cur.execute(
             d.upsert(commits, columns, columns[:2]),
-            (self.context.pipeline_name, table.name, batch_id, committed_at),
+            (self.context.writer_id, table.name, batch_id, committed_at),
         )
 
     def _log_skip(self, where: str, committed: int, batch_id: int) -> None:
@@ -656,13 +678,13 @@ class JdbcSink(Sink):
             log.info("jdbc sink: %s was already applied (a replay): skipped", where)
         else:
             log.warning(
-                "jdbc sink: %s skipped: the commit table %s records batch %d for this pipeline "
-                "and table already. If the pipeline's checkpoint was reset, delete its rows "
-                "(pipeline = %r) from the commit table, or give the pipeline a new name",
+                "jdbc sink: %s skipped: the commit table %s records batch %d for this "
+                "pipeline's stream (pipeline = %r) and table already: another pipeline runs "
+                "with the same name and checkpoint",
                 where,
                 self.jdbc.commit_table,
                 committed,
-                self.context.pipeline_name,
+                self.context.writer_id,
             )
 
     # -- tables --------------------------------------------------------------------------

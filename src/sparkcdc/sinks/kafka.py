@@ -207,7 +207,7 @@ class KafkaSink(SchemalessSink):
         _check_reachable(options.bootstrap_servers)
         _ensure_topics(self.spark, options, topics)
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
+    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         from pyspark.errors import PySparkException
 
         options = self.kafka_options
@@ -230,6 +230,7 @@ class KafkaSink(SchemalessSink):
                 f"{options.bootstrap_servers} failed: {_reason(exc)}. The batch is "
                 "written again when the pipeline restarts (at-least-once)"
             ) from exc
+        return True
 
 
 # -- messages ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, Column, TableSchema
 from sparkcdc.mysql.binlog_range import SchemaChange
-from sparkcdc.mysql.catalog import load_schema
+from sparkcdc.mysql.catalog import load_schema, quote_name
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, prepared_xa, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
@@ -124,10 +124,6 @@ class ChunkResult:
 # --------------------------------------------------------------------------------- SELECT
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
     """The WHERE clause (or '') selecting a chunk, and its parameters.
 
@@ -136,7 +132,7 @@ def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
     >>> chunk_where("id", ChunkRange("a.t", 1, 10, None))
     ('WHERE `id` >= %s', [10])
     """
-    k = _quote(key_column)
+    k = quote_name(key_column)
     if chunk.start is None and chunk.end is None:
         return "", []
     if chunk.start is None:
@@ -149,8 +145,8 @@ def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
 def select_pymysql(conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange) -> pa.Table:
     """The chunk's rows over a pymysql streaming (unbuffered) cursor."""
     where, params = chunk_where(key_column, chunk)
-    names = ", ".join(_quote(c.name) for c in schema.columns)
-    table = f"{_quote(schema.database)}.{_quote(schema.table)}"
+    names = ", ".join(quote_name(c.name) for c in schema.columns)
+    table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
     converters = [sql_converter(c) for c in schema.columns]
     target = arrow_schema(schema.columns)
     batches: list[pa.RecordBatch] = []
@@ -179,7 +175,7 @@ def connectorx_available() -> bool:
 
 
 def _cx_expr(column: Column) -> str:
-    name = _quote(column.name)
+    name = quote_name(column.name)
     # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
     # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
     # wider ones come as text
@@ -229,7 +225,7 @@ def select_connectorx(
     if params:
         where = where % tuple(conn.escape(p) for p in params)
     exprs = ", ".join(_cx_expr(c) for c in schema.columns)
-    sql = f"SELECT {exprs} FROM {_quote(schema.database)}.{_quote(schema.table)} {where}"
+    sql = f"SELECT {exprs} FROM {quote_name(schema.database)}.{quote_name(schema.table)} {where}"
     user = urllib.parse.quote(settings.user, safe="")
     password = urllib.parse.quote(settings.password, safe="")
     url = f"mysql://{user}:{password}@{settings.host}:{settings.port}/{schema.database}"

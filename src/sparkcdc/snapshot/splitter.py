@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sparkcdc.errors import SnapshotError, did_you_mean
+from sparkcdc.errors import ConfigError, SnapshotError, did_you_mean
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.mysql.catalog import estimated_rows
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import SortKey, charset_of, key_sort_key, python_orders
 from sparkcdc.snapshot.rowvalues import (
@@ -71,7 +72,7 @@ class SplitQueries(Protocol):
 
 
 def chunk_key_column(schema: TableSchema, configured: str | None = None) -> str:
-    """The chunk key column of a table, or a SnapshotError that says what to set.
+    """The chunk key column of a table, or a ConfigError that says what to set.
 
     >>> from sparkcdc.model.schema import Column
     >>> s = TableSchema("app", "t", (Column.from_mysql("id", "int", "int", False),), ("id",))
@@ -81,13 +82,13 @@ def chunk_key_column(schema: TableSchema, configured: str | None = None) -> str:
     names = schema.column_names
     if configured:
         if configured not in names:
-            raise SnapshotError(
+            raise ConfigError(
                 f"{CHUNK_KEY_OPTION} {configured!r} is not a column of {schema.qualified_name}"
                 f" (columns: {', '.join(names)}).{did_you_mean(configured, names)}"
             )
         return configured
     if not schema.primary_key:
-        raise SnapshotError(
+        raise ConfigError(
             f"table {schema.qualified_name} has no primary key, so sparkcdc cannot cut it into "
             f"chunks: set the option '{CHUNK_KEY_OPTION}' to an indexed column of it "
             f"(columns: {', '.join(names)}), or exclude the table from table-name"
@@ -170,14 +171,7 @@ class SqlSplitQueries:
         return lo, hi
 
     def row_count(self) -> int:
-        with self._conn.cursor() as cur:
-            cur.execute(
-                "SELECT TABLE_ROWS FROM information_schema.TABLES "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (self._db, self._name),
-            )
-            row = cur.fetchone()
-        estimate = int(row[0]) if row and row[0] is not None else 0
+        estimate = estimated_rows(self._conn, self._db, self._name)
         if estimate > 0:
             return estimate
         # statistics not gathered yet (fresh table): count

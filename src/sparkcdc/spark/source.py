@@ -40,6 +40,7 @@ from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress,
 from sparkcdc.snapshot.filter import InterleavingFilter
 from sparkcdc.snapshot.interleave import filter_changes
 from sparkcdc.snapshot.reader import read_chunks, read_together
+from sparkcdc.snapshot.splitter import chunk_key_column
 from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
 from sparkcdc.spark.changelog import (
@@ -133,6 +134,9 @@ def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> Captur
                 "attempts to read them (DDL running in a loop?); start the query again later"
             )
         metadata = server.variables(conn, "binlog_row_metadata").get("binlog_row_metadata")
+    if options.scan_startup_mode in SNAPSHOT_MODES:  # every table can be cut into chunks
+        for schema in tables:
+            chunk_key_column(schema, options.chunk_key_column)
     if options.changelog_shape == "typed" and len(tables) != 1:
         raise ConfigError(
             f"changelog.shape=typed needs exactly one table, but the patterns match "

@@ -66,8 +66,8 @@ class RecordingSink(Sink):
         for table in tables:
             self.tables.setdefault(table.name, list(table.columns))
 
-    def write(self, table: SinkTable, changes: Any, batch_id: int) -> None:
-        pass
+    def write(self, table: SinkTable, changes: Any, batch_id: int) -> bool:
+        return True
 
     def _record(self, method: str, *args: str) -> None:
         if method in self.refuse:

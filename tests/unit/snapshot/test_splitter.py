@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_sort_key
@@ -177,7 +177,7 @@ def _schema(pk: tuple[str, ...]) -> TableSchema:
 def test_chunk_key_column_choice_and_errors() -> None:
     assert chunk_key_column(_schema(("id",))) == "id"
     assert chunk_key_column(_schema(()), "v") == "v"
-    with pytest.raises(SnapshotError, match=r"scan\.incremental\.snapshot\.chunk\.key-column"):
+    with pytest.raises(ConfigError, match=r"scan\.incremental\.snapshot\.chunk\.key-column"):
         chunk_key_column(_schema(()))
-    with pytest.raises(SnapshotError, match="Did you mean 'id'"):
+    with pytest.raises(ConfigError, match="Did you mean 'id'"):
         chunk_key_column(_schema(("id",)), "idd")

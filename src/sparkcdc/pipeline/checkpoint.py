@@ -1,0 +1,68 @@
+"""A pipeline's checkpoint directory, and the identity its sinks record.
+
+``<checkpoint>/`` holds Spark's checkpoint (``spark/``), the schema history (``schema/``), the
+source's state (``source-state/``, unless the file sets ``state.location``) and
+``status.json``. Spark's offset log decides whether the stream starts over: with no batch
+planned in ``spark/offsets``, the run is a *new stream* (a first run, or a checkpoint that was
+deleted to take a new snapshot), and the schema history and default source state left by an
+earlier stream are set aside with it.
+
+Each new stream gets a *run id*, kept in ``spark/sparkcdc-run-id`` beside the offset log it
+belongs to. The sinks put it in every idempotency id they record (Delta's ``txnAppId``, the
+Iceberg snapshot-summary key, the jdbc commit table's ``pipeline`` column), so batch ids
+that start again at 0 in a new stream are never taken for batches an old stream already
+wrote. A checkpoint made before run ids existed keeps its sinks' old ids (run id ``None``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+RUN_ID_FILE = "sparkcdc-run-id"
+SPARK_DIR = "spark"
+SCHEMA_DIR = "schema"
+SOURCE_STATE_DIR = "source-state"
+
+
+@dataclass(frozen=True)
+class CheckpointIdentity:
+    """Which stream a checkpoint holds."""
+
+    run_id: str | None  # None: a checkpoint from before run ids (sinks keep their old ids)
+    new_stream: bool  # no batch planned yet: the stream (and its snapshot) starts over
+
+
+def spark_checkpoint(checkpoint: str) -> Path:
+    return Path(checkpoint) / SPARK_DIR
+
+
+def has_planned_batches(checkpoint: str) -> bool:
+    """Whether Spark's offset log under the checkpoint names any batch."""
+    offsets = spark_checkpoint(checkpoint) / "offsets"
+    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+
+
+def open_checkpoint(checkpoint: str, state_location: str | None = None) -> CheckpointIdentity:
+    """The identity of the stream under ``checkpoint``, made (with a new run id) for a new
+    stream, whose leftovers of an earlier stream under the checkpoint are removed: its
+    schema history, and its source state when that lives in the checkpoint."""
+    run_file = spark_checkpoint(checkpoint) / RUN_ID_FILE
+    if has_planned_batches(checkpoint):
+        run_id = run_file.read_text().strip() if run_file.exists() else None
+        return CheckpointIdentity(run_id or None, new_stream=False)
+    root = Path(checkpoint)
+    owned = [root / SCHEMA_DIR]
+    if state_location is not None and Path(state_location) == root / SOURCE_STATE_DIR:
+        owned.append(root / SOURCE_STATE_DIR)
+    for directory in owned:
+        shutil.rmtree(directory, ignore_errors=True)
+    run_id = uuid.uuid4().hex
+    run_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = run_file.with_suffix(".tmp")
+    tmp.write_text(run_id + "\n")
+    os.replace(tmp, run_file)
+    return CheckpointIdentity(run_id, new_stream=True)
