@@ -41,9 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SinkError
-from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
+from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
+    AddColumn,
+    ColumnDefault,
     CreateTable,
+    DropColumn,
     DropTable,
     RenameColumn,
     RenameTable,
@@ -229,6 +232,32 @@ class SchemaHistory:
         )
 
 
+class Divergences:
+    """Sink columns known to differ from the source, with how to repair them, in
+    ``<checkpoint>/divergences.json`` (``sparkcdc status`` shows them)."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.path = Path(checkpoint) / "divergences.json"
+
+    def all(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        data: list[dict[str, Any]] = json.loads(self.path.read_text())
+        return data
+
+    def record(self, sink_table: str, column: str, seq: int, message: str) -> None:
+        entry = {"sink_table": sink_table, "column": column, "seq": seq, "message": message}
+        known = [
+            e
+            for e in self.all()
+            if (e["sink_table"], e["column"], e["seq"]) != (sink_table, column, seq)
+        ]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([*known, entry], indent=1))
+        os.replace(tmp, self.path)
+
+
 # ---------------------------------------------------------------------------- segments
 
 
@@ -349,13 +378,60 @@ FrameOf = Callable[[str, Sequence[TableSchema]], SinkTable]
 """(sink table name, member source schemas) → the sink table the transform and route make."""
 
 
+@dataclass(frozen=True)
+class ColumnFill:
+    """A column added at the source whose existing rows the server filled (DEFAULT,
+    generation expression, implicit default), to be filled in the sink table after the
+    batch is written.
+
+    ``column``: the source column as named at the end of the batch; ``target``: the sink
+    column it lands in; ``constant``: the value is the DEFAULT literal, and every sink row
+    holding NULL in ``target`` is one to fill (see :func:`fill_by_constant`).
+    """
+
+    sink_table: str
+    source: str
+    column: Column
+    target: SinkColumn
+    default: ColumnDefault
+    seq: int
+    statement: str
+    constant: bool
+
+    def describe(self) -> str:
+        what = f"DEFAULT {self.default.text}" if self.default.text else self.default.kind.value
+        return (
+            f"column {self.column.name} ({what}) added to {self.source} at seq {self.seq} "
+            f"({self.statement!r})"
+        )
+
+
+def fill_by_constant(default: ColumnDefault, column: Column, fresh: bool, merged: bool) -> bool:
+    """Whether an added column is filled in the sink by its DEFAULT literal, or else read
+    back from the source.
+
+    The literal fills every NULL of the sink column, which is exact only when a NULL there
+    means "not filled": the column is NOT NULL at the source, the sink column was created
+    by this change (a column kept from before, under lenient, holds old values), and no other
+    source table feeds the sink table (their rows hold NULL rightly).
+
+    >>> from sparkcdc.model.schema_change import DefaultKind
+    >>> c = Column.from_mysql("c", "varchar", "varchar(5)", False)
+    >>> fill_by_constant(ColumnDefault(DefaultKind.LITERAL, "'x'", "x"), c, True, False)
+    True
+    """
+    return default.constant and not column.nullable and fresh and not merged
+
+
 @dataclass
 class BatchPlan:
-    """What one batch writes: per sink table, its final shape and the segments that feed it."""
+    """What one batch writes: per sink table, its final shape and the segments that feed it,
+    and the added columns to fill once it is written."""
 
     state: SchemaState
     segments: dict[str, list[Segment]] = field(default_factory=dict)
     changed: bool = False
+    fills: list[ColumnFill] = field(default_factory=list)
 
 
 class SchemaEvolver:
@@ -439,7 +515,10 @@ class SchemaEvolver:
                 elif q in state.sources and row.seq > applied[q]:
                     events.append((row.seq, q, c.event, row.statement))
         for sink_name, sources in self.members.items():
-            self._sink_table(state, sink_name, sources, [e for e in events if e[1] in sources])
+            fills = self._sink_table(
+                state, sink_name, sources, [e for e in events if e[1] in sources]
+            )
+            result.fills.extend(fills)
             result.segments[sink_name] = self._segments(state, sink_name, sources)
         result.changed = result.changed or bool(events)
         return result
@@ -499,8 +578,11 @@ class SchemaEvolver:
         sink_name: str,
         sources: tuple[str, ...],
         events: list[tuple[int, str, SchemaChangeEvent, str]],
-    ) -> None:
+    ) -> list[ColumnFill]:
         sink_state = state.sinks[sink_name]
+        # added columns whose existing rows the source filled: (source, column name, event,
+        # seq, statement, whether the sink column is new)
+        pending: list[tuple[str, str, AddColumn, int, str, bool]] = []
         for seq, source, event, statement in events:
             versions = state.sources[source]
             schema = versions[-1].schema
@@ -545,8 +627,48 @@ class SchemaEvolver:
                     sink_state = SinkTableState.fresh(frame)
                 continue
             renames = [(event.old, event.new)] if isinstance(event, RenameColumn) else []
+            before = {c.lower() for c in sink_state.table.column_names}
             sink_state = self._apply(sink_state, frame, renames, where, closed)
+            pending = _follow(pending, source, event)
+            if isinstance(event, AddColumn) and event.default is not None:
+                target = sink_state.mapping.get(event.column.name)
+                fresh = target is not None and target.lower() not in before
+                pending.append((source, event.column.name, event, seq, statement, fresh))
         state.sinks[sink_name] = sink_state
+        return self._fills(state, sink_name, sources, pending)
+
+    def _fills(
+        self,
+        state: SchemaState,
+        sink_name: str,
+        sources: tuple[str, ...],
+        pending: list[tuple[str, str, AddColumn, int, str, bool]],
+    ) -> list[ColumnFill]:
+        sink_state = state.sinks[sink_name]
+        if sink_state.dropped:
+            return []
+        columns = {c.name: c for c in sink_state.table.columns}
+        fills = []
+        for source, name, event, seq, statement, fresh in pending:
+            target = sink_state.mapping.get(name)
+            schema = state.schema(source)
+            column = next((c for c in schema.columns if c.name == name), None) if schema else None
+            if target is None or target not in columns or column is None or not event.default:
+                continue  # not written to the sink (ignore, excluded, dropped again)
+            constant = fill_by_constant(event.default, column, fresh, len(sources) > 1)
+            fills.append(
+                ColumnFill(
+                    sink_name,
+                    source,
+                    column,
+                    columns[target],
+                    event.default,
+                    seq,
+                    statement,
+                    constant,
+                )
+            )
+        return fills
 
     def _forward_table_event(
         self, kind: SchemaChangeType, sink_name: str, sources: tuple[str, ...], where: str
@@ -699,6 +821,24 @@ class SchemaEvolver:
                 f"{name} of type {spark_type}; rename or drop that column in the sink"
             )
         return table, {**mapping, name: target}
+
+
+def _follow(
+    pending: list[tuple[str, str, AddColumn, int, str, bool]],
+    source: str,
+    event: SchemaChangeEvent,
+) -> list[tuple[str, str, AddColumn, int, str, bool]]:
+    """Pending fills after a later change of the same batch: a renamed column is read
+    under its new name, a dropped one is not filled."""
+    out = []
+    for item in pending:
+        src, name = item[0], item[1]
+        if src == source and isinstance(event, RenameColumn) and event.old.lower() == name.lower():
+            item = (src, event.new, *item[2:])
+        elif src == source and isinstance(event, DropColumn) and event.name.lower() == name.lower():
+            continue
+        out.append(item)
+    return out
 
 
 def _ignored(change: SinkChange, mapping: dict[str, str]) -> dict[str, str]:
