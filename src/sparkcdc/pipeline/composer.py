@@ -556,13 +556,17 @@ class BatchWriter:
         by_name = {c.name: c for c in schema.columns} if schema is not None else {}
         keys = [by_name.get(mapping.get(k, "")) for k in table.primary_key]
         try:
-            if self.source is None or schema is None or any(k is None for k in keys):
+            if schema is None:
+                raise SparkCdcError(f"table {fill.source} was renamed or dropped since")
+            if fill.column.name not in by_name:
+                raise SparkCdcError(f"{fill.source} has no column {fill.column.name} any more")
+            if any(k is None for k in keys):
                 raise SparkCdcError(
-                    "the sink table's key columns are not the source's columns (a transform "
-                    "renames or computes them)"
-                    if self.source is not None
-                    else "no source connection"
+                    "the sink table's key columns are not columns of the source table (a "
+                    "transform renames or computes them)"
                 )
+            if self.source is None:
+                raise SparkCdcError("the pipeline gave no source connection")
             key_columns = [k for k in keys if k is not None]
             done = 0
             for rows in _read_column(self.source, schema, key_columns, fill.column):

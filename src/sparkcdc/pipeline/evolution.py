@@ -652,8 +652,10 @@ class SchemaEvolver:
         for source, name, event, seq, statement, fresh in pending:
             target = sink_state.mapping.get(name)
             schema = state.schema(source)
-            column = next((c for c in schema.columns if c.name == name), None) if schema else None
-            if target is None or target not in columns or column is None or not event.default:
+            found = [c for c in schema.columns if c.name == name] if schema else []
+            # a table renamed or dropped later in the batch: its read-back fails, and says so
+            column = found[0] if found else replace(event.column, name=name)
+            if target is None or target not in columns or not event.default:
                 continue  # not written to the sink (ignore, excluded, dropped again)
             constant = fill_by_constant(event.default, column, fresh, len(sources) > 1)
             fills.append(
