@@ -26,6 +26,50 @@ column is added, a dropped column stays and gets NULLs, a renamed column is adde
 new name (the old one stays), a changed type adds a column ``<name>_<type>`` (the old column
 keeps its values), truncate and drop table are not forwarded unless
 ``exclude.schema.changes`` is set; ``ignore`` keeps the sink as it is.
+
+**Added columns in existing rows.** ``ALTER TABLE ... ADD COLUMN`` gives the rows the table
+already has a value: the DEFAULT, the type's implicit default for a NOT NULL column without
+one, the generation expression's result, a number for AUTO_INCREMENT. The binlog carries
+none of it (the ALTER is one QUERY event), so the sink column, added empty, would hold NULL
+in every row not changed since, silently. The parsed :class:`AddColumn` carries that
+:class:`~sparkcdc.model.schema_change.ColumnDefault`, and the plan lists a
+:class:`ColumnFill` per added column that reaches the sink (none under ``ignore`` or an
+excluded ``add.column``: no column, nothing to fill; a rename carries its values along). The
+batch writer fills it after writing the batch, so rows the batch wrote from segments before
+the statement (which map without the column) are filled too. Two ways:
+
+* *by constant* (:func:`fill_by_constant`): a literal DEFAULT of a NOT NULL column, on a sink
+  column this change created, in a sink table fed by this source table alone. Every NULL of
+  that sink column is then a row that existed before the ALTER (or came from a segment
+  before it): rows after it come with full images, never NULL. ``SET c = literal WHERE c IS
+  NULL`` is exact and idempotent (a replayed batch finds nothing left to fill). The literal
+  goes through the decoder's value form and the same JSON image and cast as a binlog row
+  (DECIMAL scale, TINYINT(1) → boolean, DATE); a literal whose conversion the server does
+  its own way (TIMESTAMP in the session's zone, CHAR padding, SET order, backslashes) is
+  read back instead.
+* *read back*: everything else (CURRENT_TIMESTAMP and other expressions, generated columns,
+  implicit defaults, a nullable column's DEFAULT, whose NULLs may be values set after the
+  ALTER). A plain non-locking ``SELECT key, column`` of the source table, keyset-paginated on
+  its primary key, is applied with "update the rows of these keys, insert none" (MERGE ...
+  WHEN MATCHED / UPDATE ... WHERE key). This converges exactly: it runs after the batch is
+  written, so every change up to the batch's end is in the sink; a row read at time R holds
+  its value at R. A row not changed between the ALTER and R holds what the ALTER gave it
+  (a generated value follows its row's other columns, unchanged; CURRENT_TIMESTAMP was
+  fixed at the ALTER). A row changed after the batch's end and before R gets a newer value
+  now, and that change, with its full row image, still comes from the binlog in a later
+  batch, so the sink ends where the source is; a key deleted since is left alone (the
+  delete follows), one inserted since is not in the sink and is not inserted. Running it
+  again (a replayed batch) reads newer values, which converge the same way.
+
+MariaDB logs VIRTUAL generated columns in FULL row images (checked on 10.11: the TABLE_MAP
+names them and rows carry their values), so they are captured like STORED ones; only
+their values in the rows that existed at the ALTER need reading back.
+
+Where the column cannot be read back (the table or column was renamed or dropped since,
+the sink's key columns are not source columns), a WARNING names the sink table, the column,
+the statement and how to repair it, and ``<checkpoint>/divergences.json`` records it for
+``sparkcdc status``. Kafka and console sinks cannot change written messages: a WARNING per
+column says consumers that materialize the topic hold NULL for rows not changed since.
 """
 
 from __future__ import annotations
