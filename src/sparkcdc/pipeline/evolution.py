@@ -624,9 +624,7 @@ class SchemaEvolver:
         events: list[tuple[int, str, SchemaChangeEvent, str]],
     ) -> list[ColumnFill]:
         sink_state = state.sinks[sink_name]
-        # added columns whose existing rows the source filled: (source, column name, event,
-        # seq, statement, whether the sink column is new)
-        pending: list[tuple[str, str, AddColumn, int, str, bool]] = []
+        pending: list[_PendingFill] = []  # added columns whose existing rows have values
         for seq, source, event, statement in events:
             versions = state.sources[source]
             schema = versions[-1].schema
@@ -672,12 +670,15 @@ class SchemaEvolver:
                 continue
             renames = [(event.old, event.new)] if isinstance(event, RenameColumn) else []
             before = {c.lower() for c in sink_state.table.column_names}
+            for item in pending:
+                item.follow(source, event, sink_state.mapping)
             sink_state = self._apply(sink_state, frame, renames, where, closed)
-            pending = _follow(pending, source, event)
             if isinstance(event, AddColumn) and event.default is not None:
                 target = sink_state.mapping.get(event.column.name)
                 fresh = target is not None and target.lower() not in before
-                pending.append((source, event.column.name, event, seq, statement, fresh))
+                pending.append(
+                    _PendingFill(source, event.column.name, event, seq, statement, fresh)
+                )
         state.sinks[sink_name] = sink_state
         return self._fills(state, sink_name, sources, pending)
 
@@ -686,31 +687,35 @@ class SchemaEvolver:
         state: SchemaState,
         sink_name: str,
         sources: tuple[str, ...],
-        pending: list[tuple[str, str, AddColumn, int, str, bool]],
+        pending: list[_PendingFill],
     ) -> list[ColumnFill]:
         sink_state = state.sinks[sink_name]
         if sink_state.dropped:
             return []
         columns = {c.name: c for c in sink_state.table.columns}
         fills = []
-        for source, name, event, seq, statement, fresh in pending:
-            target = sink_state.mapping.get(name)
-            schema = state.schema(source)
-            found = [c for c in schema.columns if c.name == name] if schema else []
-            # a table renamed or dropped later in the batch: its read-back fails, and says so
-            column = found[0] if found else replace(event.column, name=name)
+        for item in pending:
+            event = item.event
+            target = item.target if item.dropped else sink_state.mapping.get(item.name)
+            schema = state.schema(item.source)
+            found = [c for c in schema.columns if c.name == item.name] if schema else []
+            # dropped later in the batch, or its table renamed or dropped: the read-back
+            # fails and says so (a sink column lenient keeps holds NULL in those rows)
+            column = found[0] if found else replace(event.column, name=item.name)
             if target is None or target not in columns or not event.default:
-                continue  # not written to the sink (ignore, excluded, dropped again)
-            constant = fill_by_constant(event.default, column, fresh, len(sources) > 1)
+                continue  # not in the sink (ignore, excluded, dropped there too)
+            constant = not item.dropped and fill_by_constant(
+                event.default, column, item.fresh, len(sources) > 1
+            )
             fills.append(
                 ColumnFill(
                     sink_name,
-                    source,
+                    item.source,
                     column,
                     columns[target],
                     event.default,
-                    seq,
-                    statement,
+                    item.seq,
+                    item.statement,
                     constant,
                 )
             )
@@ -869,22 +874,27 @@ class SchemaEvolver:
         return table, {**mapping, name: target}
 
 
-def _follow(
-    pending: list[tuple[str, str, AddColumn, int, str, bool]],
-    source: str,
-    event: SchemaChangeEvent,
-) -> list[tuple[str, str, AddColumn, int, str, bool]]:
-    """Pending fills after a later change of the same batch: a renamed column is read
-    under its new name, a dropped one is not filled."""
-    out = []
-    for item in pending:
-        src, name = item[0], item[1]
-        if src == source and isinstance(event, RenameColumn) and event.old.lower() == name.lower():
-            item = (src, event.new, *item[2:])
-        elif src == source and isinstance(event, DropColumn) and event.name.lower() == name.lower():
-            continue
-        out.append(item)
-    return out
+@dataclass
+class _PendingFill:
+    """An added column to fill, followed through the later changes of its batch."""
+
+    source: str
+    name: str  # the source column's name, as later renames in the batch make it
+    event: AddColumn
+    seq: int
+    statement: str
+    fresh: bool  # the sink column was created by this change
+    dropped: bool = False  # dropped at the source later in the batch
+    target: str | None = None  # its sink column when it was dropped
+
+    def follow(self, source: str, event: SchemaChangeEvent, mapping: dict[str, str]) -> None:
+        """Before ``event`` is applied to the sink (``mapping``: frame → sink column)."""
+        if source != self.source or self.dropped:
+            return
+        if isinstance(event, RenameColumn) and event.old.lower() == self.name.lower():
+            self.name = event.new
+        elif isinstance(event, DropColumn) and event.name.lower() == self.name.lower():
+            self.dropped, self.target = True, mapping.get(self.name)
 
 
 def _ignored(change: SinkChange, mapping: dict[str, str]) -> dict[str, str]:

@@ -1101,6 +1101,15 @@ def test_a_fill_follows_a_later_rename_and_a_drop_cancels_it() -> None:
     assert fills(evolver.plan(start(), rows(add, "ALTER TABLE t DROP COLUMN e"))) == []
 
 
+def test_a_column_dropped_again_that_lenient_keeps_is_read_back() -> None:
+    """The read-back finds no such column and reports the divergence (not a literal fill:
+    rows after the drop hold NULL rightly)."""
+    evolver, _ = make("lenient")
+    add = "ALTER TABLE t ADD COLUMN e INT NOT NULL DEFAULT 1"
+    plan = evolver.plan(start(), rows(add, "ALTER TABLE t DROP COLUMN e"))
+    assert fills(plan) == [("e", "e", "literal", False)]
+
+
 @pytest.mark.parametrize(
     ("behavior", "options"),
     [("ignore", {}), ("evolve", {"exclude.schema.changes": ["add.column"]})],
