@@ -10,7 +10,7 @@ from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import load_pipeline
-from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
+from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
 from sparkcdc.pipeline.runner import (
     STATUS_FILE,
     committed_offset,
@@ -106,6 +106,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         "event_lag_s": recorded.get("event_lag_s"),
         "status_updated": recorded.get("updated"),
         "schema": _schema_report(SchemaHistory(checkpoint).latest()),
+        # sink columns known to differ from the source (an added column not filled)
+        "divergences": Divergences(checkpoint).all(),
     }
     if as_json:
         print(json.dumps(report, indent=1))
@@ -117,6 +119,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         total = p["chunks_total"]
         print(f"  {name}: chunks {p['chunks_done']}/{'?' if total is None else total}")
     print(f"  binlog position: {report['binlog_position']}")
+    for divergence in report["divergences"]:
+        print(f"  DIVERGES: {divergence['message']}")
     if on_server is not None:
         print(f"  on server: {on_server}")
     if server_pos is not None:

@@ -34,11 +34,45 @@ class CreateTable:
     kind = SchemaChangeType.CREATE_TABLE
 
 
+class DefaultKind(StrEnum):
+    """How the server fills an added column in the rows the table already has (a nullable
+    column without DEFAULT, or with DEFAULT NULL, leaves them NULL: no ColumnDefault)."""
+
+    LITERAL = "literal"  # a constant number or string: every existing row gets it
+    EXPRESSION = "expression"  # CURRENT_TIMESTAMP, (a + 1), ...: evaluated by the server
+    IMPLICIT = "implicit"  # NOT NULL without DEFAULT: the type's implicit default (0, '')
+    AUTO_INCREMENT = "auto_increment"  # existing rows are numbered
+    STORED = "stored"  # a generated column, STORED / PERSISTENT
+    VIRTUAL = "virtual"  # a generated column, VIRTUAL (MariaDB logs it in FULL row images)
+
+
+@dataclass(frozen=True)
+class ColumnDefault:
+    """What an added column holds in the rows that existed before the ALTER.
+
+    ``text``: the DEFAULT or generation expression as written (MySQL dialect), ``literal``
+    the value of a LITERAL default as text (a number as written, a string unquoted).
+
+    >>> ColumnDefault(DefaultKind.LITERAL, "'new'", "new").constant
+    True
+    """
+
+    kind: DefaultKind
+    text: str = ""
+    literal: str | None = None
+
+    @property
+    def constant(self) -> bool:
+        """Every existing row holds the same value, known from the statement alone."""
+        return self.kind is DefaultKind.LITERAL and self.literal is not None
+
+
 @dataclass(frozen=True)
 class AddColumn:
     column: Column
     first: bool = False
     after: str | None = None  # None and not first: appended last
+    default: ColumnDefault | None = None  # None: existing rows hold NULL
     kind = SchemaChangeType.ADD_COLUMN
 
 

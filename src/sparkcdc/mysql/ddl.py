@@ -11,7 +11,10 @@ stream).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -22,7 +25,9 @@ from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import (
     AddColumn,
     AlterColumnType,
+    ColumnDefault,
     CreateTable,
+    DefaultKind,
     DropColumn,
     DropTable,
     RenameColumn,
@@ -46,6 +51,8 @@ _COMMENT = re.compile(r"/\*(?!!).*?\*/|^\s*--[^\n]*\n|^\s*#[^\n]*\n", re.DOTALL)
 _EXECUTABLE_COMMENT = re.compile(r"/\*!(?:\d{5,6})?(.*?)\*/", re.DOTALL)
 # ADD [COLUMN] (a INT, b INT): sqlglot reads only one column per ADD
 _ADD_LIST = re.compile(r"\bADD\s+(?:COLUMN\s+)?\(((?:[^()]|\([^()]*\))*)\)", re.IGNORECASE)
+# MariaDB's PERSISTENT is STORED (sqlglot knows only the latter)
+_PERSISTENT = re.compile(r"(\))\s*PERSISTENT\b", re.IGNORECASE)
 _RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _RENAME_PAIR = re.compile(
@@ -67,6 +74,7 @@ def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
     """
     text = _EXECUTABLE_COMMENT.sub(r" \1 ", _COMMENT.sub(" ", statement))
     text = _ADD_LIST.sub(_split_add_list, _NOISE.sub(r"\1 \2", text)).strip().rstrip(";")
+    text = _PERSISTENT.sub(r"\1 STORED", text)
     renamed = _RENAME_TABLE.match(text)
     if renamed:
         return _rename_tables(default_database, renamed.group(1), statement)
@@ -156,6 +164,96 @@ def _not_null(kind: object) -> bool:
     return isinstance(kind, exp.PrimaryKeyColumnConstraint)
 
 
+def column_default(definition: exp.ColumnDef, column: Column) -> ColumnDefault | None:
+    """What the server puts in an added column of the rows the table already has (None:
+    NULL).
+
+    >>> d = sqlglot.parse_one("ALTER TABLE t ADD c INT NOT NULL DEFAULT -3", read="mysql")
+    >>> column_default(d.args["actions"][0], Column.from_mysql("c", "int", "int", False))
+    ColumnDefault(kind=<DefaultKind.LITERAL: 'literal'>, text='-3', literal='-3')
+    """
+    default: exp.Expression | None = None
+    for constraint in definition.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.ComputedColumnConstraint):
+            text = kind.this.sql(dialect="mysql")
+            stored = bool(kind.args.get("persisted"))
+            return ColumnDefault(DefaultKind.STORED if stored else DefaultKind.VIRTUAL, text)
+        if isinstance(kind, exp.AutoIncrementColumnConstraint):
+            return ColumnDefault(DefaultKind.AUTO_INCREMENT, "AUTO_INCREMENT")
+        if isinstance(kind, exp.DefaultColumnConstraint):
+            default = kind.this
+    if default is None or isinstance(default, exp.Null):
+        if column.nullable:
+            return None
+        return ColumnDefault(DefaultKind.IMPLICIT)
+    text = default.sql(dialect="mysql")
+    literal = _literal(default)
+    if literal is None:
+        return ColumnDefault(DefaultKind.EXPRESSION, text)
+    return ColumnDefault(DefaultKind.LITERAL, text, literal)
+
+
+def _literal(node: exp.Expression) -> str | None:
+    """The value of a plain constant as text; None for anything the server computes (and
+    strings with backslashes, whose meaning depends on the session's sql_mode)."""
+    if isinstance(node, exp.Paren):
+        return _literal(node.this)
+    if isinstance(node, exp.Boolean):
+        return "1" if node.this else "0"
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        inner = _literal(node.this)
+        return None if inner is None or node.this.is_string else "-" + inner
+    if isinstance(node, exp.Literal):
+        value = str(node.this)
+        return None if "\\" in value else value
+    return None
+
+
+_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+_CHARACTER_TYPES = frozenset({"varchar", "tinytext", "text", "mediumtext", "longtext"})
+
+
+def default_value(column: Column, literal: str) -> Any:
+    """A literal DEFAULT in the decoder's value form (what the binlog row images carry),
+    or ValueError where sparkcdc does not know how the server converts it (then the
+    column is read back from the source instead).
+
+    >>> default_value(Column.from_mysql("c", "decimal", "decimal(5,2)", True), "1.5")
+    Decimal('1.50')
+    >>> default_value(Column.from_mysql("c", "datetime", "datetime", True), "2024-01-02 03:04:05")
+    datetime.datetime(2024, 1, 2, 3, 4, 5)
+    """
+    t = column.data_type
+    if t in _INTEGER_TYPES:
+        number = _number(literal)
+        if number != number.to_integral_value():
+            raise ValueError(f"{literal!r} is not an integer")  # the server rounds it
+        return int(number)
+    if t in ("decimal", "numeric"):
+        scale = _decimal_scale(column.column_type)
+        return _number(literal).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
+    if t in _CHARACTER_TYPES:
+        return literal
+    if t == "date":
+        return dt.date.fromisoformat(literal)
+    if t == "datetime" and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", literal):
+        return dt.datetime.fromisoformat(literal)
+    raise ValueError(f"no known conversion of {literal!r} to {column.column_type}")
+
+
+def _number(literal: str) -> Decimal:
+    try:
+        return Decimal(literal.strip())
+    except InvalidOperation:
+        raise ValueError(f"{literal!r} is not a number") from None
+
+
+def _decimal_scale(column_type: str) -> int:
+    match = re.search(r"\(\s*\d+\s*,\s*(\d+)\s*\)", column_type)
+    return int(match.group(1)) if match else 0
+
+
 def _position(definition: exp.Expression) -> tuple[bool, str | None]:
     position = definition.args.get("position")
     if not isinstance(position, exp.ColumnPosition):
@@ -170,7 +268,8 @@ def _alter_events(tree: exp.Alter, database: str, table: str) -> list[SchemaChan
     for action in tree.args.get("actions") or []:
         if isinstance(action, exp.ColumnDef):
             first, after = _position(action)
-            events.append(AddColumn(column_from_def(action, table), first, after))
+            column = column_from_def(action, table)
+            events.append(AddColumn(column, first, after, column_default(action, column)))
         elif isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
             events.extend(DropColumn(c.name) for c in action.args.get("tables") or [])
         elif isinstance(action, exp.RenameColumn):
@@ -186,7 +285,8 @@ def _alter_events(tree: exp.Alter, database: str, table: str) -> list[SchemaChan
         elif isinstance(action, exp.Schema):  # ADD COLUMN (a INT, b INT)
             for definition in action.expressions:
                 if isinstance(definition, exp.ColumnDef):
-                    events.append(AddColumn(column_from_def(definition, table)))
+                    column = column_from_def(definition, table)
+                    events.append(AddColumn(column, default=column_default(definition, column)))
     return events
 
 

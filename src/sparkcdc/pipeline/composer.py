@@ -23,7 +23,9 @@ from sparkcdc.model.schema import TableSchema, bit_width
 from sparkcdc.model.text import split_top_level
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.pipeline.evolution import (
+    ColumnFill,
     DdlRow,
+    Divergences,
     SchemaEvolver,
     SchemaHistory,
     SchemaState,
@@ -358,8 +360,10 @@ class BatchWriter:
         listener: BatchListener | None = None,
         history: SchemaHistory | None = None,
         router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None,
+        source: Any = None,
     ) -> None:
         self.plan = plan
+        self.source = source  # ConnectionSettings: added columns are read back from there
         self.sink = sink
         self.listener = listener
         self.history = history
@@ -459,6 +463,10 @@ class BatchWriter:
                 if not self.sink.write(sink_state.table, changes, batch_id):
                     skipped.update(s.source for s in fed)  # applied before: not counted
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
+            for fill in plan.fills:
+                started = time.perf_counter()
+                self._fill(fill, plan.state)
+                timings.append(f"fill {fill.target.name} {time.perf_counter() - started:.2f}s")
             log.debug("batch %d: %s", batch_id, ", ".join(timings))
             if newest:  # Flink CDC's emit event-time lag: written now, committed then
                 self.event_lag_s = max(0.0, time.time() - max(newest).timestamp())
@@ -481,3 +489,180 @@ class BatchWriter:
             source_changes(rows, schema), self._rules.get(segment.source), schema.column_names
         )
         return to_sink(frame, segment.mapping, table)
+
+    # ------------------------------------------------------------------ added columns
+
+    def _fill(self, fill: ColumnFill, state: SchemaState) -> None:
+        """Give the rows the sink table had before ``fill``'s column was added the value
+        the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution`)."""
+        from sparkcdc.mysql.ddl import default_value
+
+        table = state.sinks[fill.sink_table].table
+        if not self.sink.keeps_rows:
+            log.warning(
+                "%s sink, %s: messages written before it carry no %s, and rows not changed "
+                "since hold a value at the source; consumers that materialize %s hold NULL "
+                "for them until those rows change",
+                self.sink.options.type,
+                fill.describe(),
+                fill.target.name,
+                table.name,
+            )
+            return
+        if fill.constant:
+            assert fill.default.literal is not None
+            try:
+                decoded = default_value(fill.column, fill.default.literal)
+            except ValueError:
+                pass
+            else:
+                value = self._typed_values(fill, [], [(decoded,)])[0][0]
+                self.sink.fill_column(table, fill.target, value)
+                log.info("%s: filled in %s with its DEFAULT", fill.describe(), table.name)
+                return
+        self._read_back(fill, table, state)
+
+    def _typed_values(
+        self, fill: ColumnFill, keys: Sequence[SchemaColumn], rows: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...]]:
+        """Decoder-form rows (``keys`` then the column) as the Spark values the stream gives
+        (the same JSON image and cast a binlog row goes through)."""
+        frame = self._typed_frame(fill, keys, rows)
+        return [tuple(r) for r in frame.collect()]
+
+    def _typed_frame(
+        self, fill: ColumnFill, keys: Sequence[SchemaColumn], rows: Sequence[Sequence[Any]]
+    ) -> DataFrame:
+        from sparkcdc.spark.changelog import ENVELOPE_DDL, image_json
+
+        spark = self.sink.spark
+        database, _, name = fill.source.partition(".")
+        columns = (*keys, fill.column)
+        names = [c.name for c in columns]
+        envelope = spark.createDataFrame(
+            [(database, name, "r", None, image_json(names, r), None, 0, 0, None) for r in rows],
+            ENVELOPE_DDL,
+        )
+        schema = TableSchema(database, name, tuple(columns), tuple(c.name for c in keys))
+        return source_changes(envelope, schema).select(*[quote(n) for n in names])
+
+    def _read_back(self, fill: ColumnFill, table: SinkTable, state: SchemaState) -> None:
+        """Read the column back from the source, by key, and set it in the sink rows of
+        those keys (rows the sink lacks are not inserted)."""
+        from pyspark.sql import functions as F
+
+        from sparkcdc.errors import SparkCdcError
+
+        mapping = {t: f for f, t in state.sinks[fill.sink_table].mapping.items()}
+        schema = state.schema(fill.source)
+        by_name = {c.name: c for c in schema.columns} if schema is not None else {}
+        keys = [by_name.get(mapping.get(k, "")) for k in table.primary_key]
+        try:
+            if schema is None:
+                raise SparkCdcError(f"table {fill.source} was renamed or dropped since")
+            if fill.column.name not in by_name:
+                raise SparkCdcError(f"{fill.source} has no column {fill.column.name} any more")
+            if any(k is None for k in keys):
+                raise SparkCdcError(
+                    "the sink table's key columns are not columns of the source table (a "
+                    "transform renames or computes them)"
+                )
+            if self.source is None:
+                raise SparkCdcError("the pipeline gave no source connection")
+            key_columns = [k for k in keys if k is not None]
+            done = 0
+            for rows in _read_column(self.source, schema, key_columns, fill.column):
+                frame = self._typed_frame(fill, key_columns, rows)
+                frame = frame.select(
+                    *[
+                        F.col(quote(c.name)).alias(k)
+                        for c, k in zip(key_columns, table.primary_key, strict=True)
+                    ],
+                    F.col(quote(fill.column.name))
+                    .try_cast(fill.target.spark_type)
+                    .alias(fill.target.name),
+                )
+                self.sink.update_column(table, fill.target, frame)
+                done += len(rows)
+        except SparkCdcError as exc:
+            self._diverged(fill, table, str(exc))
+            return
+        except Exception as exc:  # the source's SQL errors: the table or column is gone
+            self._diverged(fill, table, str(exc).splitlines()[0] if str(exc) else repr(exc))
+            return
+        log.info(
+            "%s: %d row(s) read back from the source into %s", fill.describe(), done, table.name
+        )
+
+    def _diverged(self, fill: ColumnFill, table: SinkTable, reason: str) -> None:
+        message = (
+            f"sink table {table.name}, column {fill.target.name}: {fill.describe()}; it "
+            f"cannot be read back from the source ({reason}). Rows that existed before that "
+            "change and have not changed since hold NULL there, while the source gave them "
+            "a value. To repair: set the column in the sink from the source table by key, "
+            "or load the table again (drop the sink table and start the pipeline from a new "
+            "checkpoint)"
+        )
+        log.warning("%s", message)
+        if self.history is not None:
+            Divergences(str(self.history.root.parent)).record(
+                table.name, fill.target.name, fill.seq, message
+            )
+
+
+READ_BACK_ROWS = 50_000  # keys per SELECT, and per update of the sink
+
+
+def _read_column(
+    settings: Any, schema: TableSchema, keys: Sequence[SchemaColumn], column: SchemaColumn
+) -> Any:
+    """The column and the sink's key columns of every source row, in the decoder's value
+    form, in pages of ``READ_BACK_ROWS`` rows (keyset pagination on the primary key, a
+    plain non-locking SELECT per page)."""
+    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
+
+    order = list(schema.primary_key) or [k.name for k in keys]
+    by_name = {c.name: c for c in schema.columns}
+    wanted = [*keys, column]
+    selected = [*[by_name[o] for o in order], *wanted]
+    converters = [sql_converter(c) for c in selected]
+    names = ", ".join(quote_mysql(c.name) for c in selected)
+    table = f"{quote_mysql(schema.database)}.{quote_mysql(schema.table)}"
+    ordered = ", ".join(quote_mysql(o) for o in order)
+    after: tuple[Any, ...] | None = None
+    conn = sql_connection(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(SESSION_TIME_ZONE_SQL)
+            while True:
+                where, params = "", []
+                if after is not None:
+                    holes = ", ".join("%s" for _ in order)
+                    where = f"WHERE ({ordered}) > ({holes})"
+                    params = [to_sql_param(v) for v in after]
+                cur.execute(
+                    f"SELECT {names} FROM {table} {where} ORDER BY {ordered} "
+                    f"LIMIT {READ_BACK_ROWS}",
+                    params,
+                )
+                raw = cur.fetchall()
+                if not raw:
+                    return
+                rows = [
+                    tuple(
+                        v if v is None or f is None else f(v)
+                        for v, f in zip(r, converters, strict=True)
+                    )
+                    for r in raw
+                ]
+                after = tuple(raw[-1][: len(order)])
+                yield [r[len(order) :] for r in rows]
+                if len(raw) < READ_BACK_ROWS:
+                    return
+    finally:
+        conn.close()
+
+
+def quote_mysql(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -26,6 +26,50 @@ column is added, a dropped column stays and gets NULLs, a renamed column is adde
 new name (the old one stays), a changed type adds a column ``<name>_<type>`` (the old column
 keeps its values), truncate and drop table are not forwarded unless
 ``exclude.schema.changes`` is set; ``ignore`` keeps the sink as it is.
+
+**Added columns in existing rows.** ``ALTER TABLE ... ADD COLUMN`` gives the rows the table
+already has a value: the DEFAULT, the type's implicit default for a NOT NULL column without
+one, the generation expression's result, a number for AUTO_INCREMENT. The binlog carries
+none of it (the ALTER is one QUERY event), so the sink column, added empty, would hold NULL
+in every row not changed since, silently. The parsed :class:`AddColumn` carries that
+:class:`~sparkcdc.model.schema_change.ColumnDefault`, and the plan lists a
+:class:`ColumnFill` per added column that reaches the sink (none under ``ignore`` or an
+excluded ``add.column``: no column, nothing to fill; a rename carries its values along). The
+batch writer fills it after writing the batch, so rows the batch wrote from segments before
+the statement (which map without the column) are filled too. Two ways:
+
+* *by constant* (:func:`fill_by_constant`): a literal DEFAULT of a NOT NULL column, on a sink
+  column this change created, in a sink table fed by this source table alone. Every NULL of
+  that sink column is then a row that existed before the ALTER (or came from a segment
+  before it): rows after it come with full images, never NULL. ``SET c = literal WHERE c IS
+  NULL`` is exact and idempotent (a replayed batch finds nothing left to fill). The literal
+  goes through the decoder's value form and the same JSON image and cast as a binlog row
+  (DECIMAL scale, TINYINT(1) → boolean, DATE); a literal whose conversion the server does
+  its own way (TIMESTAMP in the session's zone, CHAR padding, SET order, backslashes) is
+  read back instead.
+* *read back*: everything else (CURRENT_TIMESTAMP and other expressions, generated columns,
+  implicit defaults, a nullable column's DEFAULT, whose NULLs may be values set after the
+  ALTER). A plain non-locking ``SELECT key, column`` of the source table, keyset-paginated on
+  its primary key, is applied with "update the rows of these keys, insert none" (MERGE ...
+  WHEN MATCHED / UPDATE ... WHERE key). This converges exactly: it runs after the batch is
+  written, so every change up to the batch's end is in the sink; a row read at time R holds
+  its value at R. A row not changed between the ALTER and R holds what the ALTER gave it
+  (a generated value follows its row's other columns, unchanged; CURRENT_TIMESTAMP was
+  fixed at the ALTER). A row changed after the batch's end and before R gets a newer value
+  now, and that change, with its full row image, still comes from the binlog in a later
+  batch, so the sink ends where the source is; a key deleted since is left alone (the
+  delete follows), one inserted since is not in the sink and is not inserted. Running it
+  again (a replayed batch) reads newer values, which converge the same way.
+
+MariaDB logs VIRTUAL generated columns in FULL row images (checked on 10.11: the TABLE_MAP
+names them and rows carry their values), so they are captured like STORED ones; only
+their values in the rows that existed at the ALTER need reading back.
+
+Where the column cannot be read back (the table or column was renamed or dropped since,
+the sink's key columns are not source columns), a WARNING names the sink table, the column,
+the statement and how to repair it, and ``<checkpoint>/divergences.json`` records it for
+``sparkcdc status``. Kafka and console sinks cannot change written messages: a WARNING per
+column says consumers that materialize the topic hold NULL for rows not changed since.
 """
 
 from __future__ import annotations
@@ -41,9 +85,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SinkError
-from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
+from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
+    AddColumn,
+    ColumnDefault,
     CreateTable,
+    DropColumn,
     DropTable,
     RenameColumn,
     RenameTable,
@@ -229,6 +276,32 @@ class SchemaHistory:
         )
 
 
+class Divergences:
+    """Sink columns known to differ from the source, with how to repair them, in
+    ``<checkpoint>/divergences.json`` (``sparkcdc status`` shows them)."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.path = Path(checkpoint) / "divergences.json"
+
+    def all(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        data: list[dict[str, Any]] = json.loads(self.path.read_text())
+        return data
+
+    def record(self, sink_table: str, column: str, seq: int, message: str) -> None:
+        entry = {"sink_table": sink_table, "column": column, "seq": seq, "message": message}
+        known = [
+            e
+            for e in self.all()
+            if (e["sink_table"], e["column"], e["seq"]) != (sink_table, column, seq)
+        ]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([*known, entry], indent=1))
+        os.replace(tmp, self.path)
+
+
 # ---------------------------------------------------------------------------- segments
 
 
@@ -349,13 +422,60 @@ FrameOf = Callable[[str, Sequence[TableSchema]], SinkTable]
 """(sink table name, member source schemas) → the sink table the transform and route make."""
 
 
+@dataclass(frozen=True)
+class ColumnFill:
+    """A column added at the source whose existing rows the server filled (DEFAULT,
+    generation expression, implicit default), to be filled in the sink table after the
+    batch is written.
+
+    ``column``: the source column as named at the end of the batch; ``target``: the sink
+    column it lands in; ``constant``: the value is the DEFAULT literal, and every sink row
+    holding NULL in ``target`` is one to fill (see :func:`fill_by_constant`).
+    """
+
+    sink_table: str
+    source: str
+    column: Column
+    target: SinkColumn
+    default: ColumnDefault
+    seq: int
+    statement: str
+    constant: bool
+
+    def describe(self) -> str:
+        what = f"DEFAULT {self.default.text}" if self.default.text else self.default.kind.value
+        return (
+            f"column {self.column.name} ({what}) added to {self.source} at seq {self.seq} "
+            f"({self.statement!r})"
+        )
+
+
+def fill_by_constant(default: ColumnDefault, column: Column, fresh: bool, merged: bool) -> bool:
+    """Whether an added column is filled in the sink by its DEFAULT literal, or else read
+    back from the source.
+
+    The literal fills every NULL of the sink column, which is exact only when a NULL there
+    means "not filled": the column is NOT NULL at the source, the sink column was created
+    by this change (a column kept from before, under lenient, holds old values), and no other
+    source table feeds the sink table (their rows hold NULL rightly).
+
+    >>> from sparkcdc.model.schema_change import DefaultKind
+    >>> c = Column.from_mysql("c", "varchar", "varchar(5)", False)
+    >>> fill_by_constant(ColumnDefault(DefaultKind.LITERAL, "'x'", "x"), c, True, False)
+    True
+    """
+    return default.constant and not column.nullable and fresh and not merged
+
+
 @dataclass
 class BatchPlan:
-    """What one batch writes: per sink table, its final shape and the segments that feed it."""
+    """What one batch writes: per sink table, its final shape and the segments that feed it,
+    and the added columns to fill once it is written."""
 
     state: SchemaState
     segments: dict[str, list[Segment]] = field(default_factory=dict)
     changed: bool = False
+    fills: list[ColumnFill] = field(default_factory=list)
 
 
 class SchemaEvolver:
@@ -439,7 +559,10 @@ class SchemaEvolver:
                 elif q in state.sources and row.seq > applied[q]:
                     events.append((row.seq, q, c.event, row.statement))
         for sink_name, sources in self.members.items():
-            self._sink_table(state, sink_name, sources, [e for e in events if e[1] in sources])
+            fills = self._sink_table(
+                state, sink_name, sources, [e for e in events if e[1] in sources]
+            )
+            result.fills.extend(fills)
             result.segments[sink_name] = self._segments(state, sink_name, sources)
         result.changed = result.changed or bool(events)
         return result
@@ -499,8 +622,9 @@ class SchemaEvolver:
         sink_name: str,
         sources: tuple[str, ...],
         events: list[tuple[int, str, SchemaChangeEvent, str]],
-    ) -> None:
+    ) -> list[ColumnFill]:
         sink_state = state.sinks[sink_name]
+        pending: list[_PendingFill] = []  # added columns whose existing rows have values
         for seq, source, event, statement in events:
             versions = state.sources[source]
             schema = versions[-1].schema
@@ -545,8 +669,57 @@ class SchemaEvolver:
                     sink_state = SinkTableState.fresh(frame)
                 continue
             renames = [(event.old, event.new)] if isinstance(event, RenameColumn) else []
+            before = {c.lower() for c in sink_state.table.column_names}
+            for item in pending:
+                item.follow(source, event, sink_state.mapping)
             sink_state = self._apply(sink_state, frame, renames, where, closed)
+            if isinstance(event, AddColumn) and event.default is not None:
+                target = sink_state.mapping.get(event.column.name)
+                fresh = target is not None and target.lower() not in before
+                pending.append(
+                    _PendingFill(source, event.column.name, event, seq, statement, fresh)
+                )
         state.sinks[sink_name] = sink_state
+        return self._fills(state, sink_name, sources, pending)
+
+    def _fills(
+        self,
+        state: SchemaState,
+        sink_name: str,
+        sources: tuple[str, ...],
+        pending: list[_PendingFill],
+    ) -> list[ColumnFill]:
+        sink_state = state.sinks[sink_name]
+        if sink_state.dropped:
+            return []
+        columns = {c.name: c for c in sink_state.table.columns}
+        fills = []
+        for item in pending:
+            event = item.event
+            target = item.target if item.dropped else sink_state.mapping.get(item.name)
+            schema = state.schema(item.source)
+            found = [c for c in schema.columns if c.name == item.name] if schema else []
+            # dropped later in the batch, or its table renamed or dropped: the read-back
+            # fails and says so (a sink column lenient keeps holds NULL in those rows)
+            column = found[0] if found else replace(event.column, name=item.name)
+            if target is None or target not in columns or not event.default:
+                continue  # not in the sink (ignore, excluded, dropped there too)
+            constant = not item.dropped and fill_by_constant(
+                event.default, column, item.fresh, len(sources) > 1
+            )
+            fills.append(
+                ColumnFill(
+                    sink_name,
+                    item.source,
+                    column,
+                    columns[target],
+                    event.default,
+                    item.seq,
+                    item.statement,
+                    constant,
+                )
+            )
+        return fills
 
     def _forward_table_event(
         self, kind: SchemaChangeType, sink_name: str, sources: tuple[str, ...], where: str
@@ -699,6 +872,29 @@ class SchemaEvolver:
                 f"{name} of type {spark_type}; rename or drop that column in the sink"
             )
         return table, {**mapping, name: target}
+
+
+@dataclass
+class _PendingFill:
+    """An added column to fill, followed through the later changes of its batch."""
+
+    source: str
+    name: str  # the source column's name, as later renames in the batch make it
+    event: AddColumn
+    seq: int
+    statement: str
+    fresh: bool  # the sink column was created by this change
+    dropped: bool = False  # dropped at the source later in the batch
+    target: str | None = None  # its sink column when it was dropped
+
+    def follow(self, source: str, event: SchemaChangeEvent, mapping: dict[str, str]) -> None:
+        """Before ``event`` is applied to the sink (``mapping``: frame → sink column)."""
+        if source != self.source or self.dropped:
+            return
+        if isinstance(event, RenameColumn) and event.old.lower() == self.name.lower():
+            self.name = event.new
+        elif isinstance(event, DropColumn) and event.name.lower() == self.name.lower():
+            self.dropped, self.target = True, mapping.get(self.name)
 
 
 def _ignored(change: SinkChange, mapping: dict[str, str]) -> dict[str, str]:

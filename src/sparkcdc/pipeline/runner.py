@@ -293,6 +293,7 @@ def _run_once(
             config.route_for(s.database, s.table),
             config.transform_for(s.database, s.table),
         ),
+        source=settings,
     )
     target = server_position(settings) if available_now else None
     reader = spark.readStream.format("mysql-cdc")

@@ -194,6 +194,23 @@ class Sink(ABC):
     def create_table(self, table: SinkTable) -> None:
         self.open([table])
 
+    # Filling an added column in the rows the sink table already has (the source filled them
+    # with the column's DEFAULT or generation expression; see pipeline/evolution.py). Both
+    # are idempotent: a replayed batch may call them again.
+
+    keeps_rows: ClassVar[bool] = True  # False: written messages cannot change (Kafka)
+
+    def fill_column(self, table: SinkTable, column: SinkColumn, value: Any) -> None:
+        """Set ``column`` to ``value`` (of the column's Spark type) in every row where it is
+        NULL. Called only for a NOT NULL source column, whose rows are never NULL at the
+        source: a NULL is a row that has not been filled."""
+        raise self._unsupported(f"fill column {column.name}")
+
+    def update_column(self, table: SinkTable, column: SinkColumn, rows: DataFrame) -> None:
+        """Set ``column`` in the rows whose key is in ``rows`` (the key columns and
+        ``column``) to the value there; keys the sink table lacks are not inserted."""
+        raise self._unsupported(f"update column {column.name}")
+
     def _unsupported(self, what: str) -> SinkError:
         return SinkError(f"the {self.options.type} sink does not support schema changes ({what})")
 
@@ -201,7 +218,10 @@ class Sink(ABC):
 class SchemalessSink(Sink):
     """A sink with no table schema to change (Kafka, console): every column change is
     accepted as it is, and the next rows simply carry the new shape. A truncate or drop of
-    the source table cannot be undone in what was already written; it is logged."""
+    the source table cannot be undone in what was already written; it is logged. Nor can
+    an added column be filled in messages already written: the pipeline warns instead."""
+
+    keeps_rows = False
 
     def add_column(self, table: SinkTable, column: SinkColumn) -> None:
         pass
@@ -275,6 +295,31 @@ def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
         f"WHEN MATCHED THEN UPDATE SET {assignments} "
         f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN INSERT ({names}) VALUES ({values})"
     )
+
+
+def fill_statement(target: str, value_view: str, column: str) -> str:
+    """``MERGE INTO`` setting ``column`` to the one value in ``value_view`` (column ``v``)
+    where it is NULL (Spark SQL; Delta's and Iceberg's UPDATE take no subquery)."""
+    c = quote(column)
+    return (
+        f"MERGE INTO {target} t USING {value_view} s ON t.{c} IS NULL "
+        f"WHEN MATCHED THEN UPDATE SET t.{c} = s.v"
+    )
+
+
+def update_statement(target: str, rows_view: str, table: SinkTable, column: str) -> str:
+    """``MERGE INTO`` setting ``column`` from ``rows_view`` in the rows of its keys only."""
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
+    c = quote(column)
+    return (
+        f"MERGE INTO {target} t USING {rows_view} s ON {on} "
+        f"WHEN MATCHED THEN UPDATE SET t.{c} = s.{c}"
+    )
+
+
+def value_frame(session: SparkSession, column: SinkColumn, value: Any) -> DataFrame:
+    """One row, one column ``v`` of the column's type, holding ``value``."""
+    return session.createDataFrame([(value,)], f"v {column.spark_type}")
 
 
 def property_text(value: Any) -> str:

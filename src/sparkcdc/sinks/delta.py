@@ -18,7 +18,7 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
@@ -26,11 +26,14 @@ from sparkcdc.sinks.base import (
     SinkColumn,
     SinkOptions,
     SinkTable,
+    fill_statement,
     final_states,
     merge_statement,
     quote,
     spark_error_text,
     spark_type_name,
+    update_statement,
+    value_frame,
 )
 
 if TYPE_CHECKING:
@@ -204,6 +207,40 @@ class DeltaSink(Sink):
                 f"delta sink: cannot change the type of column {name} in {table.name} to "
                 f"{spark_type}: {spark_error_text(exc)}"
             ) from None
+
+    def fill_column(self, table: SinkTable, column: SinkColumn, value: Any) -> None:
+        view = f"sparkcdc_fill_{uuid.uuid4().hex}"
+        value_frame(self.spark, column, value).createOrReplaceTempView(view)
+        self._merge(
+            self.spark,
+            table,
+            f"fill column {column.name}",
+            fill_statement(self.identifier(table), view, column.name),
+            view,
+        )
+
+    def update_column(self, table: SinkTable, column: SinkColumn, rows: DataFrame) -> None:
+        view = f"sparkcdc_fill_{uuid.uuid4().hex}"
+        rows.createOrReplaceTempView(view)
+        self._merge(
+            rows.sparkSession,  # the view lives in the session of the frame
+            table,
+            f"update column {column.name}",
+            update_statement(self.identifier(table), view, table, column.name),
+            view,
+        )
+
+    def _merge(
+        self, session: SparkSession, table: SinkTable, what: str, statement: str, view: str
+    ) -> None:
+        try:
+            session.sql(statement)
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot {what} in {table.name}: {spark_error_text(exc)}"
+            ) from None
+        finally:
+            session.catalog.dropTempView(view)
 
     def truncate_table(self, table: SinkTable) -> None:
         try:

@@ -46,10 +46,13 @@ from sparkcdc.sinks.base import (
     SinkColumn,
     SinkOptions,
     SinkTable,
+    fill_statement,
     final_states,
     gather_prefixed,
     merge_statement,
     quote,
+    update_statement,
+    value_frame,
 )
 
 if TYPE_CHECKING:
@@ -311,11 +314,14 @@ class IcebergSink(Sink):
         schema = self.spark.sql(f"SELECT * FROM {self.identifier(table)} LIMIT 0").schema
         return {f.name.lower(): f for f in schema.fields}
 
-    def _alter(self, table: SinkTable, what: str, statement: str) -> None:
+    def _alter(
+        self, table: SinkTable, what: str, statement: str, session: SparkSession | None = None
+    ) -> None:
         """Run ``statement`` (on ``self.identifier(table)``), naming ``what`` if it fails."""
-        self._configure(self.spark)
+        session = session or self.spark
+        self._configure(session)
         try:
-            self.spark.sql(statement)
+            session.sql(statement)
         except Exception as exc:
             raise SinkError(
                 f"iceberg sink: cannot {what} in {self.identifier(table)}: "
@@ -356,6 +362,24 @@ class IcebergSink(Sink):
             f"change the type of column {name} to {spark_type}",
             f"ALTER TABLE {self.identifier(table)} ALTER COLUMN {quote(name)} TYPE {spark_type}",
         )
+
+    def fill_column(self, table: SinkTable, column: SinkColumn, value: Any) -> None:
+        view = f"sparkcdc_fill_{uuid.uuid4().hex}"
+        value_frame(self.spark, column, value).createOrReplaceTempView(view)
+        try:
+            statement = fill_statement(self.identifier(table), view, column.name)
+            self._alter(table, f"fill column {column.name}", statement)
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    def update_column(self, table: SinkTable, column: SinkColumn, rows: DataFrame) -> None:
+        view = f"sparkcdc_fill_{uuid.uuid4().hex}"
+        rows.createOrReplaceTempView(view)
+        try:
+            statement = update_statement(self.identifier(table), view, table, column.name)
+            self._alter(table, f"update column {column.name}", statement, rows.sparkSession)
+        finally:
+            rows.sparkSession.catalog.dropTempView(view)
 
     def truncate_table(self, table: SinkTable) -> None:
         self._alter(table, "truncate the table", f"DELETE FROM {self.identifier(table)}")

@@ -581,6 +581,59 @@ class JdbcSink(Sink):
             lambda cur, target: [f"ALTER TABLE {target} {change}"],
         )
 
+    def fill_column(self, table: SinkTable, column: SinkColumn, value: Any) -> None:
+        d = self._dialect
+        name = d.ident(column.name)
+        convert = d.converter(column.spark_type)
+        param = convert(value) if convert else value
+
+        def run(cur: _Cursor, target: str) -> None:
+            cur.execute(f"UPDATE {target} SET {name} = %s WHERE {name} IS NULL", (param,))
+
+        self._dml(table, f"fill column {column.name}", run)
+
+    def update_column(self, table: SinkTable, column: SinkColumn, rows: DataFrame) -> None:
+        d = self._dialect
+        keys = table.primary_key
+        arrow = rows.select(*[spark_quote(c) for c in (*keys, column.name)]).toArrow()
+        if arrow.num_rows == 0:
+            return
+        types = {c.name: c.spark_type for c in table.columns}
+        values = []
+        for name in (column.name, *keys):
+            convert = d.converter(types.get(name, column.spark_type))
+            data = arrow.column(name).to_pylist()
+            values.append([convert(v) for v in data] if convert else data)
+        params = list(zip(*values, strict=True))
+        where = " AND ".join(f"{d.ident(k)} = %s" for k in keys)
+
+        def run(cur: _Cursor, target: str) -> None:
+            statement = f"UPDATE {target} SET {d.ident(column.name)} = %s WHERE {where}"
+            for chunk in _chunks(params, ROWS_PER_STATEMENT):
+                cur.executemany(statement, chunk)
+
+        self._dml(table, f"update column {column.name}", run)
+
+    def _dml(self, table: SinkTable, what: str, run: Callable[[_Cursor, str], None]) -> None:
+        """``run(cursor, qualified target)`` in one transaction."""
+        d = self._dialect
+        target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _cursor(conn) as cur:
+                    run(cur, target)
+                conn.commit()
+            except _DRIVER_ERRORS as exc:
+                self._discard(conn)
+                raise SinkError(
+                    f"jdbc sink: cannot {what} in {self.jdbc.namespace}.{table.short_name} "
+                    f"({self.url}): {self._clean(exc)}"
+                ) from None
+            except BaseException:
+                self._discard(conn)
+                raise
+
     def truncate_table(self, table: SinkTable) -> None:
         self._ddl(table, "truncate the table", lambda cur, target: [f"DELETE FROM {target}"])
 

@@ -6,13 +6,18 @@ Expected columns are spelled out in full (``Column(...)`` with its Spark type), 
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
+
 import pytest
 
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import (
     AddColumn,
     AlterColumnType,
+    ColumnDefault,
     CreateTable,
+    DefaultKind,
     DropColumn,
     DropTable,
     RenameColumn,
@@ -21,7 +26,7 @@ from sparkcdc.model.schema_change import (
     TableChange,
     TruncateTable,
 )
-from sparkcdc.mysql.ddl import DdlParseError, parse_ddl
+from sparkcdc.mysql.ddl import DdlParseError, default_value, parse_ddl
 
 DB = "app"  # the QUERY event's current database
 
@@ -32,6 +37,9 @@ def on(table: str, *events: SchemaChangeEvent, db: str = DB) -> list[TableChange
 
 def int_col(name: str, nullable: bool = True) -> Column:
     return Column(name, "int", "int", nullable, "INT")
+
+
+IMPLICIT = ColumnDefault(DefaultKind.IMPLICIT)  # NOT NULL without DEFAULT: 0, '', ...
 
 
 def case(case_id: str, statement: str, expected: list[TableChange]) -> pytest.ParameterSet:
@@ -81,28 +89,32 @@ def test_added_column_types(
 
 
 @pytest.mark.parametrize(
-    ("constraints", "nullable"),
+    ("constraints", "nullable", "default"),
     [
-        pytest.param("", True, id="default"),
-        pytest.param(" NOT NULL", False, id="not-null"),
-        pytest.param(" NOT NULL DEFAULT 0", False, id="not-null-default"),
-        pytest.param(" DEFAULT NULL", True, id="default-null"),
-        pytest.param(" NOT NULL AUTO_INCREMENT PRIMARY KEY", False, id="primary-key"),
+        pytest.param("", True, None, id="default"),
+        pytest.param(" NOT NULL", False, IMPLICIT, id="not-null"),
         pytest.param(
-            " NULL",
-            True,
-            id="explicit-null",
+            " NOT NULL DEFAULT 0",
+            False,
+            ColumnDefault(DefaultKind.LITERAL, "0", "0"),
+            id="not-null-default",
         ),
+        pytest.param(" DEFAULT NULL", True, None, id="default-null"),
         pytest.param(
-            " NULL DEFAULT NULL",
-            True,
-            id="explicit-null-default-null",
+            " NOT NULL AUTO_INCREMENT PRIMARY KEY",
+            False,
+            ColumnDefault(DefaultKind.AUTO_INCREMENT, "AUTO_INCREMENT"),
+            id="primary-key",
         ),
+        pytest.param(" NULL", True, None, id="explicit-null"),
+        pytest.param(" NULL DEFAULT NULL", True, None, id="explicit-null-default-null"),
     ],
 )
-def test_added_column_nullability(constraints: str, nullable: bool) -> None:
+def test_added_column_nullability(
+    constraints: str, nullable: bool, default: ColumnDefault | None
+) -> None:
     (change,) = parse_ddl(DB, f"ALTER TABLE t ADD COLUMN c INT{constraints}")
-    assert change.event == AddColumn(int_col("c", nullable))
+    assert change.event == AddColumn(int_col("c", nullable), default=default)
 
 
 # ------------------------------------------------------------------------------ statements
@@ -122,7 +134,7 @@ STATEMENTS = [
     case(
         "add-after",
         "ALTER TABLE t ADD c INT NOT NULL AFTER b",
-        on("t", AddColumn(int_col("c", False), after="b")),
+        on("t", AddColumn(int_col("c", False), after="b", default=IMPLICIT)),
     ),
     case(
         "add-several",
@@ -137,7 +149,7 @@ STATEMENTS = [
     case(
         "add-if-not-exists",
         "ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT UNSIGNED NOT NULL",
-        on("t", AddColumn(Column("c", "int", "int unsigned", False, "BIGINT"))),
+        on("t", AddColumn(Column("c", "int", "int unsigned", False, "BIGINT"), default=IMPLICIT)),
     ),
     case(
         "add-with-index",
@@ -355,7 +367,7 @@ def test_unreadable_statement_raises_naming_it(statement: str) -> None:
 )
 def test_add_column_list(statement: str) -> None:
     assert parse_ddl(DB, statement) == on(
-        "t", AddColumn(int_col("a")), AddColumn(int_col("b", False))
+        "t", AddColumn(int_col("a")), AddColumn(int_col("b", False), default=IMPLICIT)
     )
 
 
@@ -370,3 +382,101 @@ def test_add_column_list(statement: str) -> None:
 )
 def test_temporary_tables_change_no_captured_table(statement: str) -> None:
     assert parse_ddl(DB, statement) == []
+
+
+# --------------------------------------------- what an added column holds in existing rows
+
+
+def _default(kind: DefaultKind, text: str, literal: str | None = None) -> ColumnDefault:
+    return ColumnDefault(kind, text, literal)
+
+
+@pytest.mark.parametrize(
+    ("definition", "expected"),
+    [
+        ("VARCHAR(10) NOT NULL DEFAULT 'new'", _default(DefaultKind.LITERAL, "'new'", "new")),
+        ("INT DEFAULT 7", _default(DefaultKind.LITERAL, "7", "7")),
+        ("INT DEFAULT -3", _default(DefaultKind.LITERAL, "-3", "-3")),
+        ("INT DEFAULT (5)", _default(DefaultKind.LITERAL, "(5)", "5")),
+        ("DECIMAL(5,2) DEFAULT '1.5'", _default(DefaultKind.LITERAL, "'1.5'", "1.5")),
+        ("TINYINT(1) NOT NULL DEFAULT TRUE", _default(DefaultKind.LITERAL, "TRUE", "1")),
+        ("VARCHAR(5) DEFAULT 'it''s'", _default(DefaultKind.LITERAL, "'it''s'", "it's")),
+        # a backslash means what the session's sql_mode says: read back from the source
+        ("VARCHAR(5) DEFAULT 'a\\\\b'", _default(DefaultKind.EXPRESSION, "'a\\\\b'")),
+        (
+            "TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+            _default(DefaultKind.EXPRESSION, "CURRENT_TIMESTAMP()"),
+        ),
+        ("DATETIME(3) DEFAULT NOW(3)", _default(DefaultKind.EXPRESSION, "NOW(3)")),
+        ("INT DEFAULT (1 + 2)", _default(DefaultKind.EXPRESSION, "(1 + 2)")),
+        ("INT AS (a * 2) VIRTUAL", _default(DefaultKind.VIRTUAL, "(a * 2)")),
+        ("INT AS (a * 2)", _default(DefaultKind.VIRTUAL, "(a * 2)")),
+        ("INT AS (a * 2) STORED", _default(DefaultKind.STORED, "(a * 2)")),
+        ("INT AS (a * 2) PERSISTENT", _default(DefaultKind.STORED, "(a * 2)")),
+        ("INT GENERATED ALWAYS AS (a * 2) STORED", _default(DefaultKind.STORED, "a * 2")),
+        ("INT NOT NULL", IMPLICIT),
+        (
+            "INT NOT NULL AUTO_INCREMENT UNIQUE",
+            _default(DefaultKind.AUTO_INCREMENT, "AUTO_INCREMENT"),
+        ),
+        ("INT", None),
+        ("INT DEFAULT NULL", None),
+    ],
+)
+def test_added_column_default(definition: str, expected: ColumnDefault | None) -> None:
+    (change,) = parse_ddl(DB, f"ALTER TABLE t ADD COLUMN c {definition}")
+    assert isinstance(change.event, AddColumn)
+    assert change.event.default == expected
+
+
+def test_defaults_of_several_added_columns_and_positions() -> None:
+    changes = parse_ddl(
+        DB, "ALTER TABLE t ADD COLUMN (a INT DEFAULT 1, b INT NOT NULL), ADD c CHAR(2) FIRST"
+    )
+    assert [c.event.default for c in changes if isinstance(c.event, AddColumn)] == [
+        _default(DefaultKind.LITERAL, "1", "1"),
+        IMPLICIT,
+        None,
+    ]
+    (after,) = parse_ddl(DB, "ALTER TABLE t ADD d INT DEFAULT 4 AFTER a")
+    assert after.event == AddColumn(
+        int_col("d"), after="a", default=_default(DefaultKind.LITERAL, "4", "4")
+    )
+
+
+@pytest.mark.parametrize(
+    ("data_type", "column_type", "literal", "value"),
+    [
+        ("int", "int", "7", 7),
+        ("bigint", "bigint unsigned", "-0", 0),
+        ("tinyint", "tinyint(1)", "1", 1),
+        ("decimal", "decimal(5,2)", "1.5", Decimal("1.50")),
+        ("decimal", "decimal(5,2)", "1.005", Decimal("1.01")),
+        ("varchar", "varchar(10)", "new", "new"),
+        ("date", "date", "2024-02-29", dt.date(2024, 2, 29)),
+        ("datetime", "datetime(3)", "2024-01-02 03:04:05", dt.datetime(2024, 1, 2, 3, 4, 5)),
+    ],
+)
+def test_default_value_in_the_decoders_form(
+    data_type: str, column_type: str, literal: str, value: object
+) -> None:
+    column = Column.from_mysql("c", data_type, column_type, True)
+    assert default_value(column, literal) == value
+
+
+@pytest.mark.parametrize(
+    ("data_type", "column_type", "literal"),
+    [
+        ("int", "int", "1.5"),  # the server rounds
+        ("timestamp", "timestamp", "2024-01-02 03:04:05"),  # in the session's time zone
+        ("char", "char(3)", "a "),  # CHAR strips trailing spaces
+        ("set", "set('a','b')", "b,a"),  # the server orders members
+        ("datetime", "datetime", "2024-01-02"),
+        ("float", "float", "1.1"),
+    ],
+)
+def test_default_value_refuses_what_the_server_converts(
+    data_type: str, column_type: str, literal: str
+) -> None:
+    with pytest.raises(ValueError):
+        default_value(Column.from_mysql("c", data_type, column_type, True), literal)

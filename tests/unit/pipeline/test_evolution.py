@@ -1054,3 +1054,76 @@ def test_dropping_a_key_column_drops_it_from_the_sink_key(behavior: str) -> None
     assert sink.calls == [("drop_column", "b")]
     assert plan.state.sinks[T].frame.primary_key == ("a",)
     assert plan.state.sinks[T].table.primary_key == ("a",)
+
+
+# ---------------------------------------------------- added columns the source filled
+
+
+def fills(plan: BatchPlan) -> list[tuple[str, str, str, bool]]:
+    """(source column, sink column, how existing rows are filled, by constant?)"""
+    return [(f.column.name, f.target.name, f.default.kind.value, f.constant) for f in plan.fills]
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("ALTER TABLE t ADD COLUMN e INT", []),
+        ("ALTER TABLE t ADD COLUMN e INT DEFAULT NULL", []),
+        # a NOT NULL literal fills the sink column's NULLs ...
+        (
+            "ALTER TABLE t ADD COLUMN e VARCHAR(5) NOT NULL DEFAULT 'new'",
+            [("e", "e", "literal", True)],
+        ),
+        # ... a nullable one is read back: a NULL may be a value set after the ALTER
+        ("ALTER TABLE t ADD COLUMN e INT DEFAULT 7", [("e", "e", "literal", False)]),
+        (
+            "ALTER TABLE t ADD COLUMN e TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP",
+            [("e", "e", "expression", False)],
+        ),
+        ("ALTER TABLE t ADD COLUMN e INT AS (c * 2) STORED", [("e", "e", "stored", False)]),
+        ("ALTER TABLE t ADD COLUMN e INT AS (c * 2) VIRTUAL", [("e", "e", "virtual", False)]),
+        ("ALTER TABLE t ADD COLUMN e INT NOT NULL", [("e", "e", "implicit", False)]),
+    ],
+)
+def test_added_columns_with_values_in_existing_rows_are_filled(
+    statement: str, expected: list[tuple[str, str, str, bool]]
+) -> None:
+    evolver, _ = make("evolve")
+    assert fills(evolver.plan(start(), rows(statement))) == expected
+
+
+def test_a_fill_follows_a_later_rename_and_a_drop_cancels_it() -> None:
+    add = "ALTER TABLE t ADD COLUMN e INT NOT NULL DEFAULT 1"
+    evolver, _ = make("evolve")
+    renamed = evolver.plan(start(), rows(add, "ALTER TABLE t RENAME COLUMN e TO ee"))
+    assert fills(renamed) == [("ee", "ee", "literal", True)]
+    evolver, _ = make("evolve")
+    assert fills(evolver.plan(start(), rows(add, "ALTER TABLE t DROP COLUMN e"))) == []
+
+
+def test_a_column_dropped_again_that_lenient_keeps_is_read_back() -> None:
+    """The read-back finds no such column and reports the divergence (not a literal fill:
+    rows after the drop hold NULL rightly)."""
+    evolver, _ = make("lenient")
+    add = "ALTER TABLE t ADD COLUMN e INT NOT NULL DEFAULT 1"
+    plan = evolver.plan(start(), rows(add, "ALTER TABLE t DROP COLUMN e"))
+    assert fills(plan) == [("e", "e", "literal", False)]
+
+
+@pytest.mark.parametrize(
+    ("behavior", "options"),
+    [("ignore", {}), ("evolve", {"exclude.schema.changes": ["add.column"]})],
+)
+def test_no_column_added_nothing_filled(behavior: str, options: dict[str, Any]) -> None:
+    evolver, _ = make(behavior, options)
+    plan = evolver.plan(start(), rows("ALTER TABLE t ADD COLUMN e INT NOT NULL DEFAULT 1"))
+    assert fills(plan) == []
+
+
+def test_a_column_kept_from_before_is_read_back_not_filled_by_its_nulls() -> None:
+    """lenient keeps a dropped column; added again, its sink column holds old values."""
+    evolver, _ = make("lenient")
+    state = evolver.plan(start(), rows(DROP)).state
+    add = DdlRow("db", "t", 100, "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+    plan = evolver.plan(state, [add], batch_id=1)
+    assert fills(plan) == [("c", "c", "literal", False)]
