@@ -36,6 +36,7 @@ def _fsp_cases(base: str, values: tuple[str, ...]) -> list[Case]:
 CASES: list[Case] = [
     Case("TINYINT", ("-128", "127", "0", "NULL")),
     Case("TINYINT UNSIGNED", ("0", "255", "NULL")),
+    Case("TINYINT(1)", ("0", "1", "2", "-1", "-128", "NULL")),  # BOOLEAN: 0 → false, else true
     Case("SMALLINT", ("-32768", "32767", "NULL")),
     Case("SMALLINT UNSIGNED", ("0", "65535")),
     Case("MEDIUMINT", ("-8388608", "8388607", "-1", "NULL")),

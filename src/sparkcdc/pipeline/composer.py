@@ -100,6 +100,8 @@ def _image_value(column: SchemaColumn) -> SparkColumn:
         return F.unhex(F.lpad(F.conv(raw, 10, 16), width, "0"))
     if column.spark_type == "BINARY":
         return F.unbase64(raw)
+    if column.spark_type == "BOOLEAN":  # TINYINT(1): any value but 0 is true (MySQL's rule)
+        return raw.cast("SMALLINT") != 0
     return raw.cast(column.spark_type)
 
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import SchemaChangedError, SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, Column, TableSchema
 from sparkcdc.mysql.binlog_range import SchemaChange
@@ -590,8 +590,8 @@ _ER_NO_SUCH_TABLE = 1146
 
 def _changed_shape(schema: TableSchema, chunk: ChunkRange, exc: pymysql.MySQLError) -> Exception:
     code = exc.args[0] if exc.args else None
-    if code == _ER_BAD_FIELD:
-        return SnapshotError(
+    if code == _ER_BAD_FIELD:  # a restart of the query (pipelines restart by themselves)
+        return SchemaChangedError(
             f"table {schema.qualified_name} lost a column (renamed or dropped) while its snapshot "
             f"ran (chunk {chunk.index}: {exc.args[1]}). Restart the query: it re-reads the "
             "table's schema and continues the snapshot with it"
