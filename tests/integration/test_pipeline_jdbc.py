@@ -28,9 +28,10 @@ from sparkcdc.devpostgres import DEFAULT_DIR, DevPostgres
 from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
 from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
-from sparkcdc.pipeline.checkpoint import has_planned_batches
+from sparkcdc.pipeline.checkpoint import has_planned_batches, run_id
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
+from sparkcdc.sinks.base import SinkContext
 
 pytestmark = pytest.mark.integration
 
@@ -128,13 +129,15 @@ def target_rows(pg: DevPostgres, table: str, columns: list[str]) -> list[tuple[A
         return sorted(tuple(plain(v) for v in row) for row in conn.execute(query).fetchall())
 
 
-def commit_rows(pg: DevPostgres, pipeline: str) -> dict[str, int]:
-    """The commit table: sink table → the last batch id applied for ``pipeline``."""
+def commit_rows(pg: DevPostgres, config: PipelineConfig) -> dict[str, int]:
+    """The commit table: sink table → the last batch id applied by the pipeline's stream."""
+    pipeline = SinkContext(config.pipeline.name, config.checkpoint, run_id(config.checkpoint))
     query = sql.SQL("SELECT sink_table, batch_id FROM {}.{} WHERE pipeline = %s").format(
         sql.Identifier(SCHEMA), sql.Identifier(COMMIT_TABLE)
     )
     with pg.connection() as conn:
-        return {str(t): int(b) for t, b in conn.execute(query, (pipeline,)).fetchall()}
+        rows = conn.execute(query, (pipeline.writer_id,)).fetchall()
+        return {str(t): int(b) for t, b in rows}
 
 
 def drop_schema(pg: DevPostgres) -> None:
@@ -242,7 +245,7 @@ def test_pipeline_into_postgresql_equals_the_source_across_a_restart(
 
     assert_target_equals_source(target, source)
     # one commit-table row per sink table, none beyond what Spark committed
-    commits = commit_rows(target, config.pipeline.name)
+    commits = commit_rows(target, config)
     assert set(commits) == {f"{DATABASE}.{t}" for t in SINK_TABLES}
     spark_commit = committed_offset(config.checkpoint)
     assert spark_commit is not None
@@ -309,7 +312,7 @@ def test_a_target_that_goes_away_mid_stream_fails_the_run_and_a_rerun_catches_up
     assert_target_equals_source(pg, source)
     # The replayed batch is recorded for the table it failed on, once (the commit table's key
     # is pipeline and sink table), and nothing is recorded beyond what Spark committed.
-    commits = commit_rows(pg, config.pipeline.name)
+    commits = commit_rows(pg, config)
     final_commit = committed_offset(str(checkpoint))
     assert final_commit is not None
     assert set(commits) == {f"{DATABASE}.{t}" for t in SINK_TABLES}

@@ -46,23 +46,28 @@ def has_planned_batches(checkpoint: str) -> bool:
     return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
 
 
+def run_id(checkpoint: str) -> str | None:
+    """The run id of the stream under ``checkpoint`` (None: none yet, or from before run ids)."""
+    path = spark_checkpoint(checkpoint) / RUN_ID_FILE
+    return (path.read_text().strip() or None) if path.exists() else None
+
+
 def open_checkpoint(checkpoint: str, state_location: str | None = None) -> CheckpointIdentity:
     """The identity of the stream under ``checkpoint``, made (with a new run id) for a new
     stream, whose leftovers of an earlier stream under the checkpoint are removed: its
     schema history, and its source state when that lives in the checkpoint."""
-    run_file = spark_checkpoint(checkpoint) / RUN_ID_FILE
     if has_planned_batches(checkpoint):
-        run_id = run_file.read_text().strip() if run_file.exists() else None
-        return CheckpointIdentity(run_id or None, new_stream=False)
+        return CheckpointIdentity(run_id(checkpoint), new_stream=False)
     root = Path(checkpoint)
     owned = [root / SCHEMA_DIR]
     if state_location is not None and Path(state_location) == root / SOURCE_STATE_DIR:
         owned.append(root / SOURCE_STATE_DIR)
     for directory in owned:
         shutil.rmtree(directory, ignore_errors=True)
-    run_id = uuid.uuid4().hex
+    new_id = uuid.uuid4().hex
+    run_file = spark_checkpoint(checkpoint) / RUN_ID_FILE
     run_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = run_file.with_suffix(".tmp")
-    tmp.write_text(run_id + "\n")
+    tmp.write_text(new_id + "\n")
     os.replace(tmp, run_file)
-    return CheckpointIdentity(run_id, new_stream=True)
+    return CheckpointIdentity(new_id, new_stream=True)
