@@ -149,6 +149,14 @@ class Sink(ABC):
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
 
+    def read_table(self, table: SinkTable) -> DataFrame:
+        """The sink table's current rows as a DataFrame (``sparkcdc verify`` compares them
+        with the source); a sink that keeps no table raises ConfigError."""
+        raise ConfigError(
+            f"verify does not support the {self.options.type} sink yet: it keeps no table "
+            "to compare with the source"
+        )
+
     # The metadata applier (DESIGN.md §5): called between batches' writes, each idempotent
     # (a column that already exists is not added again, one that is gone not dropped again).
     # ``table`` is the sink table as it was before the change. A sink that cannot make a

@@ -87,6 +87,9 @@ class DeltaSink(Sink):
                     f"{location or 'the session catalog'}: {spark_error_text(exc)}"
                 ) from None
 
+    def read_table(self, table: SinkTable) -> DataFrame:
+        return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)

@@ -248,6 +248,9 @@ class IcebergSink(Sink):
                 ) from None
             self._check_location(table)
 
+    def read_table(self, table: SinkTable) -> DataFrame:
+        return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         # the foreachBatch session: a clone made when the query started
         session: SparkSession = changes.sparkSession
