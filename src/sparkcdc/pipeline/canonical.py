@@ -149,7 +149,7 @@ def mysql_value(column: Column, sink_type: str) -> str | None:
         return f"LPAD(HEX({c} + 0), {width}, '0')"
     invalid = f"(MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0)"
     if data_type == "date":
-        return f"(CASE WHEN NOT {invalid} THEN DATE_FORMAT({c}, '%Y-%m-%d') END)"
+        return f"(CASE WHEN NOT {invalid} THEN CAST({c} AS CHAR) END)"
     if data_type in ("datetime", "timestamp"):
         micros = f"TIMESTAMPDIFF(MICROSECOND, {_EPOCH}, {c})"
         return f"(CASE WHEN NOT {invalid} THEN CAST({micros} AS CHAR) END)"
@@ -201,4 +201,5 @@ def mysql_hash(text: str) -> str:
 
 
 def mysql_bucket(key_text: str, buckets: int) -> str:
-    return f"(CAST(CONV(SUBSTRING(MD5({key_text}), 17, 8), 16, 10) AS UNSIGNED) % {int(buckets)})"
+    # MOD, not '%': the statements go through pymysql's parameter formatting
+    return f"MOD(CAST(CONV(SUBSTRING(MD5({key_text}), 17, 8), 16, 10) AS UNSIGNED), {int(buckets)})"
