@@ -107,6 +107,24 @@ def create_types(server: DevServer, database: str) -> list[str]:
     return [f"c{i}" for i in range(len(TYPE_CASES))]
 
 
+def changed(column: str, spark_type: str) -> str:
+    """Spark SQL: a value of ``column`` that differs from it (never NULL for a value)."""
+    c = f"`{column}`"
+    if spark_type == "boolean":
+        return f"NOT {c}"
+    if spark_type in ("float", "double"):
+        return f"CAST(CASE WHEN {c} = 0 THEN 1 ELSE {c} * 0.5 END AS {spark_type})"
+    if spark_type in ("tinyint", "smallint", "int", "bigint") or spark_type.startswith("decimal"):
+        return f"CAST(CASE WHEN {c} > 0 THEN {c} - 1 ELSE {c} + 1 END AS {spark_type})"
+    if spark_type == "date":
+        return f"CASE WHEN {c} > DATE'5000-01-01' THEN DATE_SUB({c}, 1) ELSE DATE_ADD({c}, 1) END"
+    if spark_type.startswith("timestamp"):
+        return f"{c} + INTERVAL 1 MICROSECOND"
+    if spark_type == "binary":
+        return f"CONCAT({c}, X'00')"
+    return f"CONCAT({c}, ' ')"  # strings: a trailing space
+
+
 def test_every_type_is_equal_then_each_changed_column_is_named(
     spark: Any, server: DevServer, tmp_path: Path
 ) -> None:
@@ -120,8 +138,13 @@ def test_every_type_is_equal_then_each_changed_column_is_named(
     assert table.mode == "pushdown" and table.source_rows == len(columns)
 
     lake = tmp_path / "lake" / database / "wide"
-    for row, column in enumerate(columns):  # one changed column per row
-        spark.sql(f"UPDATE delta.`{lake}` SET {column} = NULL WHERE id = {row}")
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"delta.`{lake}`").schema}
+    # one UPDATE: in row i, column c<i> moves by the smallest step its type shows
+    changes = ", ".join(
+        f"{c} = CASE WHEN id = {row} THEN {changed(c, types[c])} ELSE {c} END"
+        for row, c in enumerate(columns)
+    )
+    spark.sql(f"UPDATE delta.`{lake}` SET {changes}")
     report = verify_pipeline(cfg, spark=spark, timeout_s=5)
     different = found(report, f"{database}.wide", "different")
     assert [(d["key"], d["columns"]) for d in different] == sorted(
@@ -212,7 +235,7 @@ def test_mariadb_jdbc_sink_equal(spark: Any, server: DevServer, tmp_path: Path) 
     fresh_database(server, "verify_my_sink").close()
     settings = server.start()
     with server.root_connection() as conn, conn.cursor() as cur:
-        cur.execute("GRANT ALL ON verify_my_sink.* TO cdc")
+        cur.execute(f"GRANT ALL PRIVILEGES ON verify_my_sink.* TO 'cdc'@'{settings.host}'")
     sink = (
         f"  type: jdbc\n  url: jdbc:mariadb://{settings.host}:{settings.port}/verify_my_sink\n"
         "  username: cdc\n  password: ${SPARKCDC_TEST_PASSWORD}"
