@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 ROWS_PER_BUCKET = 10_000
 VERIFY_CHUNK_ROWS = 100_000
-KEY_ROUNDS = 3
+KEY_ROUNDS = 5
+RESTART_GRACE_S = 10.0
 KEY_TEXT, HASH, BUCKET = "_verify_key", "_verify_hash", "_verify_bucket"
 _POLL_S = 0.5
 
@@ -375,6 +376,8 @@ class TableReport:
     missing: list[dict[str, Any]] = field(default_factory=list)
     extra: list[dict[str, Any]] = field(default_factory=list)
     different: list[dict[str, Any]] = field(default_factory=list)
+    # keys the source changed during each of the KEY_ROUNDS looks: in flight, not compared
+    unsettled: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def equal(self) -> bool:
@@ -394,10 +397,12 @@ class TableReport:
                 "missing": len(self.missing),
                 "extra": len(self.extra),
                 "different": len(self.different),
+                "unsettled": len(self.unsettled),
             },
             "missing": self.missing[:max_keys],
             "extra": self.extra[:max_keys],
             "different": self.different[:max_keys],
+            "unsettled": self.unsettled[:max_keys],
         }
 
 
@@ -432,7 +437,7 @@ class VerifyReport:
                 f"row(s), {t.sink_rows} sink row(s), {t.differing_buckets}/{t.buckets} "
                 f"bucket(s) differed, {t.mode})"
             )
-            for kind in ("missing", "extra", "different"):
+            for kind in ("missing", "extra", "different", "unsettled"):
                 found: list[dict[str, Any]] = getattr(t, kind)
                 if found:
                     shown = ", ".join(_key_text(k) for k in found[:max_keys])
@@ -460,6 +465,8 @@ def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: floa
     from sparkcdc.pipeline.runner import STATUS_FILE, committed_offset, offset_caught_up
 
     deadline = time.monotonic() + timeout_s
+    # a pipeline restarting (scheduled runs, a schema restart) is not running for a moment
+    stopped_since: float | None = None
     while True:
         committed = committed_offset(checkpoint)
         if committed is not None and offset_caught_up(committed[1], position):
@@ -469,14 +476,16 @@ def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: floa
             running = bool(json.loads(status_file.read_text()).get("running"))
         except (OSError, ValueError):
             running = False
-        if not running:
+        now = time.monotonic()
+        stopped_since = None if running else (stopped_since or now)
+        if stopped_since is not None and now - stopped_since >= min(RESTART_GRACE_S, timeout_s):
             got = "no committed batch" if committed is None else f"batch {committed[0]}"
             return (
                 f"the pipeline is not running ({status_file} says so) and its committed "
                 f"offset ({got}) has not reached source position {position}: differences "
                 "may be changes it has not written yet; run it, then verify again"
             )
-        if time.monotonic() > deadline:
+        if now > deadline:
             return (
                 f"the pipeline's committed offset did not reach source position {position} "
                 f"within {timeout_s:.0f}s: differences may be changes still in flight"
@@ -484,46 +493,61 @@ def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: floa
         time.sleep(_POLL_S)
 
 
-def verify_table(
-    table: SinkTable,
-    source: Side,
-    sink: Side,
-    buckets: int,
-    caught_up: Callable[[], None],
-    mode: str,
-) -> TableReport:
-    """Compare one sink table with its source tables (see the module docstring)."""
-    report = TableReport(table.name, table.sources, mode, buckets=buckets)
-    # each phase reads the source, then the sink once the pipeline passed that read
-    want = source.buckets(buckets)
-    caught_up()
-    have = sink.buckets(buckets)
-    report.source_rows = sum(r for r, _ in want.values())
-    report.sink_rows = sum(r for r, _ in have.values())
-    differing = {b for b in set(want) | set(have) if want.get(b) != have.get(b)}
-    report.differing_buckets = len(differing)
-    if not differing:
-        return report
-    expected = source.digests(buckets, differing)
-    caught_up()
-    got = sink.digests(buckets, differing)
-    suspects = {k: d for k, d in expected.items() if k not in got or got[k].hash != d.hash}
-    suspects.update({k: d for k, d in got.items() if k not in expected})
-    names, key_names = table.column_names, table.primary_key
-    for _ in range(KEY_ROUNDS):  # a key written again meanwhile is looked at again
-        if not suspects:
-            break
-        report.missing, report.extra, report.different = [], [], []
-        source_fields = source.fields(suspects)
-        caught_up()
-        sink_fields = sink.fields(suspects)
+@dataclass
+class TableCheck:
+    """The comparison of one sink table, phase by phase (see the module docstring)."""
+
+    table: SinkTable
+    source: Side
+    sink: Side
+    report: TableReport
+    want: Sums = field(default_factory=dict)
+    expected: dict[str, Digest] = field(default_factory=dict)
+    suspects: dict[str, Digest] = field(default_factory=dict)
+    source_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def read_source_buckets(self) -> None:
+        self.want = self.source.buckets(self.report.buckets)
+
+    def read_sink_buckets(self) -> set[int]:
+        have = self.sink.buckets(self.report.buckets)
+        want = self.want
+        self.report.source_rows = sum(r for r, _ in want.values())
+        self.report.sink_rows = sum(r for r, _ in have.values())
+        differing = {b for b in set(want) | set(have) if want.get(b) != have.get(b)}
+        self.report.differing_buckets = len(differing)
+        return differing
+
+    def read_source_digests(self, buckets: set[int]) -> None:
+        self.expected = self.source.digests(self.report.buckets, buckets)
+
+    def read_sink_digests(self, buckets: set[int]) -> None:
+        got = self.sink.digests(self.report.buckets, buckets)
+        expected = self.expected
+        suspects = {k: d for k, d in expected.items() if k not in got or got[k].hash != d.hash}
+        suspects.update({k: d for k, d in got.items() if k not in expected})
+        self.suspects = suspects
+
+    def read_source_fields(self) -> None:
+        self.source_fields = self.source.fields(self.suspects)
+
+    def read_sink_fields(self) -> None:
+        """Classify the suspects: the sink (which has passed the first source read) is
+        compared with the source read before and read again after it; a key the source
+        changed in between is in flight, and stays a suspect for the next round."""
+        report = self.report
+        sink_fields = self.sink.fields(self.suspects)
+        after = self.source.fields(self.suspects)
+        names, key_names = self.table.column_names, self.table.primary_key
         still: dict[str, Digest] = {}
-        for key_text, digest in suspects.items():
-            key = dict(zip(key_names, digest.key, strict=True))
-            mine, theirs = source_fields.get(key_text), sink_fields.get(key_text)
+        for key_text, digest in self.suspects.items():
+            mine, theirs = self.source_fields.get(key_text), sink_fields.get(key_text)
+            if mine != after.get(key_text):
+                still[key_text] = digest
+                continue
             if mine == theirs:
                 continue  # equal (or gone on both sides) now
-            still[key_text] = digest
+            key = dict(zip(key_names, digest.key, strict=True))
             if theirs is None:
                 report.missing.append({"key": key})
             elif mine is None:
@@ -531,10 +555,37 @@ def verify_table(
             else:
                 columns = [n for n, a, b in zip(names, mine, theirs, strict=True) if a != b]
                 report.different.append({"key": key, "columns": columns})
-        suspects = still
-    for kind in (report.missing, report.extra, report.different):
-        kind.sort(key=lambda f: json.dumps(f["key"], default=str))
-    return report
+        for kind in (report.missing, report.extra, report.different):
+            kind.sort(key=lambda f: json.dumps(f["key"], default=str))
+        self.suspects = still
+        report.unsettled = [
+            {"key": dict(zip(key_names, d.key, strict=True))} for d in still.values()
+        ]
+
+
+def compare(checks: Sequence[TableCheck], caught_up: Callable[[], None]) -> None:
+    """Run the phases over every table together: each reads the sources, waits once for the
+    pipeline to pass what they saw, then reads the sinks."""
+    for check in checks:
+        check.read_source_buckets()
+    caught_up()
+    differing = {id(c): c.read_sink_buckets() for c in checks}
+    checks = [c for c in checks if differing[id(c)]]
+    for check in checks:
+        check.read_source_digests(differing[id(check)])
+    if checks:
+        caught_up()
+    for check in checks:
+        check.read_sink_digests(differing[id(check)])
+    for _ in range(KEY_ROUNDS):  # a key written again meanwhile is looked at again
+        checks = [c for c in checks if c.suspects]
+        if not checks:
+            return
+        for check in checks:
+            check.read_source_fields()
+        caught_up()
+        for check in checks:
+            check.read_sink_fields()
 
 
 def verify_pipeline(
@@ -579,6 +630,7 @@ def verify_pipeline(
             report.waited.append(note)
 
     wanted = set(tables) if tables is not None else None
+    checks: list[TableCheck] = []
     try:
         for table in plan.sink_tables:
             if wanted is not None and table.name not in wanted:
@@ -611,9 +663,10 @@ def verify_pipeline(
             sink_side = SparkSide(partial(sink.read_table, table), columns)
             rows = sum(_row_estimate(settings, m.schema) for m in members)
             buckets = max(1, rows // ROWS_PER_BUCKET)
-            report.tables.append(
-                verify_table(table, UnionSide(sides), sink_side, buckets, caught_up, mode)
-            )
+            result = TableReport(table.name, table.sources, mode, buckets=buckets)
+            report.tables.append(result)
+            checks.append(TableCheck(table, UnionSide(sides), sink_side, result))
+        compare(checks, caught_up)
     finally:
         sink.close()
     report.seconds = time.monotonic() - started
