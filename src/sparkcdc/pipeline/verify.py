@@ -29,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sparkcdc.errors import ConfigError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.pipeline import canonical as cn
@@ -39,11 +40,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkcdc.mysql.connection import ConnectionSettings
-    from sparkcdc.sinks.base import Sink
 
 ROWS_PER_BUCKET = 10_000
 VERIFY_CHUNK_ROWS = 100_000
-KEY_ROUNDS = 5
+KEY_ROUNDS = 6
 RESTART_GRACE_S = 10.0
 KEY_TEXT, HASH, BUCKET = "_verify_key", "_verify_hash", "_verify_bucket"
 _POLL_S = 0.5
@@ -505,6 +505,8 @@ class TableCheck:
     expected: dict[str, Digest] = field(default_factory=dict)
     suspects: dict[str, Digest] = field(default_factory=dict)
     source_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # per key, what the last look saw: (source fields, sink fields), None where absent
+    seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def read_source_buckets(self) -> None:
         self.want = self.source.buckets(self.report.buckets)
@@ -532,9 +534,10 @@ class TableCheck:
         self.source_fields = self.source.fields(self.suspects)
 
     def read_sink_fields(self) -> None:
-        """Classify the suspects: the sink (which has passed the first source read) is
-        compared with the source read before and read again after it; a key the source
-        changed in between is in flight, and stays a suspect for the next round."""
+        """Classify the suspects. The sink (past the first source read) is compared with
+        the source read before and again after it. A key is reported when two looks in a
+        row saw the same source row, unchanged during each look, and the same other sink
+        row; any other key is in flight and looked at again in the next round."""
         report = self.report
         sink_fields = self.sink.fields(self.suspects)
         after = self.source.fields(self.suspects)
@@ -542,11 +545,15 @@ class TableCheck:
         still: dict[str, Digest] = {}
         for key_text, digest in self.suspects.items():
             mine, theirs = self.source_fields.get(key_text), sink_fields.get(key_text)
-            if mine != after.get(key_text):
+            if mine == theirs and mine == after.get(key_text):
+                self.seen.pop(key_text, None)
+                continue  # equal (or gone on both sides) now
+            seen, self.seen[key_text] = self.seen.get(key_text), (mine, theirs)
+            if mine != after.get(key_text) or seen != (mine, theirs):
+                # changed while looked at (or a change that came and went, or this first
+                # look): compared again after the pipeline catches up once more
                 still[key_text] = digest
                 continue
-            if mine == theirs:
-                continue  # equal (or gone on both sides) now
             key = dict(zip(key_names, digest.key, strict=True))
             if theirs is None:
                 report.missing.append({"key": key})
@@ -604,13 +611,18 @@ def verify_pipeline(
     from sparkcdc.pipeline.composer import plan_pipeline
     from sparkcdc.pipeline.evolution import SchemaHistory
     from sparkcdc.pipeline.runner import pipeline_session, server_position, source_settings
-    from sparkcdc.sinks.base import SinkContext, sink_class
+    from sparkcdc.sinks.base import Sink, SinkContext, sink_class
     from sparkcdc.spark.source import plan_capture
 
     started = time.monotonic()
+    cls = sink_class(config.sink.type)
+    if cls.read_table is Sink.read_table:  # before connecting anywhere
+        raise ConfigError(
+            f"verify does not support the {config.sink.type} sink yet: it keeps no table to "
+            "compare with the source"
+        )
     options, settings = source_settings(config)
     capture = plan_capture(options, settings)
-    cls = sink_class(config.sink.type)
     spark = pipeline_session(config, spark)
     saved = SchemaHistory(config.checkpoint).latest()
     plan = plan_pipeline(config, capture.tables, spark)
