@@ -11,7 +11,7 @@ from sparkcdc.cli.main import EXIT_CONFIG, main
 
 
 @pytest.mark.parametrize(
-    "sink", ["type: kafka\n  topic: t\n  bootstrap.servers: h:9092", "type: console"]
+    "sink", ["type: kafka\n  topic: t\n  properties.bootstrap.servers: h:9092", "type: console"]
 )
 def test_verify_of_a_sink_without_tables_exits_2(
     tmp_path: Path, sink: str, capsys: pytest.CaptureFixture[str]
