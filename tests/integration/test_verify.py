@@ -80,6 +80,14 @@ def delta_sink(tmp_path: Path) -> str:
     return f"  type: delta\n  path: {tmp_path / 'lake'}"
 
 
+def shop_in_delta(spark: Any, server: DevServer, tmp_path: Path, database: str) -> PipelineConfig:
+    """The shop (shards merged by a route with a transform) copied to Delta by a pipeline."""
+    create_shop(server, database).close()
+    cfg = config(tmp_path, server, database, delta_sink(tmp_path), SHARDS)
+    run_pipeline(cfg, available_now=True, spark=spark)
+    return cfg
+
+
 def found(report: VerifyReport, table: str, kind: str) -> list[dict[str, Any]]:
     (result,) = [t for t in report.tables if t.sink_table == table]
     items: list[dict[str, Any]] = getattr(result, kind)
@@ -164,9 +172,7 @@ def test_missing_extra_and_wrong_shard_rows_are_found_by_key(
     spark: Any, server: DevServer, tmp_path: Path
 ) -> None:
     database = "verify_shop"
-    create_shop(server, database).close()
-    cfg = config(tmp_path, server, database, delta_sink(tmp_path), SHARDS)
-    run_pipeline(cfg, available_now=True, spark=spark)
+    cfg = shop_in_delta(spark, server, tmp_path, database)
     report = verify_pipeline(cfg, spark=spark, timeout_s=5)
     assert report.equal, report.text()
     modes = {t.sink_table: t.mode for t in report.tables}
@@ -253,9 +259,7 @@ def test_no_false_alarm_while_the_source_is_written_and_the_pipeline_runs(
     spark: Any, server: DevServer, tmp_path: Path
 ) -> None:
     database = "verify_live"
-    create_shop(server, database).close()
-    cfg = config(tmp_path, server, database, delta_sink(tmp_path), SHARDS)
-    run_pipeline(cfg, available_now=True, spark=spark)
+    cfg = shop_in_delta(spark, server, tmp_path, database)
     errors: list[BaseException] = []
     stop = threading.Event()
 
