@@ -23,6 +23,7 @@ For each sink table both sides compute, per row, the canonical row text and hash
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkcdc.mysql.connection import ConnectionSettings
+
+log = logging.getLogger(__name__)
 
 ROWS_PER_BUCKET = 10_000
 VERIFY_CHUNK_ROWS = 100_000
@@ -575,10 +578,14 @@ class TableCheck:
 def compare(checks: Sequence[TableCheck], caught_up: Callable[[], None]) -> None:
     """Run the phases over every table together: each reads the sources, waits once for the
     pipeline to pass what they saw, then reads the sinks."""
+    began = time.perf_counter()
     for check in checks:
         check.read_source_buckets()
+    log.info("source buckets read in %.1fs", time.perf_counter() - began)
     caught_up()
+    began = time.perf_counter()
     differing = {id(c): c.read_sink_buckets() for c in checks}
+    log.info("sink buckets read in %.1fs", time.perf_counter() - began)
     checks = [c for c in checks if differing[id(c)]]
     for check in checks:
         check.read_source_digests(differing[id(check)])
@@ -617,6 +624,7 @@ def verify_pipeline(
     from sparkcdc.spark.source import plan_capture
 
     started = time.monotonic()
+    log.info("verify of %s: planning", config.pipeline.name)
     cls = sink_class(config.sink.type)
     if cls.read_table is Sink.read_table:  # before connecting anywhere
         raise ConfigError(
