@@ -28,8 +28,8 @@ bucket is taken from other bits of the MD5 of its key's fields.
 
 >>> spark_value("x", "INT")
 'CAST(`x` AS STRING)'
->>> mysql_field("'ab'", "ab") == "IFNULL(CONCAT(LENGTH(ab), ':', ab), 'N')"
-True
+>>> mysql_field("v")
+"IFNULL(CONCAT(LENGTH(v), ':', v), 'N')"
 """
 
 from __future__ import annotations

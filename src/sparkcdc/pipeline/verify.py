@@ -156,14 +156,12 @@ class SqlSide:
         """WHERE clauses of the table's chunks (the snapshot's splitter, larger chunks)."""
         if self._chunks is None:
             from sparkcdc.snapshot.reader import chunk_where
-            from sparkcdc.snapshot.splitter import ChunkSplitter
+            from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
 
             with self._connect() as conn:
                 splitter = ChunkSplitter.for_table(conn, self.schema, chunk_size=VERIFY_CHUNK_ROWS)
-                ranges: list[Any] = []
-                while not splitter.is_complete or splitter.planned > len(ranges):
-                    ranges.extend(splitter.next_chunks(64))
-                self._chunks = [chunk_where(splitter.key_column, c) for c in ranges]
+                ranges = all_chunks(splitter)
+            self._chunks = [chunk_where(splitter.key_column, c) for c in ranges]
         return self._chunks
 
     def _each_chunk(self, sql: str) -> list[tuple[Any, ...]]:
@@ -339,7 +337,7 @@ def transformed_source(
     from sparkcdc.pipeline.composer import apply_transform, to_sink
     from sparkcdc.snapshot.reader import select_pymysql
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
-    from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column
+    from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
     from sparkcdc.spark.changelog import SnapshotRows, TypedChangelogBuilder
 
     builder = TypedChangelogBuilder(schema)
@@ -348,15 +346,10 @@ def transformed_source(
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
         splitter = ChunkSplitter.for_table(conn, schema, chunk_size=VERIFY_CHUNK_ROWS)
-        key = chunk_key_column(schema)
-        while not splitter.is_complete or splitter.planned > 0:
-            chunks = splitter.next_chunks(16)
-            if not chunks:
-                break
-            for chunk in chunks:
-                rows = select_pymysql(conn, schema, key, chunk)
-                snapshot = SnapshotRows(schema.database, schema.table, schema.column_names, rows, 0)
-                batches.extend(builder.snapshot_batches(snapshot))
+        for chunk in all_chunks(splitter):
+            rows = select_pymysql(conn, schema, splitter.key_column, chunk)
+            snapshot = SnapshotRows(schema.database, schema.table, schema.column_names, rows, 0)
+            batches.extend(builder.snapshot_batches(snapshot))
     arrow = pa.Table.from_batches(batches, schema=builder.arrow_schema)
     changes = spark.createDataFrame(arrow)
     transformed = apply_transform(changes, rule, schema.column_names)

@@ -88,7 +88,13 @@ class DeltaSink(Sink):
                 ) from None
 
     def read_table(self, table: SinkTable) -> DataFrame:
-        return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+        try:
+            return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+        except Exception as exc:  # AnalysisException: no such table
+            raise SinkError(
+                f"delta sink: cannot read {table.name} ({self.identifier(table)}): "
+                f"{spark_error_text(exc)}. Has the pipeline run (sparkcdc run)?"
+            ) from None
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         session: SparkSession = changes.sparkSession

@@ -49,6 +49,7 @@ from sparkcdc.sinks.base import (
     gather_prefixed,
     merge_statement,
     quote,
+    spark_error_text,
 )
 
 if TYPE_CHECKING:
@@ -249,7 +250,13 @@ class IcebergSink(Sink):
             self._check_location(table)
 
     def read_table(self, table: SinkTable) -> DataFrame:
-        return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+        try:
+            return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
+        except Exception as exc:  # AnalysisException: no such table
+            raise SinkError(
+                f"iceberg sink: cannot read {table.name} ({self.identifier(table)}): "
+                f"{spark_error_text(exc)}. Has the pipeline run (sparkcdc run)?"
+            ) from None
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         # the foreachBatch session: a clone made when the query started
