@@ -303,6 +303,17 @@ def gather_prefixed(
     return out
 
 
+def read_spark_table(spark: SparkSession, identifier: str, what: str) -> DataFrame:
+    """A table Spark SQL reaches by ``identifier`` (Delta, Iceberg), or a SinkError."""
+    try:
+        return spark.sql(f"SELECT * FROM {identifier}")
+    except Exception as exc:  # AnalysisException: no such table
+        raise SinkError(
+            f"{what}: cannot read {identifier}: {spark_error_text(exc)}. Has the pipeline run "
+            "(sparkcdc run)?"
+        ) from None
+
+
 def spark_error_text(exc: BaseException) -> str:
     """The first line that says what went wrong in a Spark / py4j error (not py4j's
     "An error occurred while calling o123.sql")."""

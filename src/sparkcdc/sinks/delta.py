@@ -27,6 +27,7 @@ from sparkcdc.sinks.base import (
     final_states,
     merge_statement,
     quote,
+    read_spark_table,
     spark_error_text,
     spark_type_name,
 )
@@ -88,13 +89,7 @@ class DeltaSink(Sink):
                 ) from None
 
     def read_table(self, table: SinkTable) -> DataFrame:
-        try:
-            return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
-        except Exception as exc:  # AnalysisException: no such table
-            raise SinkError(
-                f"delta sink: cannot read {table.name} ({self.identifier(table)}): "
-                f"{spark_error_text(exc)}. Has the pipeline run (sparkcdc run)?"
-            ) from None
+        return read_spark_table(self.spark, self.identifier(table), f"delta sink: {table.name}")
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         session: SparkSession = changes.sparkSession

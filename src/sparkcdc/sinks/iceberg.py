@@ -49,7 +49,7 @@ from sparkcdc.sinks.base import (
     gather_prefixed,
     merge_statement,
     quote,
-    spark_error_text,
+    read_spark_table,
 )
 
 if TYPE_CHECKING:
@@ -250,13 +250,7 @@ class IcebergSink(Sink):
             self._check_location(table)
 
     def read_table(self, table: SinkTable) -> DataFrame:
-        try:
-            return self.spark.sql(f"SELECT * FROM {self.identifier(table)}")
-        except Exception as exc:  # AnalysisException: no such table
-            raise SinkError(
-                f"iceberg sink: cannot read {table.name} ({self.identifier(table)}): "
-                f"{spark_error_text(exc)}. Has the pipeline run (sparkcdc run)?"
-            ) from None
+        return read_spark_table(self.spark, self.identifier(table), f"iceberg sink: {table.name}")
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> None:
         # the foreachBatch session: a clone made when the query started
