@@ -24,7 +24,8 @@ bit. The sign of zero is not kept.
 A field is ``N`` for NULL, else ``<UTF-8 byte length>:<text>``, so NULL, ``''`` and
 ``'NULL'`` differ and no two rows share a text; the row text is its fields in sink column
 order. The row hash is the first 60 bits of the row text's MD5, as an integer; a row's
-bucket is taken from other bits of the MD5 of its key's fields.
+bucket is the CRC-32 of its key's fields (the same on both sides, and cheap) modulo the
+number of buckets.
 
 >>> spark_value("x", "INT")
 'CAST(`x` AS STRING)'
@@ -118,7 +119,7 @@ def spark_hash(text: str) -> str:
 
 
 def spark_bucket(key_text: str, buckets: int) -> str:
-    return f"PMOD(CAST(CONV(SUBSTR(MD5({key_text}), 17, 8), 16, 10) AS BIGINT), {int(buckets)})"
+    return f"PMOD(CRC32({key_text}), {int(buckets)})"
 
 
 # ------------------------------------------------------------------------------ MariaDB
@@ -202,4 +203,4 @@ def mysql_hash(text: str) -> str:
 
 def mysql_bucket(key_text: str, buckets: int) -> str:
     # MOD, not '%': the statements go through pymysql's parameter formatting
-    return f"MOD(CAST(CONV(SUBSTRING(MD5({key_text}), 17, 8), 16, 10) AS UNSIGNED), {int(buckets)})"
+    return f"MOD(CRC32({key_text}), {int(buckets)})"
