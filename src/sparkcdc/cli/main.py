@@ -3,11 +3,12 @@
     sparkcdc run FILE [--available-now]   run a pipeline (until Ctrl-C, or until caught up)
     sparkcdc validate FILE                check the file and the source server
     sparkcdc status FILE                  phase, tables, chunks, positions, lag, last batch
+    sparkcdc verify FILE [--json]         compare every sink table with its source tables
     sparkcdc demo                         local MariaDB with sample data -> local Delta table
 
-Exit codes: 0 success; 2 bad configuration or usage; 3 source problem
-(unreachable, misconfigured, purged position); 4 sink problem (unreachable, refused a
-write); 1 anything else.
+Exit codes: 0 success (verify: the tables are equal); 1 verify found differences, or
+anything else; 2 bad configuration or usage; 3 source problem (unreachable, misconfigured,
+purged position); 4 sink problem (unreachable, refused a write).
 """
 
 from __future__ import annotations
@@ -58,6 +59,20 @@ def _status(args: argparse.Namespace) -> int:
     return status(args.file, as_json=args.json)
 
 
+def _verify(args: argparse.Namespace) -> int:
+    import json
+
+    from sparkcdc.pipeline.config import load_pipeline
+    from sparkcdc.pipeline.verify import verify_pipeline
+
+    report = verify_pipeline(load_pipeline(args.file), timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(report.to_json(args.max_keys), default=str))
+    else:
+        print(report.text(args.max_keys))
+    return EXIT_OK if report.equal else EXIT_FAILURE
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
@@ -86,6 +101,21 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("file")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=_status)
+    verify = sub.add_parser(
+        "verify", help="compare every sink table with its source tables (exit 1 if they differ)"
+    )
+    verify.add_argument("file")
+    verify.add_argument("--json", action="store_true", help="print one JSON document")
+    verify.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the pipeline to pass the source position (default 300)",
+    )
+    verify.add_argument(
+        "--max-keys", type=int, default=20, help="keys shown per kind of difference"
+    )
+    verify.set_defaults(func=_verify)
     return parser
 
 

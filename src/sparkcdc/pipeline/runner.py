@@ -211,6 +211,27 @@ def run_pipeline(
             log.info("%s; restarting the pipeline to read the new schema", exc)
 
 
+def pipeline_session(config: PipelineConfig, spark: Any = None) -> Any:
+    """``spark`` (or a new ``local[pipeline.parallelism]`` session) set up for the pipeline:
+    the mysql-cdc source registered, the sink's and the file's Spark settings applied."""
+    from sparkcdc.spark.session import register, spark_session
+
+    conf = {**sink_class(config.sink.type).spark_conf(config.sink), **config.pipeline.spark_conf}
+    if spark is None:
+        spark = spark_session(
+            config.pipeline.name,
+            f"local[{config.pipeline.parallelism}]",
+            connectors=True,
+            conf=conf,
+        )
+        spark.sparkContext.setLogLevel("WARN")
+    else:
+        register(spark)
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+    return spark
+
+
 def _run_once(
     config: PipelineConfig,
     available_now: bool,
@@ -222,7 +243,6 @@ def _run_once(
     from pyspark.errors import StreamingQueryException
 
     from sparkcdc.mysql.validator import check_source
-    from sparkcdc.spark.session import register, spark_session
     from sparkcdc.spark.source import plan_capture
 
     out = out or sys.stdout
@@ -234,18 +254,7 @@ def _run_once(
     for finding in findings:
         log.warning("%s", finding)
     cls = sink_class(config.sink.type)
-    if spark is None:
-        spark = spark_session(
-            config.pipeline.name,
-            f"local[{config.pipeline.parallelism}]",
-            connectors=True,
-            conf={**cls.spark_conf(config.sink), **config.pipeline.spark_conf},
-        )
-        spark.sparkContext.setLogLevel("WARN")
-    else:
-        register(spark)
-        for key, value in {**cls.spark_conf(config.sink), **config.pipeline.spark_conf}.items():
-            spark.conf.set(key, value)
+    spark = pipeline_session(config, spark)
     identity = open_checkpoint(config.checkpoint, config.state_location)
     history = SchemaHistory(config.checkpoint)
     saved = history.latest()

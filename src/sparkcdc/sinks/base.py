@@ -168,6 +168,14 @@ class Sink(ABC):
         them). A sink that only appends (a topic, the console) has none to collide with."""
         return False
 
+    def read_table(self, table: SinkTable) -> DataFrame:
+        """The sink table's current rows as a DataFrame (``sparkcdc verify`` compares them
+        with the source); a sink that keeps no table raises ConfigError."""
+        raise ConfigError(
+            f"verify does not support the {self.options.type} sink yet: it keeps no table "
+            "to compare with the source"
+        )
+
     # The metadata applier (DESIGN.md §5): called between batches' writes, each idempotent
     # (a column that already exists is not added again, one that is gone not dropped again).
     # ``table`` is the sink table as it was before the change. A sink that cannot make a
@@ -357,6 +365,17 @@ def gather_prefixed(
             out[prefix + name] = gathered.pop(name)
     out[field] = {k: property_text(v) for k, v in gathered.items()}
     return out
+
+
+def read_spark_table(spark: SparkSession, identifier: str, what: str) -> DataFrame:
+    """A table Spark SQL reaches by ``identifier`` (Delta, Iceberg), or a SinkError."""
+    try:
+        return spark.sql(f"SELECT * FROM {identifier}")
+    except Exception as exc:  # AnalysisException: no such table
+        raise SinkError(
+            f"{what}: cannot read {identifier}: {spark_error_text(exc)}. Has the pipeline run "
+            "(sparkcdc run)?"
+        ) from None
 
 
 def spark_error_text(exc: BaseException) -> str:

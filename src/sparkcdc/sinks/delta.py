@@ -30,6 +30,7 @@ from sparkcdc.sinks.base import (
     final_states,
     merge_statement,
     quote,
+    read_spark_table,
     spark_error_text,
     spark_type_name,
     update_statement,
@@ -94,6 +95,9 @@ class DeltaSink(Sink):
                     f"delta sink: cannot create or open table {table.name} at "
                     f"{location or 'the session catalog'}: {spark_error_text(exc)}"
                 ) from None
+
+    def read_table(self, table: SinkTable) -> DataFrame:
+        return read_spark_table(self.spark, self.identifier(table), f"delta sink: {table.name}")
 
     def has_rows(self, table: SinkTable) -> bool:
         return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))

@@ -51,6 +51,7 @@ from sparkcdc.sinks.base import (
     gather_prefixed,
     merge_statement,
     quote,
+    read_spark_table,
     update_statement,
     value_frame,
 )
@@ -252,6 +253,9 @@ class IcebergSink(Sink):
                     f"{options.redact(_reason(exc))}. {self._advice(exc)}"
                 ) from None
             self._check_location(table)
+
+    def read_table(self, table: SinkTable) -> DataFrame:
+        return read_spark_table(self.spark, self.identifier(table), f"iceberg sink: {table.name}")
 
     def has_rows(self, table: SinkTable) -> bool:
         return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))

@@ -388,6 +388,17 @@ def _utc_wall_time(value: Any) -> Any:
     return value
 
 
+def _spark_value(spark_type: str) -> Callable[[Any], Any]:
+    """How a value a target driver returns becomes the Spark value of ``spark_type``."""
+    if spark_type == "BOOLEAN":
+        return bool
+    if spark_type == "BINARY":
+        return bytes
+    if spark_type == "TIMESTAMP":
+        return lambda v: v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+    return lambda v: v
+
+
 def _dialect(family: Family) -> _Dialect:
     return _MySqlDialect() if family == "mysql" else _PostgresDialect()
 
@@ -478,6 +489,33 @@ class JdbcSink(Sink):
                 upserts.append(row)
         with self._lock:
             return self._apply(table, plan, upserts, deletes, batch_id)
+
+    def read_table(self, table: SinkTable) -> DataFrame:
+        """The target table's rows, read over the sink's own connection (the sink table's
+        declared Spark types; a TIMESTAMP stored as a UTC wall time read back as UTC)."""
+        d = self._dialect
+        target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        names = ", ".join(d.ident(c) for c in table.column_names)
+        with self._lock:
+            conn = self._connection()
+            cur = conn.cursor()
+            try:
+                cur.execute(f"SELECT {names} FROM {target}")
+                rows = cur.fetchall()
+                conn.commit()
+            except _DRIVER_ERRORS as exc:
+                conn.rollback()
+                raise SinkError(
+                    f"jdbc sink: cannot read {target} in {self.url}: {self._clean(exc)}"
+                ) from None
+            finally:
+                cur.close()
+        readers = [_spark_value(c.spark_type) for c in table.columns]
+        values = [
+            tuple(None if v is None else read(v) for read, v in zip(readers, row, strict=True))
+            for row in rows
+        ]
+        return self.spark.createDataFrame(values, table.spark_ddl().replace(" NOT NULL", ""))
 
     def close(self) -> None:
         with self._lock:

@@ -200,6 +200,21 @@ class SqlSplitQueries:
         return int(row[0])
 
 
+def all_chunks(splitter: ChunkSplitter, step: int = 64) -> list[ChunkRange]:
+    """Every chunk of the table, planned now (``sparkcdc verify`` reads them all at once).
+
+    >>> table = MemoryTable(list(range(10)), key_sort_key(None))
+    >>> len(all_chunks(ChunkSplitter("a.t", table, chunk_size=4)))
+    3
+    """
+    chunks: list[ChunkRange] = []
+    while True:
+        more = splitter.next_chunks(step)
+        if not more:
+            return chunks
+        chunks.extend(more)
+
+
 def column_collation(conn: Any, database: str, table: str, column: str) -> str | None:
     """``information_schema.COLUMNS.COLLATION_NAME`` of a column (None: not a string)."""
     with conn.cursor() as cur:

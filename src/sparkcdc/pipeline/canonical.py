@@ -1,0 +1,206 @@
+"""The canonical row text and hash ``sparkcdc verify`` computes on both sides: as MariaDB SQL
+over the source table, and as Spark SQL over the sink table. Pure text builders: no I/O, no
+pyspark.
+
+A value's canonical text depends on the sink column's Spark type (the source side produces
+what the pipeline writes from its MySQL column):
+
+| Spark type                      | canonical text                                          |
+|---------------------------------|---------------------------------------------------------|
+| BOOLEAN                         | ``true`` / ``false``                                    |
+| TINYINT .. BIGINT, DECIMAL(p,s) | decimal text, scale kept (``1.50``)                     |
+| FLOAT, DOUBLE                   | ``<m>p<k>``: the value is exactly ``m * 2^k`` with the  |
+|                                 | integer ``m`` in [2^52, 2^53) (or k = -1074); ``0``     |
+| DATE                            | ``YYYY-MM-DD``                                          |
+| TIMESTAMP, TIMESTAMP_NTZ        | microseconds since 1970-01-01 00:00:00 (UTC, wall time) |
+| STRING                          | the text (hashed as UTF-8)                              |
+| BINARY                          | upper-case hex                                          |
+
+Floats: MariaDB and Java print doubles differently, and neither prints every double
+exactly, so the canonical form is the exact binary value, computed by division by a power
+of two (exact in IEEE arithmetic on both sides) and one correction step for ``LOG2``'s last
+bit. The sign of zero is not kept.
+
+A field is ``N`` for NULL, else ``<UTF-8 byte length>:<text>``, so NULL, ``''`` and
+``'NULL'`` differ and no two rows share a text; the row text is its fields in sink column
+order. The row hash is the first 60 bits of the row text's MD5, as an integer; a row's
+bucket is the CRC-32 of its key's fields (the same on both sides, and cheap) modulo the
+number of buckets.
+
+>>> spark_value("x", "INT")
+'CAST(`x` AS STRING)'
+>>> mysql_field("v")
+"IFNULL(CONCAT(LENGTH(v), ':', v), 'N')"
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sparkcdc.model.schema import Column, bit_width
+
+_INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
+_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+_MYSQL_INTEGER_TYPES = frozenset(
+    {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+)
+_MYSQL_TEXT_TYPES = frozenset(
+    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
+)
+_MYSQL_PLUGIN_TYPES = frozenset({"uuid", "inet4", "inet6"})
+HASH_HEX_DIGITS = 15  # 60 bits: a sum of 2^37 of them fits DECIMAL(38,0)
+_TWO_52 = "4503599627370496"
+_TWO_53 = "9007199254740992"
+_EPOCH = "'1970-01-01 00:00:00'"
+
+
+def quote_mysql(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def quote_spark(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+# ------------------------------------------------------------------------------- floats
+
+
+def _float_text(x: str, dialect: str) -> str:
+    """``m p k`` of a double ``x`` (an SQL expression), in either dialect."""
+    to_int = "CAST({} AS SIGNED)" if dialect == "mysql" else "CAST({} AS BIGINT)"
+    to_text = "CAST({} AS CHAR)" if dialect == "mysql" else "CAST({} AS STRING)"
+    k0 = f"GREATEST(FLOOR(LOG2(ABS({x}))) - 52, -1074)"
+    m0 = f"({x} / POW(2, {k0}))"
+    too_big = f"ABS({m0}) >= {_TWO_53}"
+    too_small = f"ABS({m0}) < {_TWO_52} AND {k0} > -1074"
+    m = f"(CASE WHEN {too_big} THEN {m0} / 2 WHEN {too_small} THEN {m0} * 2 ELSE {m0} END)"
+    k = f"(CASE WHEN {too_big} THEN {k0} + 1 WHEN {too_small} THEN {k0} - 1 ELSE {k0} END)"
+    body = f"CONCAT({to_text.format(to_int.format(m))}, 'p', {to_text.format(k)})"
+    return f"(CASE WHEN {x} = 0 THEN '0' WHEN {x} IS NOT NULL THEN {body} END)"
+
+
+# -------------------------------------------------------------------------------- Spark
+
+
+def spark_value(column: str, spark_type: str) -> str:
+    """Spark SQL: the canonical text of a sink column of ``spark_type`` (NULL for NULL).
+
+    >>> spark_value("b", "BINARY")
+    'HEX(`b`)'
+    """
+    c = quote_spark(column)
+    t = spark_type.upper()
+    if t in _INTEGRAL or t == "BOOLEAN" or t.startswith("DECIMAL") or t == "DATE":
+        return f"CAST({c} AS STRING)"
+    if t in ("FLOAT", "DOUBLE"):
+        return _float_text(f"CAST({c} AS DOUBLE)", "spark")
+    if t == "TIMESTAMP":
+        return f"CAST(UNIX_MICROS({c}) AS STRING)"
+    if t == "TIMESTAMP_NTZ":
+        return f"CAST(TIMESTAMPDIFF(MICROSECOND, TIMESTAMP_NTZ{_EPOCH}, {c}) AS STRING)"
+    if t == "BINARY":
+        return f"HEX({c})"
+    if t == "STRING":
+        return c
+    return f"CAST({c} AS STRING)"
+
+
+def spark_field(value: str) -> str:
+    return f"COALESCE(CONCAT(CAST(OCTET_LENGTH({value}) AS STRING), ':', {value}), 'N')"
+
+
+def spark_row_text(values: Sequence[str]) -> str:
+    return "CONCAT(" + ", ".join(spark_field(v) for v in values) + ")" if values else "''"
+
+
+def spark_hash(text: str) -> str:
+    return f"CAST(CONV(SUBSTR(MD5({text}), 1, {HASH_HEX_DIGITS}), 16, 10) AS BIGINT)"
+
+
+def spark_bucket(key_text: str, buckets: int) -> str:
+    return f"PMOD(CRC32({key_text}), {int(buckets)})"
+
+
+# ------------------------------------------------------------------------------ MariaDB
+
+
+def mysql_value(column: Column, sink_type: str) -> str | None:
+    """MariaDB SQL: the canonical text of what the pipeline writes from ``column`` into a
+    sink column of ``sink_type``; None where no exact SQL form is known (verify then reads
+    the rows into Spark). Expects the session ``time_zone = '+00:00'``.
+
+    >>> mysql_value(Column.from_mysql("n", "bigint", "bigint(20) unsigned", True), "DECIMAL(20,0)")
+    'CAST(`n` AS CHAR)'
+    """
+    c = quote_mysql(column.name)
+    data_type, own, sink = column.data_type, column.spark_type, sink_type.upper()
+    if sink != own:
+        return _mysql_widened(column, sink)
+    if own == "BOOLEAN":
+        return f"(CASE WHEN {c} + 0 <> 0 THEN 'true' WHEN {c} + 0 = 0 THEN 'false' END)"
+    if data_type == "year":
+        return f"CAST({c} + 0 AS CHAR)"
+    if data_type in _MYSQL_INTEGER_TYPES or data_type in ("decimal", "numeric"):
+        return f"CAST({c} AS CHAR)"
+    if data_type in ("float", "double", "real"):
+        return _float_text(c, "mysql")
+    if data_type == "bit":
+        width = 2 * ((bit_width(column.column_type) + 7) // 8)
+        return f"LPAD(HEX({c} + 0), {width}, '0')"
+    invalid = f"(MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0)"
+    if data_type == "date":
+        return f"(CASE WHEN NOT {invalid} THEN CAST({c} AS CHAR) END)"
+    if data_type in ("datetime", "timestamp"):
+        micros = f"TIMESTAMPDIFF(MICROSECOND, {_EPOCH}, {c})"
+        return f"(CASE WHEN NOT {invalid} THEN CAST({micros} AS CHAR) END)"
+    if data_type == "time":
+        frac = f"IF(MICROSECOND({c}) = 0, '', CONCAT('.', LPAD(MICROSECOND({c}), 6, '0')))"
+        hours = f"FLOOR(ABS(TIME_TO_SEC({c})) / 3600)"
+        hours = f"LPAD({hours}, GREATEST(2, LENGTH({hours})), '0')"
+        return (
+            f"CONCAT(IF(LEFT(CAST({c} AS CHAR), 1) = '-', '-', ''), {hours}, ':', "
+            f"LPAD(MINUTE({c}), 2, '0'), ':', LPAD(SECOND({c}), 2, '0'), {frac})"
+        )
+    if data_type in _MYSQL_TEXT_TYPES:
+        return f"CONVERT({c} USING utf8mb4)"
+    if data_type in _MYSQL_PLUGIN_TYPES:
+        return f"CONVERT(CAST({c} AS CHAR) USING utf8mb4)"
+    if own == "BINARY":
+        return f"HEX({c})"
+    return None
+
+
+def _mysql_widened(column: Column, sink: str) -> str | None:
+    """A column merged into a wider sink type (``widest_type``): integers into a wider
+    integer or a DECIMAL, decimals into a wider DECIMAL, FLOAT into DOUBLE."""
+    c = quote_mysql(column.name)
+    own = column.spark_type
+    decimal = _DECIMAL_RE.fullmatch(sink)
+    numeric = own in _INTEGRAL or own.startswith("DECIMAL")
+    if sink in _INTEGRAL and own in _INTEGRAL:
+        return f"CAST({c} AS CHAR)"
+    if decimal and numeric and column.data_type != "year":
+        return f"CAST(CAST({c} AS DECIMAL(65,{int(decimal.group(2))})) AS CHAR)"
+    if sink == "DOUBLE" and own == "FLOAT":
+        return _float_text(c, "mysql")
+    return None
+
+
+def mysql_field(value: str) -> str:
+    return f"IFNULL(CONCAT(LENGTH({value}), ':', {value}), 'N')"
+
+
+def mysql_row_text(values: Sequence[str]) -> str:
+    if not values:
+        return "''"
+    return "CONCAT(" + ", ".join(mysql_field(v) for v in values) + ")"
+
+
+def mysql_hash(text: str) -> str:
+    return f"CAST(CONV(LEFT(MD5({text}), {HASH_HEX_DIGITS}), 16, 10) AS UNSIGNED)"
+
+
+def mysql_bucket(key_text: str, buckets: int) -> str:
+    # MOD, not '%': the statements go through pymysql's parameter formatting
+    return f"MOD(CRC32({key_text}), {int(buckets)})"

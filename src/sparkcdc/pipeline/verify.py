@@ -1,0 +1,706 @@
+"""``sparkcdc verify``: is every sink table equal to its source tables (routes and transforms
+applied)? Lock-free, chunked, and tolerant of changes still in flight.
+
+For each sink table both sides compute, per row, the canonical row text and hash of
+:mod:`sparkcdc.pipeline.canonical`, and put the row in a bucket by a hash of its key:
+
+1. **Buckets.** Per bucket, COUNT(*) and SUM(hash). The source side runs in the database:
+   one plain SELECT per snapshot chunk (``snapshot/splitter.py``), ``GROUP BY bucket``,
+   ``pipeline.parallelism`` at a time, no locks. A table with a transform (or a column the
+   SQL form cannot produce) is read into Spark chunk by chunk and goes through the
+   pipeline's own transform instead. The sink side is one Spark ``GROUP BY bucket``.
+2. **In flight.** Each phase reads the source, records the binlog position, and reads the
+   sink once the pipeline's committed offset has passed it (the pipeline must be running;
+   waited for up to ``timeout_s``). Buckets that differ are drilled down: key and row hash
+   of every row of those buckets on both sides give the keys that differ.
+3. **Keys.** Those keys are read field by field: source, sink (once the pipeline caught
+   up), source again. A key is reported when two looks in a row saw the same unchanged
+   source row and the same other sink row: ``missing`` (in the source, not in the sink),
+   ``extra`` (in the sink only), ``different`` (with the columns that differ). Keys the
+   source keeps changing are ``unsettled`` after ``KEY_ROUNDS`` looks: in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.pipeline import canonical as cn
+from sparkcdc.pipeline.config import PipelineConfig, TransformRule
+from sparkcdc.sinks.base import METADATA_COLUMNS, SinkTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sparkcdc.mysql.connection import ConnectionSettings
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_BUCKET = 10_000
+VERIFY_CHUNK_ROWS = 100_000
+KEY_ROUNDS = 6
+RESTART_GRACE_S = 10.0
+KEY_TEXT, HASH, BUCKET = "_verify_key", "_verify_hash", "_verify_bucket"
+_POLL_S = 0.5
+
+Sums = dict[int, tuple[int, int]]  # bucket -> (rows, sum of row hashes)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """One row seen in the drill-down: its key's canonical values, hash, and (source side)
+    its key as the database has it, to read it again by key."""
+
+    key: tuple[str | None, ...]
+    hash: int
+    raw: tuple[Any, ...] | None = None
+    source: int = 0  # which member table of the sink table (source side)
+
+
+class Side(Protocol):
+    """One side of the comparison of a sink table."""
+
+    def buckets(self, n: int) -> Sums: ...
+
+    def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]: ...
+
+    def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]: ...
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How the sink table's columns are computed on each side."""
+
+    table: SinkTable
+
+    def spark_values(self, types: dict[str, str]) -> list[str]:
+        """Canonical values over the sink frame (``types``: its actual Spark types)."""
+        out = []
+        for column in self.table.columns:
+            actual = types.get(column.name, column.spark_type)
+            declared = column.spark_type
+            # a TIMESTAMP read back as TIMESTAMP_NTZ is its UTC wall time: same micros
+            kind = actual if actual in ("TIMESTAMP", "TIMESTAMP_NTZ") else declared
+            out.append(cn.spark_value(column.name, kind))
+        return out
+
+    def key_index(self) -> list[int]:
+        names = self.table.column_names
+        return [names.index(k) for k in self.table.primary_key]
+
+    def mysql_values(self, schema: TableSchema) -> list[str] | None:
+        """Canonical values over a source table, or None if one cannot be pushed down."""
+        by_name: dict[str, Column] = {c.name: c for c in schema.columns}
+        out = []
+        for column in self.table.columns:
+            source = by_name.get(column.name)
+            if source is None:
+                out.append("NULL")
+                continue
+            value = cn.mysql_value(source, column.spark_type)
+            if value is None:
+                return None
+            out.append(value)
+        return out
+
+
+def _pushable(rule: TransformRule | None) -> bool:
+    return rule is None or (rule.projection is None and rule.filter is None)
+
+
+# -------------------------------------------------------------------- source: MariaDB SQL
+
+
+class SqlSide:
+    """A source table read in chunks by the database itself (aggregates pushed down)."""
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        schema: TableSchema,
+        values: list[str],
+        keys: list[int],
+        parallelism: int,
+        member: int = 0,
+    ) -> None:
+        self.settings, self.schema, self.member = settings, schema, member
+        self.values, self.keys, self.parallelism = values, keys, parallelism
+        self.table = f"{cn.quote_mysql(schema.database)}.{cn.quote_mysql(schema.table)}"
+        self.key_text = cn.mysql_row_text([values[i] for i in keys])
+        self.hash = cn.mysql_hash(cn.mysql_row_text(values))
+        self._chunks: list[tuple[str, list[Any]]] | None = None
+
+    def _connect(self) -> Any:
+        from sparkcdc.mysql.connection import sql_connection
+        from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
+
+        conn = sql_connection(self.settings)
+        with conn.cursor() as cur:
+            cur.execute(SESSION_TIME_ZONE_SQL)
+        return conn
+
+    def chunks(self) -> list[tuple[str, list[Any]]]:
+        """WHERE clauses of the table's chunks (the snapshot's splitter, larger chunks)."""
+        if self._chunks is None:
+            from sparkcdc.snapshot.reader import chunk_where
+            from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+
+            with self._connect() as conn:
+                splitter = ChunkSplitter.for_table(conn, self.schema, chunk_size=VERIFY_CHUNK_ROWS)
+                ranges = all_chunks(splitter)
+            self._chunks = [chunk_where(splitter.key_column, c) for c in ranges]
+        return self._chunks
+
+    def _each_chunk(self, sql: str) -> list[tuple[Any, ...]]:
+        """``sql`` (with ``{where}``) run per chunk, ``parallelism`` chunks at a time."""
+
+        def run(chunk: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
+            where, params = chunk
+            with self._connect() as conn, conn.cursor() as cur:
+                cur.execute(sql.format(where=where), params)
+                return list(cur.fetchall())
+
+        with ThreadPoolExecutor(self.parallelism) as pool:
+            return [row for rows in pool.map(run, self.chunks()) for row in rows]
+
+    def buckets(self, n: int) -> Sums:
+        sql = (
+            f"SELECT b, COUNT(*), SUM(h) FROM (SELECT {cn.mysql_bucket(self.key_text, n)} AS b, "
+            f"{self.hash} AS h FROM {self.table} {{where}}) AS r GROUP BY b"
+        )
+        sums: Sums = {}
+        for bucket, count, total in self._each_chunk(sql):
+            rows, hashes = sums.get(int(bucket), (0, 0))
+            sums[int(bucket)] = (rows + int(count), hashes + int(total))
+        return sums
+
+    def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
+        raw = [cn.quote_mysql(self.schema.primary_key[i]) for i in range(len(self.keys))]
+        keys = [self.values[i] for i in self.keys]
+        wanted = ", ".join(str(b) for b in sorted(buckets))
+        sql = (
+            f"SELECT * FROM (SELECT {self.key_text}, {self.hash}, "
+            f"{cn.mysql_bucket(self.key_text, n)} AS b, {', '.join(keys)}, {', '.join(raw)} "
+            f"FROM {self.table} {{where}}) AS r WHERE b IN ({wanted})"
+        )
+        width = len(keys)
+        return {
+            str(row[0]): Digest(
+                tuple(row[3 : 3 + width]), int(row[1]), tuple(row[3 + width :]), self.member
+            )
+            for row in self._each_chunk(sql)
+        }
+
+    def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]:
+        # a key only the sink has is looked up by its canonical values (exact for integer,
+        # decimal, string and date keys)
+        mine = [
+            d.key if d.raw is None else d.raw
+            for d in digests.values()
+            if d.raw is None or d.source == self.member
+        ]
+        if not mine:
+            return {}
+        key = ", ".join(cn.quote_mysql(k) for k in self.schema.primary_key)
+        row = "(" + ", ".join("%s" for _ in self.schema.primary_key) + ")"
+        fields = ", ".join(cn.mysql_field(v) for v in self.values)
+        out: dict[str, tuple[str, ...]] = {}
+        with self._connect() as conn, conn.cursor() as cur:
+            for start in range(0, len(mine), 500):
+                part = mine[start : start + 500]
+                cur.execute(
+                    f"SELECT {self.key_text}, {fields} FROM {self.table} "
+                    f"WHERE ({key}) IN ({', '.join(row for _ in part)})",
+                    [v for raw in part for v in (raw or ())],
+                )
+                out.update({str(r[0]): tuple(str(v) for v in r[1:]) for r in cur.fetchall()})
+        return out
+
+
+# --------------------------------------------------------------------------- Spark side
+
+
+class SparkSide:
+    """Rows as a Spark DataFrame: the sink table, or a transformed source table."""
+
+    def __init__(self, frame: Callable[[], DataFrame], plan: ColumnPlan) -> None:
+        self._frame_of = frame
+        self.plan = plan
+
+    def frame(self) -> DataFrame:
+        """The rows as they are now (a Delta frame pins its table version: read again each
+        time), each with its key text, row hash and canonical fields."""
+        from pyspark.sql import functions as F
+
+        from sparkcdc.sinks.base import spark_type_name
+
+        rows = self._frame_of()
+        types = {f.name: spark_type_name(f.dataType) for f in rows.schema.fields}
+        values = self.plan.spark_values(types)
+        keys = [values[i] for i in self.plan.key_index()]
+        return rows.select(
+            F.expr(cn.spark_row_text(keys)).alias(KEY_TEXT),
+            F.expr(cn.spark_hash(cn.spark_row_text(values))).alias(HASH),
+            *[F.expr(v).alias(f"_k{i}") for i, v in enumerate(keys)],
+            *[F.expr(cn.spark_field(v)).alias(f"_f{i}") for i, v in enumerate(values)],
+        )
+
+    def buckets(self, n: int) -> Sums:
+        from pyspark.sql import functions as F
+
+        grouped = (
+            self.frame()
+            .groupBy(F.expr(cn.spark_bucket(KEY_TEXT, n)).alias(BUCKET))
+            .agg(F.count("*"), F.sum(F.col(HASH).cast("DECIMAL(38,0)")))
+        )
+        return {int(b): (int(c), int(s)) for b, c, s in grouped.collect()}
+
+    def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
+        from pyspark.sql import functions as F
+
+        width = len(self.plan.table.primary_key)
+        rows = (
+            self.frame()
+            .where(F.expr(cn.spark_bucket(KEY_TEXT, n)).isin(sorted(buckets)))
+            .select(KEY_TEXT, HASH, *[f"_k{i}" for i in range(width)])
+            .collect()
+        )
+        return {r[0]: Digest(tuple(r[2:]), int(r[1])) for r in rows}
+
+    def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]:
+        from pyspark.sql import functions as F
+
+        if not digests:
+            return {}
+        width = len(self.plan.table.columns)
+        rows = (
+            self.frame()
+            .where(F.col(KEY_TEXT).isin(sorted(digests)))
+            .select(KEY_TEXT, *[f"_f{i}" for i in range(width)])
+            .collect()
+        )
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+
+class UnionSide:
+    """The source tables a sink table merges: the sink should hold their union."""
+
+    def __init__(self, members: Sequence[Side]) -> None:
+        self.members = members
+
+    def buckets(self, n: int) -> Sums:
+        sums: Sums = {}
+        for member in self.members:
+            for bucket, (rows, hashes) in member.buckets(n).items():
+                was = sums.get(bucket, (0, 0))
+                sums[bucket] = (was[0] + rows, was[1] + hashes)
+        return sums
+
+    def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
+        out: dict[str, Digest] = {}
+        for member in self.members:
+            out.update(member.digests(n, buckets))
+        return out
+
+    def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for member in self.members:
+            out.update(member.fields(digests))
+        return out
+
+
+def transformed_source(
+    spark: SparkSession,
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    rule: TransformRule | None,
+    table: SinkTable,
+) -> DataFrame:
+    """A source table as the pipeline writes it into ``table``: its rows read with the
+    snapshot's chunk reader, then the pipeline's own transform and cast to the sink shape."""
+    import pyarrow as pa
+
+    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.pipeline.composer import apply_transform, to_sink
+    from sparkcdc.snapshot.reader import select_pymysql
+    from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
+    from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+    from sparkcdc.spark.changelog import SnapshotRows, TypedChangelogBuilder
+
+    builder = TypedChangelogBuilder(schema)
+    batches: list[pa.RecordBatch] = []
+    with sql_connection(settings) as conn:
+        with conn.cursor() as cur:
+            cur.execute(SESSION_TIME_ZONE_SQL)
+        splitter = ChunkSplitter.for_table(conn, schema, chunk_size=VERIFY_CHUNK_ROWS)
+        for chunk in all_chunks(splitter):
+            rows = select_pymysql(conn, schema, splitter.key_column, chunk)
+            snapshot = SnapshotRows(schema.database, schema.table, schema.column_names, rows, 0)
+            batches.extend(builder.snapshot_batches(snapshot))
+    arrow = pa.Table.from_batches(batches, schema=builder.arrow_schema)
+    changes = spark.createDataFrame(arrow)
+    transformed = apply_transform(changes, rule, schema.column_names)
+    mapping = {c: c for c in transformed.columns if c not in METADATA_COLUMNS}
+    return to_sink(transformed, mapping, table).drop(*METADATA_COLUMNS)
+
+
+# ------------------------------------------------------------------------------ report
+
+
+@dataclass
+class TableReport:
+    """What verify found for one sink table."""
+
+    sink_table: str
+    sources: tuple[str, ...]
+    mode: str  # 'pushdown' (source aggregated in the database) or 'spark'
+    source_rows: int = 0
+    sink_rows: int = 0
+    buckets: int = 0
+    differing_buckets: int = 0
+    missing: list[dict[str, Any]] = field(default_factory=list)
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    different: list[dict[str, Any]] = field(default_factory=list)
+    # keys the source changed during each of the KEY_ROUNDS looks: in flight, not compared
+    unsettled: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return not (self.missing or self.extra or self.different)
+
+    def to_json(self, max_keys: int) -> dict[str, Any]:
+        return {
+            "sink_table": self.sink_table,
+            "sources": list(self.sources),
+            "mode": self.mode,
+            "equal": self.equal,
+            "source_rows": self.source_rows,
+            "sink_rows": self.sink_rows,
+            "buckets": self.buckets,
+            "differing_buckets": self.differing_buckets,
+            "counts": {
+                "missing": len(self.missing),
+                "extra": len(self.extra),
+                "different": len(self.different),
+                "unsettled": len(self.unsettled),
+            },
+            "missing": self.missing[:max_keys],
+            "extra": self.extra[:max_keys],
+            "different": self.different[:max_keys],
+            "unsettled": self.unsettled[:max_keys],
+        }
+
+
+@dataclass
+class VerifyReport:
+    """The whole answer: per sink table, and how in-flight changes were waited for."""
+
+    tables: list[TableReport]
+    position: str | None = None  # the source position after the source pass
+    waited: list[str] = field(default_factory=list)  # what the waits for the pipeline said
+    seconds: float = 0.0
+
+    @property
+    def equal(self) -> bool:
+        return all(t.equal for t in self.tables)
+
+    def to_json(self, max_keys: int = 20) -> dict[str, Any]:
+        return {
+            "equal": self.equal,
+            "position": self.position,
+            "waited": self.waited,
+            "seconds": round(self.seconds, 3),
+            "tables": [t.to_json(max_keys) for t in self.tables],
+        }
+
+    def text(self, max_keys: int = 5) -> str:
+        lines = []
+        for t in self.tables:
+            verdict = "equal" if t.equal else "DIFFERENT"
+            lines.append(
+                f"{t.sink_table} <- {', '.join(t.sources)}: {verdict} ({t.source_rows} source "
+                f"row(s), {t.sink_rows} sink row(s), {t.differing_buckets}/{t.buckets} "
+                f"bucket(s) differed, {t.mode})"
+            )
+            for kind in ("missing", "extra", "different", "unsettled"):
+                found: list[dict[str, Any]] = getattr(t, kind)
+                if found:
+                    shown = ", ".join(_key_text(k) for k in found[:max_keys])
+                    more = f", ... ({len(found) - max_keys} more)" if len(found) > max_keys else ""
+                    lines.append(f"  {kind} {len(found)}: {shown}{more}")
+        lines.extend(f"note: {w}" for w in self.waited)
+        lines.append(
+            f"verify: {'EQUAL' if self.equal else 'DIFFERENCES FOUND'} in {self.seconds:.1f}s"
+        )
+        return "\n".join(lines)
+
+
+def _key_text(found: dict[str, Any]) -> str:
+    key = ", ".join(f"{k}={v}" for k, v in found["key"].items())
+    columns = found.get("columns")
+    return f"({key})" + (f" [{', '.join(columns)}]" if columns else "")
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: float) -> str | None:
+    """Wait until the pipeline's committed offset has passed ``position``; None when it has,
+    else what stopped the wait (not running, or the timeout)."""
+    from sparkcdc.pipeline.runner import STATUS_FILE, committed_offset, offset_caught_up
+
+    deadline = time.monotonic() + timeout_s
+    # a pipeline restarting (scheduled runs, a schema restart) is not running for a moment
+    stopped_since: float | None = None
+    while True:
+        committed = committed_offset(checkpoint)
+        if committed is not None and offset_caught_up(committed[1], position):
+            return None
+        status_file = Path(checkpoint) / STATUS_FILE
+        try:
+            running = bool(json.loads(status_file.read_text()).get("running"))
+        except (OSError, ValueError):
+            running = False
+        now = time.monotonic()
+        stopped_since = None if running else (stopped_since or now)
+        if stopped_since is not None and now - stopped_since >= min(RESTART_GRACE_S, timeout_s):
+            got = "no committed batch" if committed is None else f"batch {committed[0]}"
+            return (
+                f"the pipeline is not running ({status_file} says so) and its committed "
+                f"offset ({got}) has not reached source position {position}: differences "
+                "may be changes it has not written yet; run it, then verify again"
+            )
+        if now > deadline:
+            return (
+                f"the pipeline's committed offset did not reach source position {position} "
+                f"within {timeout_s:.0f}s: differences may be changes still in flight"
+            )
+        time.sleep(_POLL_S)
+
+
+@dataclass
+class TableCheck:
+    """The comparison of one sink table, phase by phase (see the module docstring)."""
+
+    table: SinkTable
+    source: Side
+    sink: Side
+    report: TableReport
+    want: Sums = field(default_factory=dict)
+    expected: dict[str, Digest] = field(default_factory=dict)
+    suspects: dict[str, Digest] = field(default_factory=dict)
+    source_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # per key, what the last look saw: (source fields, sink fields), None where absent
+    seen: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def read_source_buckets(self) -> None:
+        self.want = self.source.buckets(self.report.buckets)
+
+    def read_sink_buckets(self) -> set[int]:
+        have = self.sink.buckets(self.report.buckets)
+        want = self.want
+        self.report.source_rows = sum(r for r, _ in want.values())
+        self.report.sink_rows = sum(r for r, _ in have.values())
+        differing = {b for b in set(want) | set(have) if want.get(b) != have.get(b)}
+        self.report.differing_buckets = len(differing)
+        return differing
+
+    def read_source_digests(self, buckets: set[int]) -> None:
+        self.expected = self.source.digests(self.report.buckets, buckets)
+
+    def read_sink_digests(self, buckets: set[int]) -> None:
+        got = self.sink.digests(self.report.buckets, buckets)
+        expected = self.expected
+        suspects = {k: d for k, d in expected.items() if k not in got or got[k].hash != d.hash}
+        suspects.update({k: d for k, d in got.items() if k not in expected})
+        self.suspects = suspects
+
+    def read_source_fields(self) -> None:
+        self.source_fields = self.source.fields(self.suspects)
+
+    def read_sink_fields(self) -> None:
+        """Classify the suspects. The sink (past the first source read) is compared with
+        the source read before and again after it. A key is reported when two looks in a
+        row saw the same source row, unchanged during each look, and the same other sink
+        row; any other key is in flight and looked at again in the next round."""
+        report = self.report
+        sink_fields = self.sink.fields(self.suspects)
+        after = self.source.fields(self.suspects)
+        names, key_names = self.table.column_names, self.table.primary_key
+        still: dict[str, Digest] = {}
+        for key_text, digest in self.suspects.items():
+            mine, theirs = self.source_fields.get(key_text), sink_fields.get(key_text)
+            if mine == theirs and mine == after.get(key_text):
+                self.seen.pop(key_text, None)
+                continue  # equal (or gone on both sides) now
+            seen, self.seen[key_text] = self.seen.get(key_text), (mine, theirs)
+            if mine != after.get(key_text) or seen != (mine, theirs):
+                # changed while looked at (or a change that came and went, or this first
+                # look): compared again after the pipeline catches up once more
+                still[key_text] = digest
+                continue
+            key = dict(zip(key_names, digest.key, strict=True))
+            if theirs is None:
+                report.missing.append({"key": key})
+            elif mine is None:
+                report.extra.append({"key": key})
+            else:
+                columns = [n for n, a, b in zip(names, mine, theirs, strict=True) if a != b]
+                report.different.append({"key": key, "columns": columns})
+        for kind in (report.missing, report.extra, report.different):
+            kind.sort(key=lambda f: json.dumps(f["key"], default=str))
+        self.suspects = still
+        report.unsettled = [
+            {"key": dict(zip(key_names, d.key, strict=True))} for d in still.values()
+        ]
+
+
+def compare(checks: Sequence[TableCheck], caught_up: Callable[[], None]) -> None:
+    """Run the phases over every table together: each reads the sources, waits once for the
+    pipeline to pass what they saw, then reads the sinks."""
+    began = time.perf_counter()
+    for check in checks:
+        check.read_source_buckets()
+    log.info("source buckets read in %.1fs", time.perf_counter() - began)
+    caught_up()
+    began = time.perf_counter()
+    differing = {id(c): c.read_sink_buckets() for c in checks}
+    log.info("sink buckets read in %.1fs", time.perf_counter() - began)
+    checks = [c for c in checks if differing[id(c)]]
+    for check in checks:
+        check.read_source_digests(differing[id(check)])
+    if checks:
+        caught_up()
+    for check in checks:
+        check.read_sink_digests(differing[id(check)])
+    for _ in range(KEY_ROUNDS):  # a key written again meanwhile is looked at again
+        checks = [c for c in checks if c.suspects]
+        if not checks:
+            return
+        for check in checks:
+            check.read_source_fields()
+        caught_up()
+        for check in checks:
+            check.read_sink_fields()
+
+
+def verify_pipeline(
+    config: PipelineConfig,
+    *,
+    spark: Any = None,
+    timeout_s: float = 300.0,
+    tables: Iterable[str] | None = None,
+) -> VerifyReport:
+    """Compare every sink table of ``config`` with its source tables.
+
+    >>> report = verify_pipeline(load_pipeline("p.yaml"))  # doctest: +SKIP
+    >>> report.equal, report.to_json()["tables"][0]["counts"]  # doctest: +SKIP
+    (False, {'missing': 1, 'extra': 0, 'different': 0})
+    """
+    from sparkcdc.pipeline.composer import plan_pipeline
+    from sparkcdc.pipeline.evolution import SchemaHistory
+    from sparkcdc.pipeline.runner import pipeline_session, server_position, source_settings
+    from sparkcdc.sinks.base import Sink, SinkContext, sink_class
+    from sparkcdc.spark.source import plan_capture
+
+    started = time.monotonic()
+    log.info("verify of %s: planning", config.pipeline.name)
+    cls = sink_class(config.sink.type)
+    if cls.read_table is Sink.read_table:  # before connecting anywhere
+        raise ConfigError(
+            f"verify does not support the {config.sink.type} sink yet: it keeps no table to "
+            "compare with the source"
+        )
+    options, settings = source_settings(config)
+    capture = plan_capture(options, settings)
+    spark = pipeline_session(config, spark)
+    saved = SchemaHistory(config.checkpoint).latest()
+    plan = plan_pipeline(config, capture.tables, spark)
+    sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
+    report = VerifyReport([])
+    position: list[BinlogPosition] = []
+
+    def caught_up() -> None:
+        # once per phase: the pipeline must have passed the source position read last
+        now = server_position(settings)
+        if position and position[-1] == now:
+            return
+        position.append(now)
+        report.position = str(now)
+        note = wait_for_pipeline(config.checkpoint, now, timeout_s)
+        if note is not None:
+            report.waited.append(note)
+
+    wanted = set(tables) if tables is not None else None
+    checks: list[TableCheck] = []
+    try:
+        for table in plan.sink_tables:
+            if wanted is not None and table.name not in wanted:
+                continue
+            if saved is not None and table.name in saved.sinks:
+                table = saved.sinks[table.name].table
+            columns = ColumnPlan(table)
+            members = [s for s in plan.sources if s.sink_table == table.name]
+            sides: list[Side] = []
+            mode = "pushdown"
+            for index, member in enumerate(members):
+                pushable = _pushable(member.transform)
+                values = columns.mysql_values(member.schema) if pushable else None
+                if values is not None and _same_key(member.schema, table):
+                    sides.append(
+                        SqlSide(
+                            settings,
+                            member.schema,
+                            values,
+                            columns.key_index(),
+                            config.pipeline.parallelism,
+                            index,
+                        )
+                    )
+                else:
+                    mode = "spark"
+                    schema, rule = member.schema, member.transform
+                    read = partial(transformed_source, spark, settings, schema, rule, table)
+                    sides.append(SparkSide(read, columns))
+            sink_side = SparkSide(partial(sink.read_table, table), columns)
+            rows = sum(_row_estimate(settings, m.schema) for m in members)
+            buckets = max(1, rows // ROWS_PER_BUCKET)
+            result = TableReport(table.name, table.sources, mode, buckets=buckets)
+            report.tables.append(result)
+            checks.append(TableCheck(table, UnionSide(sides), sink_side, result))
+        compare(checks, caught_up)
+    finally:
+        sink.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _same_key(schema: TableSchema, table: SinkTable) -> bool:
+    # the SQL side reads rows again by the source key, which must be the sink's
+    return tuple(schema.primary_key) == tuple(table.primary_key)
+
+
+def _row_estimate(settings: ConnectionSettings, schema: TableSchema) -> int:
+    from sparkcdc.mysql.connection import sql_connection
+
+    with sql_connection(settings) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (schema.database, schema.table),
+        )
+        row = cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
