@@ -23,6 +23,7 @@ from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.verify import verify_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -163,11 +164,11 @@ def test_a_new_checkpoint_with_truncate_copies_the_source_again(
     assert sink_rows(spark) == source_rows(source)
 
     change_and_reset(source, tmp_path)
-    again = run_pipeline(
-        config(tmp_path, server, block, "truncate"), available_now=True, spark=spark
-    )
+    rerun = config(tmp_path, server, block, "truncate")
+    again = run_pipeline(rerun, available_now=True, spark=spark)
     assert again.total_rows == 120  # the new stream's snapshot, every row taken
     assert sink_rows(spark) == source_rows(source)
+    assert verify_pipeline(rerun, spark=spark, timeout_s=5).equal
 
 
 def test_a_new_checkpoint_on_a_sink_with_rows_is_refused_by_default(
@@ -189,9 +190,14 @@ def test_a_new_checkpoint_with_keep_writes_every_row_over_the_old_ones(
     block, sink_rows = delta_sink(tmp_path, spark)
     run_pipeline(config(tmp_path, server, block), available_now=True, spark=spark)
     change_and_reset(source, tmp_path)
-    again = run_pipeline(config(tmp_path, server, block, "keep"), available_now=True, spark=spark)
+    rerun = config(tmp_path, server, block, "keep")
+    again = run_pipeline(rerun, available_now=True, spark=spark)
     assert again.total_rows == 120
     rows = sink_rows(spark)
     # rows deleted at the source while no stream ran stay (as documented); all others equal
     assert [r for r in rows if r[0] <= 90 or r[0] > 100] == source_rows(source)
     assert [r[0] for r in rows if 90 < r[0] <= 100] == list(range(91, 101))
+    # and verify names exactly those
+    (table,) = verify_pipeline(rerun, spark=spark, timeout_s=5).tables
+    assert not table.missing and not table.different
+    assert sorted(int(found["key"]["id"]) for found in table.extra) == list(range(91, 101))
