@@ -348,8 +348,13 @@ def _run_once(
                 break
             if deadline is not None and time.monotonic() > deadline:
                 break
-        if query.exception() is not None:
-            raise query_error(query.exception())
+        failure = query.exception()
+        if failure is not None and stopped_mid_batch(failure):
+            # stopped (Ctrl-C, another thread, the session ending) while a batch ran: that
+            # batch was not committed, and the next run replays it
+            log.info("the query was stopped during a batch; the next run replays that batch")
+        elif failure is not None:
+            raise query_error(failure)
     except KeyboardInterrupt:
         log.info("stopping on request; the next run goes on from the last committed batch")
     finally:
@@ -388,6 +393,17 @@ def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: Pipelin
     for table in holding:
         log.info("emptying sink table %s before the new stream's snapshot", table.name)
         sink.truncate_table(table)
+
+
+def stopped_mid_batch(failure: BaseException) -> bool:
+    """Whether a query failed only because it was stopped while a batch was writing: the
+    stop interrupts the batch's Spark job, and the sink reports the interruption as its
+    failure (a foreachBatch error Spark does not recognise as its own stop).
+
+    >>> stopped_mid_batch(Exception("SinkError: MERGE ... failed: java.lang.InterruptedException"))
+    True
+    """
+    return "java.lang.InterruptedException" in str(failure)
 
 
 def _dropped(state: SchemaState, name: str) -> bool:
