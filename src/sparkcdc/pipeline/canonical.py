@@ -39,6 +39,8 @@ import re
 from collections.abc import Sequence
 
 from sparkcdc.model.schema import Column, bit_width
+from sparkcdc.mysql.catalog import quote_name
+from sparkcdc.sinks.base import quote
 
 _INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
 _DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
@@ -53,14 +55,6 @@ HASH_HEX_DIGITS = 15  # 60 bits: a sum of 2^37 of them fits DECIMAL(38,0)
 _TWO_52 = "4503599627370496"
 _TWO_53 = "9007199254740992"
 _EPOCH = "'1970-01-01 00:00:00'"
-
-
-def quote_mysql(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def quote_spark(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 # ------------------------------------------------------------------------------- floats
@@ -89,7 +83,7 @@ def spark_value(column: str, spark_type: str) -> str:
     >>> spark_value("b", "BINARY")
     'HEX(`b`)'
     """
-    c = quote_spark(column)
+    c = quote(column)
     t = spark_type.upper()
     if t in _INTEGRAL or t == "BOOLEAN" or t.startswith("DECIMAL") or t == "DATE":
         return f"CAST({c} AS STRING)"
@@ -133,7 +127,7 @@ def mysql_value(column: Column, sink_type: str) -> str | None:
     >>> mysql_value(Column.from_mysql("n", "bigint", "bigint(20) unsigned", True), "DECIMAL(20,0)")
     'CAST(`n` AS CHAR)'
     """
-    c = quote_mysql(column.name)
+    c = quote_name(column.name)
     data_type, own, sink = column.data_type, column.spark_type, sink_type.upper()
     if sink != own:
         return _mysql_widened(column, sink)
@@ -174,7 +168,7 @@ def mysql_value(column: Column, sink_type: str) -> str | None:
 def _mysql_widened(column: Column, sink: str) -> str | None:
     """A column merged into a wider sink type (``widest_type``): integers into a wider
     integer or a DECIMAL, decimals into a wider DECIMAL, FLOAT into DOUBLE."""
-    c = quote_mysql(column.name)
+    c = quote_name(column.name)
     own = column.spark_type
     decimal = _DECIMAL_RE.fullmatch(sink)
     numeric = own in _INTEGRAL or own.startswith("DECIMAL")

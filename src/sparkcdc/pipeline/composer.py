@@ -21,6 +21,7 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width
 from sparkcdc.model.text import split_top_level
+from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.pipeline.evolution import (
     ColumnFill,
@@ -629,9 +630,9 @@ def _read_column(
     wanted = [*keys, column]
     selected = [*[by_name[o] for o in order], *wanted]
     converters = [sql_converter(c) for c in selected]
-    names = ", ".join(quote_mysql(c.name) for c in selected)
-    table = f"{quote_mysql(schema.database)}.{quote_mysql(schema.table)}"
-    ordered = ", ".join(quote_mysql(o) for o in order)
+    names = ", ".join(quote_name(c.name) for c in selected)
+    table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
+    ordered = ", ".join(quote_name(o) for o in order)
     after: tuple[Any, ...] | None = None
     conn = sql_connection(settings)
     try:
@@ -664,7 +665,3 @@ def _read_column(
                     return
     finally:
         conn.close()
-
-
-def quote_mysql(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

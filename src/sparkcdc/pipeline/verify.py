@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline import canonical as cn
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.sinks.base import METADATA_COLUMNS, SinkTable
@@ -138,7 +139,7 @@ class SqlSide:
     ) -> None:
         self.settings, self.schema, self.member = settings, schema, member
         self.values, self.keys, self.parallelism = values, keys, parallelism
-        self.table = f"{cn.quote_mysql(schema.database)}.{cn.quote_mysql(schema.table)}"
+        self.table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
         self.key_text = cn.mysql_row_text([values[i] for i in keys])
         self.hash = cn.mysql_hash(cn.mysql_row_text(values))
         self._chunks: list[tuple[str, list[Any]]] | None = None
@@ -188,7 +189,7 @@ class SqlSide:
         return sums
 
     def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
-        raw = [cn.quote_mysql(self.schema.primary_key[i]) for i in range(len(self.keys))]
+        raw = [quote_name(self.schema.primary_key[i]) for i in range(len(self.keys))]
         keys = [self.values[i] for i in self.keys]
         wanted = ", ".join(str(b) for b in sorted(buckets))
         sql = (
@@ -214,7 +215,7 @@ class SqlSide:
         ]
         if not mine:
             return {}
-        key = ", ".join(cn.quote_mysql(k) for k in self.schema.primary_key)
+        key = ", ".join(quote_name(k) for k in self.schema.primary_key)
         row = "(" + ", ".join("%s" for _ in self.schema.primary_key) + ")"
         fields = ", ".join(cn.mysql_field(v) for v in self.values)
         out: dict[str, tuple[str, ...]] = {}
