@@ -550,22 +550,12 @@ class JdbcSink(Sink):
         where the database has transactional DDL (PostgreSQL)."""
         d = self._dialect
         target = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
-        with self._lock:
-            conn = self._connection()
-            try:
-                with _cursor(conn) as cur:
-                    for statement in build(cur, target):
-                        cur.execute(statement)
-                conn.commit()
-            except _DRIVER_ERRORS as exc:
-                self._discard(conn)
-                raise SinkError(
-                    f"jdbc sink: cannot {what} in {self.jdbc.namespace}.{table.short_name} "
-                    f"({self.url}): {self._clean(exc)}"
-                ) from None
-            except BaseException:
-                self._discard(conn)
-                raise
+
+        def run(cur: _Cursor) -> None:
+            for statement in build(cur, target):
+                cur.execute(statement)
+
+        self._transaction(table, what, run)
 
     def _has_columns(self, cur: _Cursor, table: SinkTable) -> set[str]:
         existing = self._existing_columns(cur, self.jdbc.namespace, table.short_name) or []
@@ -656,11 +646,16 @@ class JdbcSink(Sink):
         """``run(cursor, qualified target)`` in one transaction."""
         d = self._dialect
         target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        self._transaction(table, what, lambda cur: run(cur, target))
+
+    def _transaction(self, table: SinkTable, what: str, run: Callable[[_Cursor], None]) -> None:
+        """``run(cursor)`` in one transaction on the sink's connection; a driver error is a
+        SinkError naming ``what`` and the table, and the connection is discarded."""
         with self._lock:
             conn = self._connection()
             try:
                 with _cursor(conn) as cur:
-                    run(cur, target)
+                    run(cur)
                 conn.commit()
             except _DRIVER_ERRORS as exc:
                 self._discard(conn)
