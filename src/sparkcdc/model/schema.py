@@ -194,7 +194,7 @@ def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
     if data_type in _INT_TYPES:
         return _INT_TYPES[data_type][1 if unsigned else 0]
     if data_type in ("decimal", "numeric"):
-        precision, scale = _precision_scale(column_type)
+        precision, scale = decimal_digits(column_type)
         if precision > MAX_SPARK_DECIMAL_PRECISION:
             return "STRING"
         return f"DECIMAL({precision},{scale})"
@@ -217,7 +217,12 @@ def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
     return "BINARY"
 
 
-def _precision_scale(column_type: str) -> tuple[int, int]:
+def decimal_digits(column_type: str) -> tuple[int, int]:
+    """Precision and scale of a ``decimal(p,s)`` COLUMN_TYPE (MySQL's defaults 10, 0).
+
+    >>> decimal_digits("decimal(12,3) unsigned")
+    (12, 3)
+    """
     match = re.search(r"\((\d+)(?:\s*,\s*(\d+))?\)", column_type)
     if not match:
         return 10, 0

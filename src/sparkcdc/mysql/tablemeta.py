@@ -28,8 +28,11 @@ from typing import Any
 from sparkcdc.errors import SourceError
 from sparkcdc.model.schema import (
     GEOMETRY_TYPES,
+    PLUGIN_TEXT_TYPES,
     Column,
     TableSchema,
+    bit_width,
+    decimal_digits,
     schema_from_json,
     schema_to_json,
 )
@@ -96,6 +99,48 @@ def labels(column_type: str) -> tuple[str, ...]:
     """
     body = column_type[column_type.index("(") + 1 : column_type.rindex(")")]
     return tuple(m.group(1).replace("''", "'").replace("\\\\", "\\") for m in _LABEL.finditer(body))
+
+
+# the character types whose values are bytes, not text (binary collation)
+_BYTES_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+
+
+def same_storage(info: ColumnInfo, column: Column) -> bool:
+    """Whether a TABLE_MAP column stores its values exactly as ``column`` does: same type
+    family, signedness, DECIMAL precision and scale, BIT width, and bytes-or-text, with the
+    labels of an ENUM / SET known. Then a value decoded with ``info`` is a value of
+    ``column``; otherwise (a row written before a schema change, or metadata the TABLE_MAP
+    lacks) it is not, and must be carried by its own decoded form.
+
+    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> info = ColumnInfo("n", ColumnType.LONG, 0, True, False, None, None, None)
+    >>> same_storage(info, Column.from_mysql("n", "int", "int(11)", True))
+    True
+    >>> same_storage(info, Column.from_mysql("n", "bigint", "bigint(20)", True))
+    False
+    """
+    family = _TYPE_FAMILIES.get(info.type)
+    data_type = column.data_type.lower()
+    column_type = column.column_type.lower()
+    if family is None or data_type not in family:
+        return False
+    if info.type in NUMERIC_TYPES and info.unsigned != ("unsigned" in column_type):
+        return False
+    if info.type is ColumnType.NEWDECIMAL:
+        precision, scale = decimal_digits(column_type)
+        return info.meta == (precision << 8 | scale)
+    if info.type is ColumnType.BIT:
+        return (info.meta >> 8) * 8 + (info.meta & 0xFF) == bit_width(column_type)
+    if info.type is ColumnType.ENUM:
+        return info.enum_values is not None
+    if info.type is ColumnType.SET:
+        return info.set_values is not None
+    if info.type in CHARACTER_TYPES and info.type is not ColumnType.GEOMETRY:
+        if info.charset is None:
+            return False
+        binary = data_type in _BYTES_TYPES or data_type in PLUGIN_TEXT_TYPES
+        return (info.charset == BINARY_COLLATION) == binary
+    return True
 
 
 def complete_columns(

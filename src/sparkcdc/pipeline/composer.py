@@ -1,10 +1,13 @@
 """Turns a pipeline definition into a Spark streaming query (Flink CDC's composer, for Spark).
 
-The source reads the many-table envelope (DESIGN.md §4). Each micro-batch is cached once;
-per source table its JSON images become typed rows (an update becomes its ``-U`` and ``+U``
-halves), the table's transform runs (filter on the source row, then projection, both Spark
-SQL), route merges source tables into sink tables, and the sink writes each sink table's
-change frame (see :mod:`sparkcdc.sinks.base`) under the batch id.
+The source reads the typed many-table shape (``changelog.shape=tables``, DESIGN.md §4): one
+struct column per captured table, values typed, and the few values that travel as text (a
+column in another shape than the struct's) in ``_text``. Each micro-batch is cached once;
+per source table and schema segment its rows become the table's typed change rows (each
+column from its struct field or its text, by the segment's schema), the table's transform
+runs (filter on the source row, then projection, both Spark SQL), route merges source
+tables into sink tables, and the sink writes each sink table's change frame (see
+:mod:`sparkcdc.sinks.base`) under the batch id.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from sparkcdc.sinks.base import (
     quote,
     spark_type_name,
 )
+from sparkcdc.spark.changelog import DDL_OP, TABLES_METADATA_DDL, carrier_type, value_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -59,7 +63,6 @@ TRANSFORM_METADATA = (
     "__data_event_type__",
     "op_ts",
 )
-_IMAGE = "_image"
 
 
 @dataclass(frozen=True)
@@ -85,15 +88,12 @@ class PipelinePlan:
 # --------------------------------------------------------------------------- change frames
 
 
-def _image_value(column: SchemaColumn) -> SparkColumn:
-    """The typed value of one column from the parsed image (every field parsed as text).
-
-    Images carry bytes as base64 and BIT(n) as its number (``changelog.image_json``);
-    BIT(n > 1) maps to BINARY: big-endian, ceil(n/8) bytes, as the typed changelog has it.
-    """
+def _from_text(raw: SparkColumn, column: SchemaColumn) -> SparkColumn:
+    """The typed value of one column from its text (``changelog.value_text``: bytes as
+    base64, BIT(n) as its number, the rest as the envelope's JSON spells them); BIT(n > 1)
+    maps to BINARY: big-endian, ceil(n/8) bytes, as the typed changelog has it."""
     from pyspark.sql import functions as F
 
-    raw = F.col(_IMAGE).getField(column.name)
     if column.spark_type == "STRING":
         return raw
     if column.spark_type == "BINARY" and column.data_type == "bit":
@@ -106,47 +106,62 @@ def _image_value(column: SchemaColumn) -> SparkColumn:
     return raw.cast(column.spark_type)
 
 
-def source_changes(envelope: DataFrame, schema: TableSchema) -> DataFrame:
-    """One source table's rows of an envelope batch as a typed change frame.
+def _struct_of(frame: DataFrame, schema: TableSchema) -> tuple[str, dict[str, str]] | None:
+    """The struct column of ``schema``'s table in a tables-shape frame, and its fields'
+    types (None: the table joined the query after it started; all its values are text)."""
+    from pyspark.sql.types import StructType
 
-    ``r``/``c`` → ``+I`` (after image), ``d`` → ``-D`` (before image), ``u`` → ``-U``
-    (before) and ``+U`` (after) sharing the row's ``seq``. Schema-change rows are left out.
+    wanted = f"{schema.database}.{schema.table}"
+    for field in frame.schema.fields:
+        if isinstance(field.dataType, StructType) and field.name.partition(":")[2] == wanted:
+            types = {f.name: spark_type_name(f.dataType) for f in field.dataType.fields}
+            return field.name, types
+    return None
+
+
+def _column_value(
+    column: SchemaColumn, struct: tuple[str, dict[str, str]] | None, where: str
+) -> SparkColumn:
+    """One column of a row in the shape its segment's schema gives it: from the row's
+    struct field when the value travelled typed, else from its text.
+
+    A value typed in a field of another type than the segment's column is a row the
+    reader took for another shape of the column than the one the schema history has for
+    it: stop, rather than guess its value.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
 
-    def half(kind: str, image: str) -> SparkColumn:
-        return F.struct(F.lit(kind).alias("k"), F.col(image).alias("img"))
+    text = _from_text(F.col("_text").getItem(column.name), column)
+    if struct is None or column.name not in struct[1]:
+        return text
+    field = F.col(quote(struct[0])).getField(column.name)
+    if struct[1][column.name] != carrier_type(column):
+        message = (
+            f"{where}: column {column.name} arrived as {struct[1][column.name]} where the "
+            f"schema history has it as {column.column_type}; the stream does not know which "
+            "shape these rows were written with. Restart the pipeline; if this repeats, "
+            "report it with the DDL history of the table"
+        )
+        return F.when(field.isNull(), text).otherwise(F.raise_error(F.lit(message)))
+    typed = field != 0 if column.spark_type == "BOOLEAN" else field
+    return F.coalesce(text, typed)
 
-    op = F.col("op")
-    halves = (
-        F.when(op.isin("r", "c"), F.array(half("+I", "after")))
-        .when(op == "d", F.array(half("-D", "before")))
-        .otherwise(F.array(half("-U", "before"), half("+U", "after")))
+
+def source_changes(frame: DataFrame, schema: TableSchema) -> DataFrame:
+    """One source table's rows of a tables-shape batch as a typed change frame, in the
+    columns and types of ``schema`` (the table's schema for these rows' segment); an update's
+    ``-U`` and ``+U`` halves share their ``_seq``. Schema-change rows are left out."""
+    from pyspark.sql import functions as F
+
+    rows = frame.where(
+        (F.col(DATABASE) == schema.database)
+        & (F.col(TABLE) == schema.table)
+        & (F.col(OP) != DDL_OP)
     )
-    text_schema = StructType([StructField(c.name, StringType()) for c in schema.columns])
-    rows = envelope.where(
-        (F.col("database") == schema.database)
-        & (F.col("table") == schema.table)
-        & op.isin("r", "c", "u", "d")
-    ).select(
-        F.explode(halves).alias("h"),
-        F.col("op_ts").alias(OP_TS),
-        F.col("seq").alias(SEQ),
-        F.col("database").alias(DATABASE),
-        F.col("table").alias(TABLE),
-    )
-    parsed = rows.select(
-        F.col("h.k").alias(OP),
-        OP_TS,
-        SEQ,
-        DATABASE,
-        TABLE,
-        F.from_json(F.col("h.img"), text_schema).alias(_IMAGE),
-    )
-    return parsed.select(
+    struct = _struct_of(frame, schema)
+    return rows.select(
         *METADATA_COLUMNS,
-        *[_image_value(c).alias(c.name) for c in schema.columns],
+        *[_column_value(c, struct, schema.qualified_name).alias(c.name) for c in schema.columns],
     )
 
 
@@ -179,6 +194,30 @@ def apply_transform(
             items.extend(quote(c) for c in data_columns) if item == "*" else items.append(item)
         return with_meta.selectExpr(*METADATA_COLUMNS, *items)
     return with_meta.select(*METADATA_COLUMNS, *[quote(c) for c in data_columns])
+
+
+def passes_through(rule: TransformRule | None, columns: Sequence[str]) -> bool:
+    """Whether ``rule``'s projection gives each of ``columns`` the source column of that
+    name unchanged: no projection, or the column listed by name or in ``*`` and not
+    redefined by another item.
+
+    >>> from sparkcdc.pipeline.config import TransformRule
+    >>> rule = TransformRule(**{"source-table": "a.t", "projection": "*, id + 1 AS n"})
+    >>> passes_through(rule, ["id"]), passes_through(rule, ["n"])
+    (True, False)
+    """
+    if rule is None or not rule.projection:
+        return True
+    items = [item.strip() for item in split_top_level(rule.projection)]
+    for column in columns:
+        plain = {column.lower(), f"`{column.lower()}`"}
+        named = any(i.lower() in plain for i in items) or "*" in items
+        redefined = any(
+            re.search(rf"\bAS\s+`?{re.escape(column)}`?\s*$", i, re.IGNORECASE) for i in items
+        )
+        if not named or redefined:
+            return False
+    return True
 
 
 # ------------------------------------------------------------------------------ planning
@@ -219,10 +258,9 @@ def widest_type(a: str, b: str) -> str:
     return "STRING"
 
 
-def _empty_envelope(spark: SparkSession) -> DataFrame:
-    from sparkcdc.spark.changelog import ENVELOPE_DDL
-
-    return spark.createDataFrame([], ENVELOPE_DDL)
+def _text_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
+    """A tables-shape frame with no struct columns: every value travels as text."""
+    return spark.createDataFrame(rows, TABLES_METADATA_DDL)
 
 
 def plan_pipeline(
@@ -255,7 +293,7 @@ def sink_frame(
     members: Sequence[tuple[TableSchema, TransformRule | None]],
 ) -> SinkTable:
     """The sink table that ``members`` (source schemas and their transforms) route into."""
-    empty = _empty_envelope(spark)
+    empty = _text_rows(spark, [])
     shapes = []
     for schema, rule in members:
         try:
@@ -364,8 +402,11 @@ class BatchWriter:
         history: SchemaHistory | None = None,
         router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None,
         source: Any = None,
+        append_snapshot: bool = False,
     ) -> None:
         self.plan = plan
+        # snapshot rows may be appended: the sink tables held no rows when the stream began
+        self.append_snapshot = append_snapshot
         self.source = source  # ConnectionSettings: added columns are read back from there
         self.sink = sink
         self.listener = listener
@@ -374,6 +415,7 @@ class BatchWriter:
         self.event_lag_s: float | None = None  # of the last batch with binlog changes
         self._state_batch: int | None = None  # the batch self._state is the end of
         self._rules = {s.schema.qualified_name: s.transform for s in plan.sources}
+        self._source_schemas = {s.schema.qualified_name: s.schema for s in plan.sources}
         self._spark: SparkSession | None = None
         members: dict[str, tuple[str, ...]] = {
             t.name: tuple(s.schema.qualified_name for s in plan.sources_of(t))
@@ -419,28 +461,39 @@ class BatchWriter:
         began = time.perf_counter()
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            # changes per table: an update's two halves count once
             counts = (
-                batch.groupBy("database", "table", F.col("op") == "ddl")
-                .agg(F.count("*"), F.max("op_ts"))
+                batch.groupBy(DATABASE, TABLE, F.col(OP) == DDL_OP)
+                .agg(
+                    F.count(F.when(F.col(OP) != "-U", 1)),
+                    F.max(OP_TS),
+                    F.count(F.when(F.col(OP_TS).isNull(), 1)),  # snapshot rows
+                )
                 .collect()
             )
             timings = [f"read {time.perf_counter() - began:.2f}s"]
             touched: set[str] = set()
             rows: dict[str, int] = {}
             has_ddl = False
-            newest = [t for *_, t in counts if t is not None]
-            for database, table, is_ddl, count, _ in counts:
+            newest = [t for *_, t, _ in counts if t is not None]
+            snapshotted: set[str] = set()  # tables with snapshot rows in this batch
+            binlogged: set[str] = set()  # tables with binlog rows in this batch
+            for database, table, is_ddl, count, _, snapshot_rows in counts:
                 qualified = f"{database}.{table}"
                 if is_ddl:
                     has_ddl = True
                     continue
                 touched.add(qualified)
                 rows[qualified] = rows.get(qualified, 0) + int(count)
+                if snapshot_rows:
+                    snapshotted.add(qualified)
+                if int(count) > int(snapshot_rows):
+                    binlogged.add(qualified)
             ddl = (
                 [
-                    DdlRow(r["database"], r["table"], int(r["seq"]), r["ddl"])
-                    for r in batch.where(F.col("op") == "ddl")
-                    .select("database", "table", "seq", "ddl")
+                    DdlRow(r[DATABASE], r[TABLE], int(r[SEQ]), r["_ddl"])
+                    for r in batch.where(F.col(OP) == DDL_OP)
+                    .select(DATABASE, TABLE, SEQ, "_ddl")
                     .collect()
                 ]
                 if has_ddl
@@ -462,9 +515,11 @@ class BatchWriter:
                     continue
                 frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
                 changes = reduce(lambda a, b: a.unionByName(b), frames)
+                sources = {s.source for s in fed}
                 started = time.perf_counter()
-                if not self.sink.write(sink_state.table, changes, batch_id):
-                    skipped.update(s.source for s in fed)  # applied before: not counted
+                kinds = (bool(sources & snapshotted), bool(sources & binlogged))
+                if not self._write(sink_state.table, changes, batch_id, *kinds):
+                    skipped.update(sources)  # applied before: not counted
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
             for fill in plan.fills:
                 started = time.perf_counter()
@@ -479,14 +534,50 @@ class BatchWriter:
         finally:
             batch.unpersist()
 
+    def _write(
+        self,
+        table: SinkTable,
+        changes: DataFrame,
+        batch_id: int,
+        snapshot_rows: bool,
+        binlog_rows: bool,
+    ) -> bool:
+        """Write one sink table's changes of the batch; False when the sink had applied
+        them before (a replay). Snapshot rows are appended where that is exact (see
+        :meth:`_appendable`), the binlog rows after them upserted."""
+        from pyspark.sql import functions as F
+
+        if not snapshot_rows or not self._appendable(table):
+            return bool(self.sink.write(table, changes, batch_id))
+        appended = self.sink.append(table, changes.where(F.col(OP_TS).isNull()), batch_id)
+        if not binlog_rows:
+            return bool(appended)
+        written = self.sink.write(table, changes.where(F.col(OP_TS).isNotNull()), batch_id)
+        return bool(appended or written)
+
+    def _appendable(self, table: SinkTable) -> bool:
+        """Whether the snapshot rows of ``table`` may be plain inserts: keys no earlier batch
+        wrote (DESIGN.md §2: binlog rows of keys in unread chunks are dropped), so the sink
+        needs no lookup. That holds when the stream began on empty sink tables, the table
+        has one source (merged shards may share keys), and its key is that source's
+        primary key, passed through as it is (a computed key may repeat)."""
+        if not (self.append_snapshot and getattr(self.sink, "appends", False)):
+            return False
+        if len(table.sources) != 1:
+            return False
+        source = self._source_schemas.get(table.sources[0])
+        if source is None or tuple(table.primary_key) != tuple(source.primary_key):
+            return False
+        return passes_through(self._rules.get(table.sources[0]), table.primary_key)
+
     def _segment_frame(self, batch: DataFrame, segment: Segment, table: SinkTable) -> DataFrame:
         from pyspark.sql import functions as F
 
         rows = batch
         if segment.lo is not None:
-            rows = rows.where(F.col("seq") >= segment.lo)
+            rows = rows.where(F.col(SEQ) >= segment.lo)
         if segment.hi is not None:
-            rows = rows.where(F.col("seq") < segment.hi)
+            rows = rows.where(F.col(SEQ) < segment.hi)
         schema = segment.schema
         frame = apply_transform(
             source_changes(rows, schema), self._rules.get(segment.source), schema.column_names
@@ -529,25 +620,24 @@ class BatchWriter:
         self, fill: ColumnFill, keys: Sequence[SchemaColumn], rows: Sequence[Sequence[Any]]
     ) -> list[tuple[Any, ...]]:
         """Decoder-form rows (``keys`` then the column) as the Spark values the stream gives
-        (the same JSON image and cast a binlog row goes through)."""
+        (the same text and cast a binlog row's text values go through)."""
         frame = self._typed_frame(fill, keys, rows)
         return [tuple(r) for r in frame.collect()]
 
     def _typed_frame(
         self, fill: ColumnFill, keys: Sequence[SchemaColumn], rows: Sequence[Sequence[Any]]
     ) -> DataFrame:
-        from sparkcdc.spark.changelog import ENVELOPE_DDL, image_json
-
-        spark = self.sink.spark
         database, _, name = fill.source.partition(".")
         columns = (*keys, fill.column)
         names = [c.name for c in columns]
-        envelope = spark.createDataFrame(
-            [(database, name, "r", None, image_json(names, r), None, 0, 0, None) for r in rows],
-            ENVELOPE_DDL,
+        texts = [
+            {n: value_text(v) for n, v in zip(names, r, strict=True) if v is not None} for r in rows
+        ]
+        frame = _text_rows(
+            self.sink.spark, [("+I", None, 0, database, name, None, t) for t in texts]
         )
         schema = TableSchema(database, name, tuple(columns), tuple(c.name for c in keys))
-        return source_changes(envelope, schema).select(*[quote(n) for n in names])
+        return source_changes(frame, schema).select(*[quote(n) for n in names])
 
     def _read_back(self, fill: ColumnFill, table: SinkTable, state: SchemaState) -> None:
         """Read the column back from the source, by key, and set it in the sink rows of

@@ -44,7 +44,8 @@ from sparkcdc.sinks.base import SinkOptions, sink_class
 
 SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
 ExistingSinkRows = Literal["fail", "truncate", "keep"]
-# set by the pipeline, never by the user: pipelines read the many-table envelope
+SNAPSHOT_BATCH_ROWS = 500_000  # snapshot rows a pipeline batch reads when not told otherwise
+# set by the pipeline, never by the user: pipelines read the typed many-table shape
 _SOURCE_RESERVED = ("changelog.shape",)
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -181,7 +182,12 @@ class PipelineConfig(BaseModel):
             if hasattr(value, "get_secret_value"):
                 value = value.get_secret_value()
             options[field.alias or name] = str(value)
-        options["changelog.shape"] = "envelope"
+        if "chunks_per_batch" not in self.source.model_fields_set:
+            # snapshot rows are appended, so a batch's cost hardly grows with its rows: read
+            # about SNAPSHOT_BATCH_ROWS rows per batch (executors stream them; Spark spills)
+            per_batch = max(8, SNAPSHOT_BATCH_ROWS // self.source.chunk_size)
+            options["scan.incremental.snapshot.chunks-per-batch"] = str(per_batch)
+        options["changelog.shape"] = "tables"
         options["state.location"] = self.state_location
         return options
 

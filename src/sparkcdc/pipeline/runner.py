@@ -303,6 +303,7 @@ def _run_once(
             config.transform_for(s.database, s.table),
         ),
         source=settings,
+        append_snapshot=config.pipeline.existing_sink_rows != "keep",
     )
     target = server_position(settings) if available_now else None
     reader = spark.readStream.format("mysql-cdc")

@@ -3,6 +3,10 @@
 Typed changelog (one table): ``_op, _op_ts, _seq, _database, _table`` then the
 table's columns. An update gives a ``-U`` row (before image) then a ``+U`` row.
 
+Tables (several tables, typed; what pipelines read): ``_op, _op_ts, _seq, _database,
+_table, _ddl, _text``, then one struct column per captured table (``<i>:<database>.<table>``)
+holding its row image in typed fields (see :class:`TablesBuilder`).
+
 Envelope (several tables): ``database, table, op, before, after, op_ts, seq,
 schema_version, ddl`` with row images as JSON text; ``op`` is ``r``/``c``/``u``/``d``,
 or ``ddl`` for a schema change (its statement in ``ddl``).
@@ -77,6 +81,7 @@ class SnapshotRows:
     rows: pa.Table
     seq: int  # the chunk's high watermark
     ddl: tuple[SchemaChange, ...] = ()  # DDL before the rows, not yet in the stream's binlog
+    read_with: tuple[Column, ...] = ()  # the columns as the chunk was read (if known)
 
 
 def record_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
@@ -261,6 +266,341 @@ class TypedChangelogBuilder:
             yield record_batch(rows, self.arrow_schema)
 
 
+# --------------------------------------------------------------------------- tables shape
+
+TABLES_METADATA = (
+    pa.field("_op", pa.string()),
+    pa.field("_op_ts", pa.timestamp("us", tz="UTC")),
+    pa.field("_seq", pa.int64()),
+    pa.field("_database", pa.string()),
+    pa.field("_table", pa.string()),
+    pa.field("_ddl", pa.string()),
+    pa.field("_text", pa.map_(pa.string(), pa.string())),
+)
+TABLES_METADATA_DDL = (
+    f"{METADATA_DDL}, `_ddl` STRING, `_text` MAP<STRING, STRING>"  # TABLES_METADATA's types
+)
+DDL_OP = EnvelopeOp.DDL.value  # ``_op`` of a schema-change row
+_TEXT_TYPE = pa.map_(pa.string(), pa.string())
+
+
+def table_column(index: int, database: str, table: str) -> str:
+    """The name of a table's struct column in the tables shape: its place in the capture
+    (names that differ only in case stay apart) and its qualified name (readable).
+
+    >>> table_column(0, "app", "orders")
+    '0:app.orders'
+    """
+    return f"{index}:{database}.{table}"
+
+
+def carrier_type(column: Column) -> str:
+    """The Spark type a column's values travel as in the tables shape: its own, except
+    BOOLEAN (TINYINT(1), BIT(1)), which travels as its number, so a row written while the
+    column was a TINYINT(4) keeps its 7 (the reader of the row decides by its schema)."""
+    return "SMALLINT" if column.spark_type == "BOOLEAN" else column.spark_type
+
+
+def value_text(value: Any) -> str:
+    """A decoded value as text, as the envelope's JSON images spell it (what
+    ``pipeline.composer`` turns back into the value of any column type).
+
+    >>> value_text(Decimal("1.50")), value_text(b"\\x00"), value_text(dt.timedelta(hours=-1))
+    ('1.50', 'AA==', '-01:00:00')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    return str(_json_default(value))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class _Layout:
+    """Where each value of one TABLE_MAP's (or chunk's) images goes in the tables shape:
+    ``typed[i]`` is the image position of the struct's field i (None: not in the image, or
+    stored differently from the struct's column: it travels as text), ``text`` the image
+    positions and names of the values that travel as text."""
+
+    def __init__(
+        self,
+        fields: Sequence[Column],
+        names: Sequence[str | None],
+        same: Callable[[int, Column], bool],
+    ) -> None:
+        index = {n: i for i, n in enumerate(names) if n is not None}
+        self.typed: list[int | None] = []
+        self.converters: list[Callable[[Any], Any] | None] = []
+        typed_positions: set[int] = set()
+        for column in fields:
+            pos = index.get(column.name)
+            if pos is not None and not same(pos, column):
+                pos = None
+            self.typed.append(pos)
+            self.converters.append(None if pos is None else _carrier_converter(column))
+            if pos is not None:
+                typed_positions.add(pos)
+        self.text = [
+            (i, str(n)) for i, n in enumerate(names) if n is not None and i not in typed_positions
+        ]
+
+    def values(self, image: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for pos, convert in zip(self.typed, self.converters, strict=True):
+            value = None if pos is None else image[pos]
+            if value is not None and convert is not None:
+                value = convert(value)
+            out.append(value)
+        return out
+
+    def text_of(self, image: Sequence[Any]) -> list[tuple[str, str]] | None:
+        if not self.text:
+            return None
+        return [(n, value_text(image[i])) for i, n in self.text if image[i] is not None]
+
+
+def _carrier_converter(column: Column) -> Callable[[Any], Any] | None:
+    if column.spark_type == "BOOLEAN":
+        return int
+    return value_converter(column)
+
+
+class TablesBuilder:
+    """Builds tables-shape record batches: any number of tables, each row's image in its
+    table's struct column, typed.
+
+    The structs have the captured tables' columns as the query read them at its start
+    (``carrier_type``). A value goes into its struct field only when it is stored as that
+    column is (:func:`~sparkcdc.mysql.tablemeta.same_storage`); every other value of the
+    image (a column added or changed since the query started, a table that joined the
+    query, a row written before a schema change) travels as text in ``_text`` under its
+    column name, spelled as the envelope's JSON has it. Nothing is dropped and nothing
+    converted by a guess: the reader of the row (the pipeline composer, which knows each
+    row's schema from the DDL in the stream) takes each column from its field or its text.
+
+    An update gives a ``-U`` row (before image) and a ``+U`` row (after) that share
+    ``_seq``; schema changes are rows with ``_op = 'ddl'`` and the statement in ``_ddl``.
+    """
+
+    def __init__(self, schemas: Sequence[TableSchema]) -> None:
+        self._schemas = tuple(schemas)
+        self._structs: dict[tuple[str, str], tuple[int, TableSchema]] = {}
+        fields = list(TABLES_METADATA)
+        for index, schema in enumerate(schemas):
+            self._structs[(schema.database, schema.table)] = (len(fields), schema)
+            struct = pa.struct(
+                [pa.field(c.name, arrow_type(carrier_type(c))) for c in schema.columns]
+            )
+            fields.append(pa.field(table_column(index, schema.database, schema.table), struct))
+        self.arrow_schema = pa.schema(fields)
+        self._layouts: dict[int, tuple[TableMapEvent, _Layout]] = {}
+
+    def spark_ddl(self) -> str:
+        tables = [
+            f"{_quoted(table_column(i, t.database, t.table))} STRUCT<"
+            + ", ".join(f"{_quoted(c.name)}: {carrier_type(c)}" for c in t.columns)
+            + ">"
+            for i, t in enumerate(self._schemas)
+        ]
+        return ", ".join([TABLES_METADATA_DDL, *tables])
+
+    def _layout(self, table_map: TableMapEvent) -> _Layout:
+        cached = self._layouts.get(id(table_map))
+        if cached is None or cached[0] is not table_map:
+            from sparkcdc.mysql.tablemeta import same_storage
+
+            entry = self._structs.get((table_map.database, table_map.table))
+            columns = entry[1].columns if entry else ()
+            infos = table_map.columns
+            cached = (
+                table_map,
+                _Layout(
+                    columns,
+                    [c.name for c in infos],
+                    lambda pos, column: same_storage(infos[pos], column),
+                ),
+            )
+            self._layouts[id(table_map)] = cached
+        return cached[1]
+
+    def _batch(
+        self,
+        key: tuple[str, str],
+        meta: Sequence[Sequence[Any]],
+        typed: Sequence[pa.Array] | None,
+        text: pa.Array,
+    ) -> pa.RecordBatch:
+        """One table's rows: metadata columns (op, op_ts, seq, ddl), its struct's fields
+        (``typed``), its ``_text``; every other table's struct NULL."""
+        n = len(text)
+        ops, ts, seqs, ddl = meta
+        arrays: list[pa.Array] = [
+            _array(ops, pa.string()),
+            _array(ts, pa.timestamp("us", tz="UTC")),
+            _array(seqs, pa.int64()),
+            pa.repeat(pa.scalar(key[0], pa.string()), n),
+            pa.repeat(pa.scalar(key[1], pa.string()), n),
+            _array(ddl, pa.string()),
+            text,
+        ]
+        entry = self._structs.get(key)
+        for position in range(len(TABLES_METADATA), len(self.arrow_schema)):
+            field = self.arrow_schema.field(position)
+            if entry is not None and entry[0] == position and typed is not None:
+                arrays.append(pa.StructArray.from_arrays(typed, fields=list(field.type)))
+            else:
+                arrays.append(pa.nulls(n, field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _struct_fields(self, key: tuple[str, str]) -> list[pa.Field]:
+        entry = self._structs.get(key)
+        return list(self.arrow_schema.field(entry[0]).type) if entry else []
+
+    def _ddl_batch(self, changes: Sequence[SchemaChange]) -> Iterator[pa.RecordBatch]:
+        for change in changes:
+            meta: list[list[Any]] = [
+                [DDL_OP],
+                [change.timestamp * 1_000_000],
+                [change.position.seq()],
+                [change.ddl],
+            ]
+            key = (change.database, change.table)
+            yield self._batch(key, meta, None, pa.nulls(1, _TEXT_TYPE))
+
+    def snapshot_batches(self, chunk: SnapshotRows) -> Iterator[pa.RecordBatch]:
+        """A chunk's rows as ``+I`` with ``_seq`` = the chunk's high watermark; columnar:
+        the staged Arrow columns are cast to the struct's types, and only values that
+        travel as text (a column the chunk was read with in another shape) or have no Arrow
+        cast (TIME, BIT(n), DECIMAL(p>38)) go through Python."""
+        yield from self._ddl_batch(chunk.ddl)
+        key = (chunk.database, chunk.table)
+        entry = self._structs.get(key)
+        columns = entry[1].columns if entry else ()
+        read_with = {c.name: c for c in chunk.read_with} if chunk.read_with else None
+
+        def same(pos: int, column: Column) -> bool:
+            return read_with is None or read_with.get(chunk.column_names[pos]) == column
+
+        layout = _Layout(columns, chunk.column_names, same)
+        for batch in chunk.rows.to_batches(max_chunksize=BATCH_ROWS * 4):
+            n = batch.num_rows
+            if n == 0:
+                continue
+            typed = [
+                pa.nulls(n, arrow_type(carrier_type(c)))
+                if pos is None
+                else _carrier_array(batch.column(pos), c)
+                for pos, c in zip(layout.typed, columns, strict=True)
+            ]
+            text = _text_array(batch, layout.text, n)
+            meta = [
+                pa.repeat(pa.scalar(RowKind.INSERT.value, pa.string()), n),
+                pa.nulls(n, pa.timestamp("us", tz="UTC")),
+                pa.repeat(pa.scalar(chunk.seq, pa.int64()), n),
+                pa.nulls(n, pa.string()),
+            ]
+            yield self._batch(key, meta, typed if entry else None, text)
+
+    def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
+        pending: dict[tuple[str, str], _Pending] = {}
+        for change in changes:
+            if isinstance(change, SchemaChange):
+                yield from self._ddl_batch([change])
+                continue
+            key = (change.database, change.table)
+            rows = pending.get(key)
+            if rows is None:
+                rows = pending[key] = _Pending(len(self._struct_fields(key)))
+            layout = self._layout(change.table_map)
+            ts = change.timestamp * 1_000_000
+            for index, (before, after) in enumerate(change.rows):
+                seq = change.position.seq(change.first_row + index)
+                if change.kind is RowsKind.INSERT:
+                    assert after is not None
+                    rows.add(RowKind.INSERT.value, ts, seq, layout, after)
+                elif change.kind is RowsKind.DELETE:
+                    assert before is not None
+                    rows.add(RowKind.DELETE.value, ts, seq, layout, before)
+                else:
+                    assert before is not None and after is not None
+                    rows.add(RowKind.UPDATE_BEFORE.value, ts, seq, layout, before)
+                    rows.add(RowKind.UPDATE_AFTER.value, ts, seq, layout, after)
+            if len(rows) >= BATCH_ROWS:
+                yield self._flush(key, rows)
+        for key, rows in pending.items():
+            if len(rows):
+                yield self._flush(key, rows)
+
+    def _flush(self, key: tuple[str, str], rows: _Pending) -> pa.RecordBatch:
+        fields = self._struct_fields(key)
+        typed = [
+            pa.array(values, type=field.type)
+            for values, field in zip(rows.columns, fields, strict=True)
+        ]
+        batch = self._batch(
+            key,
+            [rows.ops, rows.ts, rows.seqs, [None] * len(rows)],
+            typed if fields else None,
+            pa.array(rows.text, _TEXT_TYPE),
+        )
+        rows.clear()
+        return batch
+
+
+class _Pending:
+    """One table's rows not yet in a record batch, column by column."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.clear()
+
+    def clear(self) -> None:
+        self.ops: list[str] = []
+        self.ts: list[int] = []
+        self.seqs: list[int] = []
+        self.text: list[list[tuple[str, str]] | None] = []
+        self.columns: list[list[Any]] = [[] for _ in range(self.width)]
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def add(self, op: str, ts: int, seq: int, layout: _Layout, image: Sequence[Any]) -> None:
+        self.ops.append(op)
+        self.ts.append(ts)
+        self.seqs.append(seq)
+        self.text.append(layout.text_of(image))
+        for values, value in zip(self.columns, layout.values(image), strict=True):
+            values.append(value)
+
+
+def _array(values: Any, arrow: pa.DataType) -> pa.Array:
+    return values if isinstance(values, pa.Array) else pa.array(values, arrow)
+
+
+def _carrier_array(values: pa.Array, column: Column) -> pa.Array:
+    """Decoder-form Arrow values of ``column`` as its carrier type."""
+    if column.spark_type == "BOOLEAN":
+        return values.cast(pa.int16())
+    return spark_column(values, column, arrow_type(column.spark_type))
+
+
+def _text_array(batch: pa.RecordBatch, text: Sequence[tuple[int, str]], n: int) -> pa.Array:
+    """The ``_text`` of a chunk's rows: NULL where every value is typed."""
+    if not text:
+        return pa.nulls(n, _TEXT_TYPE)
+    columns = [(name, batch.column(pos).to_pylist()) for pos, name in text]
+    maps = [
+        [(name, value_text(values[i])) for name, values in columns if values[i] is not None]
+        for i in range(n)
+    ]
+    return pa.array(maps, _TEXT_TYPE)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return format(value, "f")
@@ -382,5 +722,5 @@ class EnvelopeBuilder:
             yield record_batch(rows, self.arrow_schema)
 
 
-Builder = TypedChangelogBuilder | EnvelopeBuilder
+Builder = TypedChangelogBuilder | EnvelopeBuilder | TablesBuilder
 BuilderFactory = Callable[[], Builder]

@@ -47,6 +47,7 @@ from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
     Builder,
     EnvelopeBuilder,
+    TablesBuilder,
     SnapshotRows,
     TypedChangelogBuilder,
     typed_ddl,
@@ -62,12 +63,13 @@ class CapturePlan:
     """What one stream captures: its tables (with schemas) and its output shape."""
 
     tables: tuple[TableSchema, ...]
-    shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | envelope
+    shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | tables | envelope
     schema_seq: int = 0  # the binlog position (as seq) the schemas were read at
     # that position as an offset, and whether the server logs column metadata
     # (binlog_row_metadata=FULL); without it rows decode with the schema versions
     schema_offset: str = ""
     full_metadata: bool = True
+    started_tables: int = 0  # how many of ``tables`` the query started with (0: all)
 
     @property
     def typed(self) -> bool:
@@ -76,12 +78,21 @@ class CapturePlan:
         return self.shape == "typed"
 
     def spark_ddl(self) -> str:
+        if self.shape == "tables":
+            return TablesBuilder(self.tables).spark_ddl()
         return typed_ddl(self.tables[0]) if self.typed else ENVELOPE_DDL
 
     def builder(self) -> Builder:
         if self.typed:
             return TypedChangelogBuilder(self.tables[0], self.schema_seq)
+        if self.shape == "tables":
+            # the tables the query started with: those that join later travel as text
+            return TablesBuilder(self._started_with)
         return EnvelopeBuilder()
+
+    @cached_property
+    def _started_with(self) -> tuple[TableSchema, ...]:
+        return self.tables[: self.started_tables] if self.started_tables else self.tables
 
     def includes(self, database: str, table: str) -> bool:
         return (database, table) in self._names
@@ -503,7 +514,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             self.coordinator.schemas[schema.qualified_name] = schema
             self._added[schema.qualified_name] = schema
         if added:
-            self.plan = replace(self.plan, tables=self.plan.tables + added)
+            self.plan = replace(
+                self.plan,
+                tables=self.plan.tables + added,
+                started_tables=self.plan.started_tables or len(self.plan.tables),
+            )
             if self._versions is not None and not self.plan.full_metadata:
                 # read now; its binlog rows before its chunks complete are dropped anyway
                 grown = {**self._versions.versions}
@@ -754,6 +769,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 staged.rows,
                 staged.meta.high.seq(),
                 staged.meta.ddl,
+                schema.columns,
             )
             yield from builder.snapshot_batches(rows)
 

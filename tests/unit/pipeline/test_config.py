@@ -313,18 +313,32 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         "connect.timeout": "10.0",
         "scan.incremental.snapshot.chunk.size": "100",
         "server-id": "5400-5404",
-        "changelog.shape": "envelope",
+        # ~500,000 snapshot rows per batch unless the file says otherwise
+        "scan.incremental.snapshot.chunks-per-batch": "5000",
+        "changelog.shape": "tables",
         "state.location": "/base/.sparkcdc/p/source-state",
     }
     assert all(isinstance(v, str) for v in options.values())
     again = SourceOptions.from_options(options)
-    assert again == c.source.model_copy(update={"changelog_shape": "envelope"})
+    assert again == c.source.model_copy(
+        update={"changelog_shape": "tables", "chunks_per_batch": 5000}
+    )
+    told = {**source, "scan.incremental.snapshot.chunks-per-batch": 3}
+    options = parse(pipeline(told, pipeline={"name": "p"})).source_options()
+    assert options["scan.incremental.snapshot.chunks-per-batch"] == "3"
 
 
 def test_source_options_leave_out_unset_options() -> None:
     options = parse(pipeline(without(SOURCE, "password"))).source_options()
     assert "password" not in options and "port" not in options
-    assert set(options) == {"hostname", "username", "tables", "changelog.shape", "state.location"}
+    assert set(options) == {
+        "hostname",
+        "username",
+        "tables",
+        "scan.incremental.snapshot.chunks-per-batch",  # the pipeline's own default
+        "changelog.shape",
+        "state.location",
+    }
 
 
 # ------------------------------------------------------------------------------ ${ENV}
