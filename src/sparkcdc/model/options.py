@@ -103,7 +103,9 @@ class SourceOptions(BaseModel):
     table_name: str = Field(".*", alias="table-name")
     tables: str | None = None
     tables_exclude: str | None = Field(None, alias="tables.exclude")
-    changelog_shape: Literal["auto", "typed", "tables", "envelope"] = Field("auto", alias="changelog.shape")
+    changelog_shape: Literal["auto", "typed", "tables", "envelope"] = Field(
+        "auto", alias="changelog.shape"
+    )
     server_id: str | None = Field(None, alias="server-id")
     server_time_zone: str = Field("UTC", alias="server-time-zone")
     scan_startup_mode: StartupMode = Field("initial", alias="scan.startup.mode")

@@ -47,8 +47,8 @@ from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
     Builder,
     EnvelopeBuilder,
-    TablesBuilder,
     SnapshotRows,
+    TablesBuilder,
     TypedChangelogBuilder,
     typed_ddl,
 )
