@@ -30,7 +30,7 @@ from sparkcdc.errors import SchemaChangedError, SourceError
 from sparkcdc.model.events import EnvelopeOp, RowKind
 from sparkcdc.model.schema import Column, TableSchema, _time_text, value_converter
 from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
-from sparkcdc.mysql.events import RowsKind, TableMapEvent
+from sparkcdc.mysql.events import ColumnInfo, RowsKind, TableMapEvent
 
 BATCH_ROWS = 8192
 
@@ -398,7 +398,7 @@ class TablesBuilder:
             )
             fields.append(pa.field(table_column(index, schema.database, schema.table), struct))
         self.arrow_schema = pa.schema(fields)
-        self._layouts: dict[int, tuple[TableMapEvent, _Layout]] = {}
+        self._layouts: dict[int, tuple[tuple[ColumnInfo, ...], _Layout]] = {}
 
     def spark_ddl(self) -> str:
         tables = [
@@ -410,22 +410,18 @@ class TablesBuilder:
         return ", ".join([TABLES_METADATA_DDL, *tables])
 
     def _layout(self, table_map: TableMapEvent) -> _Layout:
-        cached = self._layouts.get(id(table_map))
-        if cached is None or cached[0] is not table_map:
+        # the decoder shares one columns tuple among the TABLE_MAPs of equal bytes: one
+        # layout per table and shape, not one per transaction
+        infos = table_map.columns
+        cached = self._layouts.get(id(infos))
+        if cached is None or cached[0] is not infos:
             from sparkcdc.mysql.tablemeta import same_storage
 
             entry = self._structs.get((table_map.database, table_map.table))
             columns = entry[1].columns if entry else ()
-            infos = table_map.columns
-            cached = (
-                table_map,
-                _Layout(
-                    columns,
-                    [c.name for c in infos],
-                    lambda pos, column: same_storage(infos[pos], column),
-                ),
-            )
-            self._layouts[id(table_map)] = cached
+            names = [c.name for c in infos]
+            layout = _Layout(columns, names, lambda pos, c: same_storage(infos[pos], c))
+            cached = self._layouts[id(infos)] = (infos, layout)
         return cached[1]
 
     def _batch(
