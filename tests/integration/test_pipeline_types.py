@@ -1,6 +1,8 @@
-"""Every column type through the pipeline path: envelope JSON images → typed change frame
+"""Every column type through the pipeline path: the tables shape → typed change frame
 (``composer.source_changes``) must give exactly the values the typed changelog gives for the
-same rows, for snapshot rows and for binlog rows."""
+same rows, for snapshot rows and for binlog rows, both when the values travel typed in their
+table's struct and when they travel as text (a table without a struct: here the envelope's
+JSON images as a map of texts, which the tables shape spells the same way)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 from test_decoder_types import CASES
 
 from sparkcdc.devserver import DEV_PASSWORD, DEV_USER, DevServer
@@ -20,6 +23,7 @@ pytestmark = pytest.mark.integration
 DATABASE = "pipe_types"
 TYPE_CASES = [case for case in CASES if case.sql_mode is None]
 SNAPSHOT_ROWS = 3  # rows 0..2 are read by the snapshot, the rest come from the binlog
+SHAPES = ("tables", "envelope", "typed")
 
 
 def _row_values(index: int) -> list[str]:
@@ -49,7 +53,7 @@ def _read(spark: Any, settings: Any, shape: str, state: Path) -> Any:
     assert query.exception() is None, query.exception()
 
 
-def test_envelope_images_become_the_typed_changelog_values(spark: Any, tmp_path: Path) -> None:
+def test_tables_shape_gives_the_typed_changelog_values(spark: Any, tmp_path: Path) -> None:
     server = DevServer.from_env()
     settings = server.start()
     columns = ", ".join(f"c{i} {case.ddl}" for i, case in enumerate(TYPE_CASES))
@@ -62,14 +66,14 @@ def test_envelope_images_become_the_typed_changelog_values(spark: Any, tmp_path:
             cur.execute(
                 f"INSERT INTO {DATABASE}.wide VALUES ({index}, {', '.join(_row_values(index))})"
             )
-    for shape in ("envelope", "typed"):
+    for shape in SHAPES:
         _read(spark, settings, shape, tmp_path / shape)
     with server.root_connection() as conn, conn.cursor() as cur:
         for index in range(SNAPSHOT_ROWS, rows):
             cur.execute(
                 f"INSERT INTO {DATABASE}.wide VALUES ({index}, {', '.join(_row_values(index))})"
             )
-    for shape in ("envelope", "typed"):  # the same queries again: now the binlog rows
+    for shape in SHAPES:  # the same queries again: now the binlog rows
         _read(spark, settings, shape, tmp_path / shape)
 
     with sql_connection(
@@ -77,22 +81,30 @@ def test_envelope_images_become_the_typed_changelog_values(spark: Any, tmp_path:
     ) as conn:
         schema = catalog.load_schema(conn, DATABASE, "wide")
     names = ["_op", *schema.column_names]
-    from_envelope = {
-        row["id"]: row
-        for row in source_changes(spark.read.parquet(str(tmp_path / "envelope" / "rows")), schema)
-        .select(*names)
-        .collect()
-    }
     typed = {
         row["id"]: row
         for row in spark.read.parquet(str(tmp_path / "typed" / "rows")).select(*names).collect()
     }
     assert sorted(typed) == list(range(rows)), "every row, snapshot and binlog, in the changelog"
-    assert sorted(from_envelope) == sorted(typed)
-    for key, expected in typed.items():
-        got = from_envelope[key]
-        for name, case in zip(schema.column_names[1:], TYPE_CASES, strict=True):
-            assert got[name] == expected[name], (
-                f"row {key} ({'snapshot' if key < SNAPSHOT_ROWS else 'binlog'}), "
-                f"{case.ddl}: envelope path gave {got[name]!r}, typed {expected[name]!r}"
-            )
+    tables = spark.read.parquet(str(tmp_path / "tables" / "rows"))
+    assert tables.where(F.col("_text").isNotNull()).count() == 0, "all typed in the struct"
+    envelope = spark.read.parquet(str(tmp_path / "envelope" / "rows"))
+    as_text = envelope.select(
+        F.lit("+I").alias("_op"),
+        F.col("op_ts").alias("_op_ts"),
+        F.col("seq").alias("_seq"),
+        F.col("database").alias("_database"),
+        F.col("table").alias("_table"),
+        F.lit(None).cast("string").alias("_ddl"),
+        F.from_json("after", "MAP<STRING, STRING>").alias("_text"),
+    )
+    for path, frame in (("typed struct", tables), ("text", as_text)):
+        got_rows = {r["id"]: r for r in source_changes(frame, schema).select(*names).collect()}
+        assert sorted(got_rows) == sorted(typed), path
+        for key, expected in typed.items():
+            got = got_rows[key]
+            for name, case in zip(schema.column_names[1:], TYPE_CASES, strict=True):
+                assert got[name] == expected[name], (
+                    f"row {key} ({'snapshot' if key < SNAPSHOT_ROWS else 'binlog'}), "
+                    f"{case.ddl}: the {path} path gave {got[name]!r}, typed {expected[name]!r}"
+                )

@@ -162,3 +162,28 @@ def test_same_storage_compares_what_the_binlog_says() -> None:
     bits = Column.from_mysql("b", "bit", "bit(10)", True)
     assert same_storage(info("b", ColumnType.BIT, 1 << 8 | 2), bits)
     assert not same_storage(info("b", ColumnType.BIT, 1 << 8 | 3), bits)
+
+
+def test_text_values_are_spelled_as_the_envelope_json_spells_them() -> None:
+    """The composer casts text values exactly as it cast the envelope's JSON values (the
+    integration test of every type holds it to that)."""
+    import json
+
+    from sparkcdc.spark.changelog import image_json, value_text
+
+    values = [
+        -(2**63),
+        18446744073709551615,
+        1.5e-300,
+        0.1,
+        Decimal("-12345678901234567890.123456789"),
+        'ünï"code',
+        b"\x00\xff",
+        dt.date(2024, 2, 29),
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999999),
+        dt.timedelta(hours=-838, minutes=-59, seconds=-59),
+    ]
+    for value in values:
+        spelled = json.loads(image_json(["v"], [value]))["v"]
+        expected = spelled if isinstance(spelled, str) else image_json(["v"], [value])[5:-1]
+        assert value_text(value) == expected, value
