@@ -386,7 +386,7 @@ def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> Da
 
 
 class BatchWriter:
-    """The ``foreachBatch`` function: one envelope batch → every touched sink table.
+    """The ``foreachBatch`` function: one tables-shape batch → every touched sink table.
 
     Schema change rows are handled first (:class:`~sparkcdc.pipeline.evolution.SchemaEvolver`:
     the sink's tables are changed, the rows cut into segments by schema); then each touched

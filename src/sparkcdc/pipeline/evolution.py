@@ -319,7 +319,7 @@ class Segment:
 
 @dataclass(frozen=True)
 class DdlRow:
-    """A schema change row of the envelope."""
+    """A schema change row of the stream."""
 
     database: str
     table: str
