@@ -7,14 +7,18 @@ The shop: ``items``, ``skus`` and ``order_lines`` (workload.py) plus two shards
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
-from sparkcdc.devserver import DevServer
+from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.devserver import DEV_PASSWORD, DevServer
 
 SHARD_DDL = """
 CREATE TABLE {name} (
@@ -24,6 +28,34 @@ CREATE TABLE {name} (
   placed DATETIME(3)
 )
 """
+
+
+def source_block(server: DevServer, tables: str, server_ids: str, **options: object) -> str:
+    """A pipeline's ``source:`` block for the private MariaDB, options by their YAML names
+    (``**{"scan.incremental.snapshot.chunk.size": 20}``); the password comes from
+    ``$SPARKCDC_TEST_PASSWORD`` (see :func:`pipeline_env`)."""
+    settings = server.start()
+    lines = [
+        "source:",
+        "  type: mysql",
+        f"  hostname: {settings.host}",
+        f"  port: {settings.port}",
+        "  username: cdc",
+        "  password: ${SPARKCDC_TEST_PASSWORD}",
+        f"  tables: {tables}",
+        f"  server-id: {server_ids}",
+        *[f"  {key}: {value}" for key, value in options.items()],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def pipeline_env() -> dict[str, str]:
+    """The environment a test pipeline's ``${...}`` passwords are read from."""
+    return {
+        **os.environ,
+        "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD,
+        "SPARKCDC_TEST_PG_PASSWORD": PG_PASSWORD,
+    }
 
 
 def fresh_database(server: DevServer, database: str) -> Any:
@@ -65,19 +97,33 @@ def shard_step(cur: Any, rng: random.Random) -> None:
         cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
 
 
+class ShopWorkload(MultiWorkload):
+    """The shop's random transactions: ``MultiWorkload``'s, then one change to a shard."""
+
+    def __init__(self, conn: Any, seed: int) -> None:
+        super().__init__(conn, seed, key_space=300)
+        self.shard_rng = random.Random(seed)
+
+    def step(self) -> None:
+        super().step()
+        with self.conn.cursor() as cur:
+            shard_step(cur, self.shard_rng)
+
+
 def burst(conn: Any, seed: int, steps: int = 100) -> None:
     """A few hundred changes at once, on every table."""
-    workload = MultiWorkload(conn, seed, key_space=300)
-    rng = random.Random(seed)
+    workload = ShopWorkload(conn, seed)
     for _ in range(steps):
         workload.step()
-        with conn.cursor() as cur:
-            shard_step(cur, rng)
 
 
 class Writer:
-    """The workload in a thread, for the span of a ``with`` block: at most
-    ``max_operations`` transactions, ``pause_s`` apart (a modest load on a shared machine)."""
+    """A workload in a thread, for the span of a ``with`` block: at most ``max_operations``
+    operations, a transaction each ``pause_s`` (a modest load on a shared machine).
+
+    ``workload`` makes the workload from an autocommit connection and the seed: anything
+    with ``step()`` (one transaction) and ``operations`` (done so far); the shop's by default.
+    """
 
     def __init__(
         self,
@@ -87,22 +133,21 @@ class Writer:
         *,
         max_operations: int = 4_000,
         pause_s: float = 0.05,
+        workload: Callable[[Any, int], Any] = ShopWorkload,
     ) -> None:
         self.server, self.database, self.seed = server, database, seed
         self.max_operations, self.pause_s = max_operations, pause_s
+        self.workload = workload
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         conn = self.server.connection(self.database)
         conn.autocommit(True)
-        rng = random.Random(self.seed)
-        workload = MultiWorkload(conn, self.seed, key_space=300)
+        workload = self.workload(conn, self.seed)
         try:
             while not self.stop.is_set() and workload.operations < self.max_operations:
                 workload.step()
-                with conn.cursor() as cur:
-                    shard_step(cur, rng)
                 self.stop.wait(self.pause_s)
         finally:
             conn.close()
@@ -123,3 +168,14 @@ def uncommitted_batch(checkpoint: Path) -> int | None:
     done = {int(p.name) for p in (root / "commits").glob("[0-9]*") if p.name.isdigit()}
     pending = planned - done
     return max(pending) if pending else None
+
+
+def planned_offsets(checkpoint: Path) -> dict[int, dict[str, Any]]:
+    """Batch id → the source offset Spark planned for it (offsets/<id>: a version line, the
+    batch metadata, then the source's offset as JSON)."""
+    root = checkpoint / "spark" / "offsets"
+    return {
+        int(p.name): json.loads(p.read_text().splitlines()[2])
+        for p in root.glob("[0-9]*")
+        if p.name.isdigit()
+    }

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable
+from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+
+SHOWN = 20  # characters of a value that show(truncate=True) prints
 
 
 class ConsoleOptions(SinkOptions):
@@ -31,7 +34,25 @@ class ConsoleSink(SchemalessSink):
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
-        changes.select(*METADATA_COLUMNS[:3], *table.column_names).show(
-            self.options.rows, truncate=self.options.truncate
-        )
+        shown = changes.select(*METADATA_COLUMNS[:3], *table.column_names)
+        if self.options.truncate:
+            shown = _cut(shown)
+        shown.show(self.options.rows, truncate=self.options.truncate)
         return True
+
+
+def _cut(frame: DataFrame) -> DataFrame:
+    """``frame`` with every text and bytes value cut to what ``show`` prints of it (20
+    characters, one more so that it still marks the cut with '...'): ``show`` collects its
+    rows to the driver, and a batch of rows with values of tens of MB failed there."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    return frame.select(
+        *[
+            F.substring(quote(f.name), 1, SHOWN + 1).alias(f.name)
+            if isinstance(f.dataType, StringType | BinaryType)
+            else quote(f.name)
+            for f in frame.schema.fields
+        ]
+    )

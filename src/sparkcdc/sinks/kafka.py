@@ -107,6 +107,12 @@ _JSON_OPTIONS = {
     "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
 }
 _HEADERS_TYPE = "array<struct<key:string,value:binary>>"  # what Spark's Kafka writer takes
+# a row's message over 1 MB (Kafka's default) is refused by the producer or by the broker
+_TOO_LARGE = (
+    "A message is larger than Kafka accepts: raise the producer's properties.max.request.size "
+    "(and properties.buffer.memory, if the message is larger than it) and the topic's "
+    "max.message.bytes (a topic created without it has the broker's message.max.bytes)"
+)
 
 
 class KafkaOptions(SinkOptions):
@@ -225,9 +231,11 @@ class KafkaSink(SchemalessSink):
         try:
             writer.save()
         except (PySparkException, Py4JJavaError) as exc:
+            reason = _reason(exc).rstrip(".")
+            hint = f" {_TOO_LARGE}." if "RecordTooLargeException" in reason else ""
             raise SinkError(
                 f"writing batch {batch_id} of {table.name} to Kafka topic {topic!r} at "
-                f"{options.bootstrap_servers} failed: {_reason(exc)}. The batch is "
+                f"{options.bootstrap_servers} failed: {reason}.{hint} The batch is "
                 "written again when the pipeline restarts (at-least-once)"
             ) from exc
         return True
