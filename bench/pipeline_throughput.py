@@ -21,9 +21,10 @@ with ``local[2]`` everywhere:
     seconds / sparkcdc seconds;
   - Kafka: a continuous ``sparkcdc run`` into a Kafka topic (from the binlog's end) while
     updates are written at ``--kafka-rates`` changes/s for ``--kafka-step-s`` seconds each;
-    the pipeline's committed source position is sampled against the server's: the lag (in
-    binlog bytes) grows when its floor over the last third of a step is more than 3 s of
-    writes above its floor over the first third. ``kafka_changes_per_s`` is the highest
+    the lag of the pipeline's committed source position behind the server's (binlog bytes)
+    is taken right after each batch it commits: it grows when the last commit's is more
+    than 3 s of writes above the second's (a step lasts until 3 commits, up to 3 times
+    ``--kafka-step-s``). ``kafka_changes_per_s`` is the highest
     achieved rate whose lag did not grow; the steps stop at the first that grew, or that the
     writer could not drive to 80% of its target (the source's limit);
   - the peak RSS of the Spark Python workers of every process the benchmark started.
@@ -40,7 +41,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +61,8 @@ from sparkcdc.spark.session import spark_session
 
 TABLE = "throughput"
 KEY_BLOCK = 1000  # rows per change statement
-LAG_GROWTH_S = 3.0  # seconds of writes the lag's floor may grow by within a step
+LAG_GROWTH_S = 3.0  # seconds of writes the lag after a commit may grow by within a step
+MIN_COMMITS = 3  # batches committed during a step to judge it (the first is not judged)
 PIPELINE = """
 source:
   type: mysql
@@ -189,43 +190,29 @@ def command_env() -> dict[str, str]:
 
 
 def sparkcdc(args: list[str], log: Path) -> float:
-    """Wall seconds of ``sparkcdc <args>`` run to its end (its output goes to ``log``)."""
-    began = time.perf_counter()
-    with log.open("ab") as out:
-        done = subprocess.run(
-            [sys.executable, "-m", "sparkcdc.cli.main", *args],
-            env=command_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    elapsed = time.perf_counter() - began
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise SystemExit(f"sparkcdc {' '.join(args)} exited with {done.returncode}:\n{tail}")
-    return elapsed
+    """Wall seconds of ``sparkcdc <args>`` run to its end."""
+    return command([sys.executable, "-m", "sparkcdc.cli.main", *args], log)
 
 
 def jdbc_copy(target: str, into: str, rows: int, log: Path) -> float:
     """Wall seconds of the plain copy in a fresh process: this file with ``--jdbc-copy-into``."""
+    argv = ["--jdbc-copy-into", into, "--target", target, "--rows", str(rows)]
+    return command([sys.executable, __file__, *argv], log)
+
+
+def command(argv: list[str], log: Path) -> float:
+    """Wall seconds of ``argv`` run to its end, its output appended to ``log``; a failure
+    stops the benchmark with the output's tail."""
     began = time.perf_counter()
     with log.open("ab") as out:
-        subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--jdbc-copy-into",
-                into,
-                "--target",
-                target,
-                "--rows",
-                str(rows),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=True,
+        done = subprocess.run(
+            argv, env=command_env(), stdout=out, stderr=subprocess.STDOUT, check=False
         )
-    return time.perf_counter() - began
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}:\n{tail}")
+    return elapsed
 
 
 def run_jdbc_copy(into: str, target: str, rows: int) -> None:
@@ -258,14 +245,14 @@ def iceberg_catalog_conf(warehouse: Path) -> dict[str, str]:
 # -- the catch-up's reference: one MERGE of a prepared change frame ---------------------------
 
 
-def plain_merge(spark: Any, server: DevServer, changes: Changes, table: str, rows: int) -> float:
+def plain_merge(spark: Any, server: DevServer, changes: Changes, table: str) -> float:
     """Seconds of one Delta MERGE of ``changes`` (final states read from the source, cached
     and counted before the clock starts) into the Delta table at ``table``."""
     from pyspark.sql import functions as F
 
     target = spark.read.format("delta").load(table).schema
     upserts = (
-        jdbc_frame(spark, server, TABLE, rows + changes.inserted[1])
+        jdbc_frame(spark, server, TABLE, changes.inserted[1])
         .where(changes.upserted_condition())
         .withColumn("_deleted", F.lit(False))
     )
@@ -301,32 +288,40 @@ def check_count(what: str, counted: int, expected: int) -> None:
 
 @dataclass
 class Step:
-    """One rate step: the writer's target and achievement, and the lag samples (s, bytes)."""
+    """One rate step: the writer's target and achievement, and the lag (binlog bytes) right
+    after each batch the pipeline committed during the step.
+
+    Right after a commit the lag is what was written while that batch ran (its end was
+    planned when it started): it stays level while the pipeline keeps up and grows with the
+    batches when it falls behind. The step's first commit is not judged (its batch began
+    before the step, at another rate).
+    """
 
     target: float
     achieved: float = 0.0
     bytes_per_s: float = 0.0
-    lags: list[tuple[float, int]] = field(default_factory=list)
+    commit_lags: list[int] = field(default_factory=list)
     drain_s: float | None = None
 
     @property
+    def judged(self) -> bool:
+        return len(self.commit_lags) >= MIN_COMMITS
+
+    @property
     def lag_growing(self) -> bool:
-        """Whether the floor of the lag rose by more than LAG_GROWTH_S of writes: between
-        batches the lag always swings up by a batch's writes, its floor only rises when the
-        pipeline falls behind."""
-        if self.drain_s is None:
+        """Whether the lag after the last commit exceeds that after the second by more than
+        LAG_GROWTH_S of writes (or the pipeline did not catch up after the step)."""
+        if self.drain_s is None or not self.judged:
             return True
-        third = max(1, len(self.lags) // 3)
-        first = min(b for _, b in self.lags[:third])
-        last = min(b for _, b in self.lags[-third:])
-        return last - first > LAG_GROWTH_S * self.bytes_per_s
+        return self.commit_lags[-1] - self.commit_lags[1] > LAG_GROWTH_S * self.bytes_per_s
 
     def text(self) -> str:
         drain = "not within the time limit" if self.drain_s is None else f"{self.drain_s:.1f}s"
-        floor = statistics.median(b for _, b in self.lags) if self.lags else 0
+        lags = ", ".join(f"{b / max(self.bytes_per_s, 1):.1f}s" for b in self.commit_lags)
         return (
-            f"target {self.target:,.0f}/s achieved {self.achieved:,.0f}/s, median lag "
-            f"{floor:,.0f} bytes, drain {drain}, lag growing: {self.lag_growing}"
+            f"target {self.target:,.0f}/s achieved {self.achieved:,.0f}/s, lag after each "
+            f"commit (in seconds of writes) [{lags}], drain {drain}, lag growing: "
+            f"{self.lag_growing}"
         )
 
 
@@ -362,7 +357,8 @@ def wait_caught_up(cur: Any, checkpoint: Path, timeout_s: float) -> float | None
 
 
 def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: Path) -> None:
-    """Write updates at ``step.target`` changes/s for ``seconds``, sampling the lag."""
+    """Write updates at ``step.target`` changes/s for ``seconds`` (longer, up to three
+    times, until the pipeline committed MIN_COMMITS batches), noting the lag at commits."""
     blocks = rows // KEY_BLOCK
     with (
         server.connection(DATABASE) as conn,
@@ -372,14 +368,18 @@ def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: 
     ):
         start_bytes = absolute_position(wcur)
         began = time.monotonic()
-        written, next_sample, block = 0, began, random.Random(7).randrange(blocks)
-        while (now := time.monotonic()) - began < seconds:
-            if now >= next_sample:
+        committed = pipeline_position(checkpoint)
+        written, next_look, block = 0, began, random.Random(7).randrange(blocks)
+        while (now := time.monotonic()) - began < seconds or (
+            not step.judged and now - began < 3 * seconds
+        ):
+            if now >= next_look:
                 position = pipeline_position(checkpoint)
-                if position is not None:
+                if position is not None and position != committed:
+                    committed = position
                     lag = absolute_position(wcur) - absolute_position(wcur, position)
-                    step.lags.append((now - began, max(0, lag)))
-                next_sample = now + 0.5
+                    step.commit_lags.append(max(0, lag))
+                next_look = now + 0.2
             ahead = written / step.target - (now - began)
             if ahead > 0:
                 time.sleep(min(ahead, 0.05))  # pacing the writer, not synchronisation
@@ -438,7 +438,7 @@ def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log
 
 def _wait_started(process: subprocess.Popen[bytes], checkpoint: Path, log: Path) -> None:
     """Until the continuous run committed its first batch (it has a source position)."""
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
             tail = log.read_text(errors="replace")[-3000:]
@@ -446,7 +446,7 @@ def _wait_started(process: subprocess.Popen[bytes], checkpoint: Path, log: Path)
         if pipeline_position(checkpoint) is not None:
             return
         time.sleep(0.2)
-    raise SystemExit(f"the Kafka pipeline committed no batch within 180 s; see {log}")
+    raise SystemExit(f"the Kafka pipeline committed no batch within 300 s; see {log}")
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -512,7 +512,9 @@ def main() -> None:
     load(server, TABLE, args.rows)
     print(f"table loaded: {TABLE} {args.rows} rows", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-throughput-"))
-    log = work / "commands.log"
+    # the commands' output outlives the run's files, to be read after a surprising result
+    log = Path(tempfile.mkstemp(prefix="sparkcdc-bench-throughput-", suffix=".log")[1])
+    print(f"the commands' output goes to {log}", file=sys.stderr)
     lake_table = str(work / "lake" / DATABASE / TABLE)
     try:
         with RssSampler() as rss:
@@ -537,7 +539,7 @@ def main() -> None:
             print(f"catch-up: {changes.count} changes written in {write_s:.1f}s", file=sys.stderr)
             catchup_s = sparkcdc(["run", str(delta), "--available-now"], log)
             check_count("the Delta table after the catch-up", _count(spark, lake_table), rows_after)
-            merge_s = plain_merge(spark, server, changes, plain_table, args.rows)
+            merge_s = plain_merge(spark, server, changes, plain_table)
             check_count("the plain MERGE's table", _count(spark, plain_table), rows_after)
             print(f"catch-up: sparkcdc {catchup_s:.1f}s, MERGE {merge_s:.1f}s", file=sys.stderr)
             spark.stop()
