@@ -296,16 +296,21 @@ def run_pipeline(
 
 def pipeline_session(config: PipelineConfig, spark: Any = None) -> Any:
     """``spark`` (or a new ``local[pipeline.parallelism]`` session) set up for the pipeline:
-    the mysql-cdc source registered, the sink's and the file's Spark settings applied."""
+    the mysql-cdc source registered, the sink's and the file's Spark settings applied.
+
+    A new session's console progress bars are off when stderr is not a terminal: they
+    rewrite their line several times a second, a flood in a log (the pipeline's own progress
+    says where it is); the file's ``spark.conf`` may turn them on again."""
     from sparkcdc.spark.session import register, spark_session
 
     conf = {**sink_class(config.sink.type).spark_conf(config.sink), **config.pipeline.spark_conf}
     if spark is None:
+        bars = "true" if sys.stderr.isatty() else "false"
         spark = spark_session(
             config.pipeline.name,
             f"local[{config.pipeline.parallelism}]",
             connectors=True,
-            conf=conf,
+            conf={"spark.ui.showConsoleProgress": bars, **conf},
         )
         spark.sparkContext.setLogLevel("WARN")
     else:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.pipeline.runner import Progress, _offset_dict, lag_text, offset_caught_up
+from sparkcdc.pipeline.config import parse_pipeline
+from sparkcdc.pipeline.runner import (
+    Progress,
+    _offset_dict,
+    lag_text,
+    offset_caught_up,
+    pipeline_session,
+)
 
 positions = st.builds(
     BinlogPosition,
@@ -218,3 +226,40 @@ def test_progress_rate_is_the_last_batch_rate_after_an_idle_gap() -> None:
     timed(None, 1)
     clock.now += 600
     assert progress.line(None, 1, None) == "batch 1 | 2000 rows (last batch 500/s)"
+
+
+# ---------------------------------------------------------------------- pipeline_session
+
+PIPELINE = """
+source: {type: mysql, hostname: db, username: cdc, password: pw, tables: app.t}
+sink: {type: console}
+"""
+
+
+class TtyText(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stderr", "spark_conf", "bars"),
+    [
+        (io.StringIO(), "", "false"),  # a log: no console progress bars
+        (TtyText(), "", "true"),
+        (io.StringIO(), "\n  spark.conf: {spark.ui.showConsoleProgress: 'true'}", "true"),
+    ],
+)
+def test_new_session_has_console_progress_bars_only_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, stderr: io.StringIO, spark_conf: str, bars: str
+) -> None:
+    made: dict[str, str] = {}
+
+    def spark_session(*args: Any, conf: dict[str, str], **kwargs: Any) -> SimpleNamespace:
+        made.update(conf)
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+
+    monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
+    monkeypatch.setattr("sys.stderr", stderr)
+    config = parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={})
+    pipeline_session(config)
+    assert made["spark.ui.showConsoleProgress"] == bars
