@@ -24,13 +24,14 @@ with ``local[2]`` everywhere:
     the lag of the pipeline's committed source position behind the server's (binlog bytes)
     is taken right after each batch it commits: it grows when the last commit's is more
     than 3 s of writes above the second's (a step lasts until 3 commits, up to 3 times
-    ``--kafka-step-s``). ``kafka_changes_per_s`` is the highest
-    achieved rate whose lag did not grow; the steps stop at the first that grew, or that the
-    writer could not drive to 80% of its target (the source's limit);
+    ``--kafka-step-s``). ``kafka_changes_per_s`` is the highest achieved rate whose lag did
+    not grow (0: not even the first step's); the steps stop at the first that grew, or that
+    the writer could not drive to 80% of its target (the source's limit);
   - the peak RSS of the Spark Python workers of every process the benchmark started.
-Row counts of the Delta tables are checked against the source after the snapshot and after
-the catch-up; ``--verify`` adds ``sparkcdc verify`` of the caught-up pipeline. The last line
-printed is one JSON object.
+Row counts of the Delta tables (and of the Iceberg table after its snapshot) are checked
+against the source after the snapshot and after the catch-up; ``--verify`` adds
+``sparkcdc verify`` of the caught-up pipeline. The commands' output goes to a log file named
+at the start. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
