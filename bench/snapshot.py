@@ -58,7 +58,7 @@ INSERT INTO {name}
 SELECT seq, seq % 100000, (seq % 99999) / 100, seq / 7, CONCAT('name-', seq, '-ü'),
        ELT(1 + seq % 4, 'new', 'paid', 'shipped', 'cancelled'),
        TIMESTAMP('2026-01-01') + INTERVAL seq SECOND, REPEAT('x', seq % 40)
-FROM seq_1_to_{rows}
+FROM seq_{first}_to_{last}
 """
 
 
@@ -74,11 +74,21 @@ def load(server: DevServer, name: str, rows: int) -> None:
                 return
             cur.execute(f"DROP TABLE {name}")
         cur.execute(DDL.format(name=name))
-        cur.execute(FILL.format(name=name, rows=rows))
+        cur.execute(FILL.format(name=name, first=1, last=rows))
+
+
+# how Spark's Python workers show in their command line: Spark's own daemon and worker, and
+# the daemon spark_session sets (spark.python.daemon.module), whose forks are the workers
+WORKER_MODULES = (b"pyspark.daemon", b"pyspark.worker", b"sparkcdc.spark.worker_daemon")
 
 
 class RssSampler:
-    """Peak resident memory of Spark's Python worker processes (read from /proc)."""
+    """Peak resident memory of Spark's Python worker processes (read from /proc).
+
+    Only workers started by this process or its children count (Spark sessions of the
+    benchmark and of the ``sparkcdc`` commands it runs), not those of other sessions on the
+    machine.
+    """
 
     def __init__(self) -> None:
         self.peak_mb = 0.0
@@ -94,13 +104,14 @@ class RssSampler:
         self._thread.join()
 
     def _run(self) -> None:
+        root = os.getpid()
         while not self._stop.is_set():
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
                     continue
                 try:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                    if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                    if not any(m in cmd for m in WORKER_MODULES) or not _descends(int(pid), root):
                         continue
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
@@ -108,6 +119,17 @@ class RssSampler:
                 except OSError:
                     continue
             time.sleep(0.1)
+
+
+def _descends(pid: int, root: int) -> bool:
+    """Whether process ``pid`` is ``root`` or one of its descendants."""
+    while pid > 1:
+        if pid == root:
+            return True
+        # the parent pid is the field after the parenthesised command name
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return False
 
 
 def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) -> float:
@@ -146,9 +168,16 @@ def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) 
 
 
 def spark_jdbc(spark: Any, server: DevServer, table: str, rows: int) -> float:
-    s = server.settings
     began = time.perf_counter()
-    (
+    jdbc_frame(spark, server, table, rows).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - began
+
+
+def jdbc_frame(spark: Any, server: DevServer, table: str, rows: int) -> Any:
+    """Spark's built-in JDBC reader on ``table``, partitioned on the key into as many ranges
+    as sparkcdc has chunks: the plain way to read the table into Spark."""
+    s = server.settings
+    return (
         spark.read.format("jdbc")
         # the mysql: scheme makes Spark use its MySQL dialect (backtick quoting)
         .option("url", f"jdbc:mysql://{s.host}:{s.port}/{DATABASE}?permitMysqlScheme")
@@ -162,11 +191,7 @@ def spark_jdbc(spark: Any, server: DevServer, table: str, rows: int) -> float:
         .option("numPartitions", str(-(-rows // CHUNK)))
         .option("fetchsize", "10000")
         .load()
-        .write.format("noop")
-        .mode("overwrite")
-        .save()
     )
-    return time.perf_counter() - began
 
 
 def raw_connectorx(server: DevServer, table: str, rows: int) -> float:

@@ -77,22 +77,66 @@ def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> b
     """
     if not offset or "binlog" not in offset:
         return False
-    for progress in (offset.get("snapshot") or {}).values():
-        total = progress.get("total")
-        if total is None or int(progress["next"]) < int(total):
-            return False
-    return BinlogPosition.from_offset(offset["binlog"]) >= target
+    return snapshot_done(offset) and BinlogPosition.from_offset(offset["binlog"]) >= target
+
+
+LOG_EVERY_S = 10.0
 
 
 class Progress:
-    """Progress of a running pipeline: one rewritten line on a terminal, log lines otherwise."""
+    """Progress of a running pipeline: one rewritten line on a terminal, log lines otherwise.
 
-    def __init__(self, out: TextIO, interactive: bool | None = None) -> None:
+    The terminal's line is rewritten at most every ``_POLL_S``; a log (not a terminal: a
+    file, a service's journal) gets a line at most every ``log_every_s`` seconds, and at once
+    when the phase changes (the snapshot done) and at the end (``finish``), so that a run of
+    days does not flood it. rows/s is the last batch's rate (its rows over its duration, see
+    ``timed``): total rows over time since the start would sink in every idle gap between
+    batches, and tell nothing of how fast the pipeline writes.
+
+    >>> import io
+    >>> progress = Progress(io.StringIO(), interactive=False)
+    >>> progress.line(None, -1, None)
+    'batch -1 | 0 rows'
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        interactive: bool | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        log_every_s: float = LOG_EVERY_S,
+    ) -> None:
         self.out = out
         self.interactive = out.isatty() if interactive is None else interactive
-        self.started = time.monotonic()
+        self.every_s = _POLL_S if self.interactive else log_every_s
+        self._clock = clock
+        self.started = clock()
         self.rows = 0
-        self._last_text = ""
+        self.batch_rate: float | None = None  # rows/s of the last completed batch
+        self._batch_rows = 0
+        self._last_text = ""  # the last text shown
+        self._pending = ""  # a newer text, held back by the interval
+        self._shown_at: float | None = None
+        self._phase: str | None = None
+
+    def count(self, rows: int) -> None:
+        """Rows the sink took for the batch being written (the batch writer's listener)."""
+        self.rows += rows
+        self._batch_rows += rows
+
+    def timed(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """``write`` (a foreachBatch function) timed: when it returns, the rows ``count``ed
+        meanwhile over its duration are the batch's rate. The frame is read inside
+        ``write``, so its duration is the batch's, source included."""
+
+        def run(frame: Any, batch_id: int) -> None:
+            self._batch_rows = 0
+            began = self._clock()
+            write(frame, batch_id)
+            self.batch_rate = self._batch_rows / max(self._clock() - began, 1e-6)
+
+        return run
 
     def line(
         self,
@@ -101,14 +145,14 @@ class Progress:
         server_pos: BinlogPosition | None,
         event_lag_s: float | None = None,
     ) -> str:
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        rate = self.rows / elapsed
-        parts = [f"batch {batch}", f"{self.rows} rows ({rate:,.0f}/s)"]
+        elapsed = max(self._clock() - self.started, 1e-6)
+        rows = f"{self.rows} rows"
+        if self.batch_rate is not None:
+            rows += f" (last batch {self.batch_rate:,.0f}/s)"
+        parts = [f"batch {batch}", rows]
         tables = (offset or {}).get("snapshot") or {}
         if tables:
-            done = sum(
-                1 for p in tables.values() if p.get("total") is not None and p["next"] >= p["total"]
-            )
+            done = sum(1 for p in tables.values() if table_snapshot_done(p))
             chunks_done = sum(int(p["next"]) for p in tables.values())
             totals = [p.get("total") for p in tables.values()]
             chunk_total = sum(int(t) for t in totals if t is not None)
@@ -129,10 +173,30 @@ class Progress:
             parts.append(f"event lag {event_lag_s:,.1f}s")
         return " | ".join(parts)
 
-    def show(self, text: str) -> None:
+    def update(
+        self,
+        offset: dict[str, Any] | None,
+        batch: int,
+        server_pos: BinlogPosition | None,
+        event_lag_s: float | None = None,
+    ) -> None:
+        """Show the current line, unless one was shown less than the interval ago in the
+        same phase (then it is held back: a later update or ``finish`` shows it)."""
+        phase = "binlog" if snapshot_done(offset) else "snapshot"
+        text = self.line(offset, batch, server_pos, event_lag_s)
+        now = self._clock()
+        due = self._shown_at is None or now - self._shown_at >= self.every_s
+        if due or phase != self._phase:
+            self._phase = phase
+            self._show(text, now)
+        else:
+            self._pending = text
+
+    def _show(self, text: str, now: float) -> None:
+        self._pending = ""
         if text == self._last_text:
             return
-        self._last_text = text
+        self._last_text, self._shown_at = text, now
         if self.interactive:
             self.out.write("\r\033[K" + text)
             self.out.flush()
@@ -140,9 +204,28 @@ class Progress:
             log.info("%s", text)
 
     def finish(self) -> None:
+        """The end of the run: the last line held back is shown."""
+        if self._pending:
+            self._show(self._pending, self._clock())
         if self.interactive and self._last_text:
             self.out.write("\n")
             self.out.flush()
+
+
+def table_snapshot_done(progress: dict[str, Any]) -> bool:
+    """Whether a table's snapshot progress (in a source offset) has every chunk read.
+
+    >>> table_snapshot_done({"next": "3", "prev": 2, "total": 3})
+    True
+    """
+    total = progress.get("total")
+    return total is not None and int(progress["next"]) >= int(total)
+
+
+def snapshot_done(offset: dict[str, Any] | None) -> bool:
+    """Whether a source offset has every table's snapshot done (True for no snapshot)."""
+    tables = (offset or {}).get("snapshot") or {}
+    return all(table_snapshot_done(p) for p in tables.values())
 
 
 def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
@@ -213,16 +296,21 @@ def run_pipeline(
 
 def pipeline_session(config: PipelineConfig, spark: Any = None) -> Any:
     """``spark`` (or a new ``local[pipeline.parallelism]`` session) set up for the pipeline:
-    the mysql-cdc source registered, the sink's and the file's Spark settings applied."""
+    the mysql-cdc source registered, the sink's and the file's Spark settings applied.
+
+    A new session's console progress bars are off when stderr is not a terminal: they
+    rewrite their line several times a second, a flood in a log (the pipeline's own progress
+    says where it is); the file's ``spark.conf`` may turn them on again."""
     from sparkcdc.spark.session import register, spark_session
 
     conf = {**sink_class(config.sink.type).spark_conf(config.sink), **config.pipeline.spark_conf}
     if spark is None:
+        bars = "true" if sys.stderr.isatty() else "false"
         spark = spark_session(
             config.pipeline.name,
             f"local[{config.pipeline.parallelism}]",
             connectors=True,
-            conf=conf,
+            conf={"spark.ui.showConsoleProgress": bars, **conf},
         )
         spark.sparkContext.setLogLevel("WARN")
     else:
@@ -287,7 +375,7 @@ def _run_once(
         summary.batches += 1
         for table, count in rows.items():
             summary.rows[table] = summary.rows.get(table, 0) + count
-        progress.rows += sum(rows.values())
+        progress.count(sum(rows.values()))
         if on_batch is not None:
             on_batch(batch_id, rows)
 
@@ -312,7 +400,7 @@ def _run_once(
     query = (
         reader.load()
         .writeStream.queryName(_query_name(config.pipeline.name))
-        .foreachBatch(writer)
+        .foreachBatch(progress.timed(writer))
         .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
         .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
         .start()
@@ -340,7 +428,7 @@ def _run_once(
                     server_pos = None
             batch = int(latest["batchId"]) if latest else -1
             summary.event_lag_s = writer.event_lag_s
-            progress.show(progress.line(summary.last_offset, batch, server_pos, writer.event_lag_s))
+            progress.update(summary.last_offset, batch, server_pos, writer.event_lag_s)
             write_status(
                 config.checkpoint,
                 _status(config, plan, summary, batch, server_pos, running=True),
@@ -457,17 +545,13 @@ def _status(
     running: bool,
 ) -> dict[str, Any]:
     offset = summary.last_offset or {}
-    tables = offset.get("snapshot") or {}
-    snapshot_done = all(
-        p.get("total") is not None and p["next"] >= p["total"] for p in tables.values()
-    )
     return {
         "pipeline": config.pipeline.name,
         "running": running,
         "pid": os.getpid(),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "phase": "binlog" if snapshot_done else "snapshot",
-        "tables": tables,
+        "phase": "binlog" if snapshot_done(offset) else "snapshot",
+        "tables": offset.get("snapshot") or {},
         "binlog": offset.get("binlog"),
         "server_position": None if server_pos is None else str(server_pos),
         # seconds from the binlog commit of the last batch's newest change to its write

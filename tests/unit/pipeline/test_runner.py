@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import io
 import json
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -8,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.pipeline.runner import _offset_dict, lag_text, offset_caught_up
+from sparkcdc.pipeline.config import parse_pipeline
+from sparkcdc.pipeline.runner import (
+    Progress,
+    _offset_dict,
+    lag_text,
+    offset_caught_up,
+    pipeline_session,
+)
 
 positions = st.builds(
     BinlogPosition,
@@ -134,3 +144,122 @@ def test_offset_dict_round_trips_json_and_repr(value: dict[str, Any]) -> None:
 )
 def test_lag_text(position: BinlogPosition, server: BinlogPosition, expected: str) -> None:
     assert lag_text(position, server) == expected
+
+
+# ------------------------------------------------------------------------------ Progress
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def snapshot_offset(chunks_done: int, total: int = 100) -> dict[str, Any]:
+    return offset(AT, {"a.t": {"next": chunks_done, "prev": chunks_done, "total": total}})
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "sparkcdc.pipeline.runner"]
+
+
+def test_progress_in_a_log_is_a_line_every_ten_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
+    clock = FakeClock()
+    progress = Progress(io.StringIO(), interactive=False, clock=clock)
+    for step in range(120):  # a minute of the runner's polls, every one with news
+        progress.count(10)
+        progress.update(snapshot_offset(step // 2), step, None)
+        clock.now += 0.5
+    lines = logged(caplog)
+    assert len(lines) == 6  # at 0, 10, ..., 50 s
+    assert lines[1].startswith("batch 20 | 210 rows")
+
+
+def test_progress_logs_the_end_of_the_snapshot_and_of_the_run_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
+    clock = FakeClock()
+    progress = Progress(io.StringIO(), interactive=False, clock=clock)
+    progress.update(snapshot_offset(99), 1, None)
+    clock.now += 1
+    progress.update(snapshot_offset(100), 2, None)  # the snapshot is done: a new phase
+    clock.now += 1
+    progress.count(5)
+    progress.update(snapshot_offset(100), 3, None)  # held back ...
+    assert len(logged(caplog)) == 2
+    assert "chunks 100/100" in logged(caplog)[1]
+    progress.finish()  # ... until the end
+    assert logged(caplog)[-1].startswith("batch 3 | 5 rows")
+    progress.finish()
+    assert len(logged(caplog)) == 3
+
+
+def test_progress_on_a_terminal_rewrites_its_line_every_half_second() -> None:
+    clock = FakeClock()
+    out = io.StringIO()
+    progress = Progress(out, interactive=True, clock=clock)
+    for step in range(50):  # 5 s of updates every 0.1 s
+        progress.count(1)
+        progress.update(None, step, None)
+        clock.now += 0.1
+    progress.finish()
+    assert out.getvalue().count("\r\033[K") == 11  # at 0, 0.5, ..., 4.5 s and the end
+    assert out.getvalue().endswith("batch 49 | 50 rows\n")
+
+
+def test_progress_rate_is_the_last_batch_rate_after_an_idle_gap() -> None:
+    clock = FakeClock()
+    progress = Progress(io.StringIO(), interactive=False, clock=clock)
+
+    def write(frame: Any, batch_id: int) -> None:
+        clock.now += 2.0  # the batch takes 2 s to write 1,000 rows
+        progress.count(1000)
+
+    assert "/s" not in progress.line(None, -1, None)  # no batch yet: no rate
+    timed = progress.timed(write)
+    timed(None, 0)
+    clock.now += 600  # ten idle minutes: no new changes at the source
+    timed(None, 1)
+    clock.now += 600
+    assert progress.line(None, 1, None) == "batch 1 | 2000 rows (last batch 500/s)"
+
+
+# ---------------------------------------------------------------------- pipeline_session
+
+PIPELINE = """
+source: {type: mysql, hostname: db, username: cdc, password: pw, tables: app.t}
+sink: {type: console}
+"""
+
+
+class TtyText(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stderr", "spark_conf", "bars"),
+    [
+        (io.StringIO(), "", "false"),  # a log: no console progress bars
+        (TtyText(), "", "true"),
+        (io.StringIO(), "\n  spark.conf: {spark.ui.showConsoleProgress: 'true'}", "true"),
+    ],
+)
+def test_new_session_has_console_progress_bars_only_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, stderr: io.StringIO, spark_conf: str, bars: str
+) -> None:
+    made: dict[str, str] = {}
+
+    def spark_session(*args: Any, conf: dict[str, str], **kwargs: Any) -> SimpleNamespace:
+        made.update(conf)
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+
+    monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
+    monkeypatch.setattr("sys.stderr", stderr)
+    config = parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={})
+    pipeline_session(config)
+    assert made["spark.ui.showConsoleProgress"] == bars

@@ -1,0 +1,580 @@
+"""Pipeline throughput: ``sparkcdc run`` against the plain Spark ways of doing the same work.
+
+Runnable with no arguments after ``bash scripts/setup.sh`` (it starts the private MariaDB and
+the private Kafka):
+
+    python bench/pipeline_throughput.py [--rows 1000000] [--skip-kafka] [--skip-iceberg]
+
+Loads the table of bench/snapshot.py (``--rows`` rows, 8 mixed columns) and, in one run,
+with ``local[2]`` everywhere:
+  - snapshot into Delta: ``sparkcdc run --available-now`` on a generated pipeline file, run
+    as a user runs it (the CLI as a subprocess; wall time, start-up included) against the
+    plain copy, Spark's JDBC reader (as bench/snapshot.py's reference) writing a Delta table,
+    in a fresh process too: ``vs_jdbc_copy`` = plain seconds / sparkcdc seconds;
+  - the same into Iceberg (a ``hadoop`` catalog under a local warehouse):
+    ``iceberg_vs_jdbc_copy``;
+  - catch-up: with the pipeline stopped, ``--changes`` changes (default 30% of the rows:
+    half updates, a quarter deletes, a quarter inserts, 1,000 rows a statement), then
+    ``sparkcdc run --available-now`` again (wall time) against one Delta MERGE of the same
+    changes into a copy of the sink table taken after the snapshot, from a change frame
+    read from the source and cached before the clock starts: ``vs_plain_merge`` = MERGE
+    seconds / sparkcdc seconds;
+  - Kafka: a continuous ``sparkcdc run`` into a Kafka topic (from the binlog's end) while
+    updates are written at ``--kafka-rates`` changes/s for ``--kafka-step-s`` seconds each;
+    the lag of the pipeline's committed source position behind the server's (binlog bytes)
+    is taken right after each batch it commits: it grows when the last commit's is more
+    than 3 s of writes above the second's (a step lasts until 3 commits, up to 3 times
+    ``--kafka-step-s``). ``kafka_changes_per_s`` is the highest achieved rate whose lag did
+    not grow (0: not even the first step's); the steps stop at the first that grew, or that
+    the writer could not drive to 80% of its target (the source's limit);
+  - the peak RSS of the Spark Python workers of every process the benchmark started.
+Row counts of the Delta tables (and of the Iceberg table after its snapshot) are checked
+against the source after the snapshot and after the catch-up; ``--verify`` adds
+``sparkcdc verify`` of the caught-up pipeline. The commands' output goes to a log file named
+at the start. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from snapshot import DATABASE, FILL, RssSampler, jdbc_frame, load
+
+from sparkcdc.devkafka import DevKafka
+from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.spark.session import spark_session
+
+TABLE = "throughput"
+KEY_BLOCK = 1000  # rows per change statement
+LAG_GROWTH_S = 3.0  # seconds of writes the lag after a commit may grow by within a step
+MIN_COMMITS = 3  # batches committed during a step to judge it (the first is not judged)
+PIPELINE = """
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: {user}
+  password: ${{BENCH_PASSWORD}}
+  tables: {database}.{table}
+  server-id: {server_ids}
+{source_extra}
+sink:
+{sink}
+pipeline:
+  name: bench-throughput-{name}
+  checkpoint: {checkpoint}
+  parallelism: 2
+"""
+ICEBERG_CATALOG = "bench_iceberg"
+
+
+@dataclass
+class Changes:
+    """The catch-up's change statements, by key block: which blocks are updated or deleted
+    (disjoint) and which new ids are inserted."""
+
+    updated: list[int]
+    deleted: list[int]
+    inserted: tuple[int, int]  # first and last new id
+
+    @classmethod
+    def plan(cls, rows: int, changes: int, seed: int = 12) -> Changes:
+        statements = max(4, changes // KEY_BLOCK)
+        updates, deletes = statements // 2, statements // 4
+        blocks = rows // KEY_BLOCK
+        if updates + deletes > blocks:
+            raise SystemExit(
+                f"--changes {changes} needs {updates + deletes} blocks of {KEY_BLOCK} rows to "
+                f"update or delete, the table has {blocks}: lower --changes or raise --rows"
+            )
+        picked = random.Random(seed).sample(range(blocks), updates + deletes)
+        inserts = statements - updates - deletes
+        return cls(picked[:updates], picked[updates:], (rows + 1, rows + inserts * KEY_BLOCK))
+
+    @property
+    def count(self) -> int:
+        first, last = self.inserted
+        return (len(self.updated) + len(self.deleted)) * KEY_BLOCK + last - first + 1
+
+    def statements(self) -> list[str]:
+        """One statement per block, interleaved as an application's would be."""
+        out = [update_statement(b) for b in self.updated]
+        out += [f"DELETE FROM {TABLE} WHERE {_block(b)}" for b in self.deleted]
+        first, last = self.inserted
+        out += [
+            FILL.format(name=TABLE, first=lo, last=min(lo + KEY_BLOCK - 1, last))
+            for lo in range(first, last + 1, KEY_BLOCK)
+        ]
+        random.Random(13).shuffle(out)
+        return out
+
+    def upserted_condition(self) -> str:
+        """SQL condition on ``id`` selecting every updated or inserted row."""
+        first, last = self.inserted
+        return " OR ".join([*(_block(b) for b in self.updated), f"id BETWEEN {first} AND {last}"])
+
+    def deleted_ids(self) -> list[int]:
+        return [i for b in self.deleted for i in range(b * KEY_BLOCK + 1, (b + 1) * KEY_BLOCK + 1)]
+
+
+def update_statement(block: int) -> str:
+    return (
+        f"UPDATE {TABLE} SET amount = amount + 1, score = score * 2, status = 'paid', "
+        f"note = CONCAT(note, 'u') WHERE {_block(block)}"
+    )
+
+
+def _block(block: int) -> str:
+    return f"id BETWEEN {block * KEY_BLOCK + 1} AND {(block + 1) * KEY_BLOCK}"
+
+
+def execute(server: DevServer, statements: list[str]) -> float:
+    """Seconds to run ``statements``, each its own transaction."""
+    began = time.perf_counter()
+    with server.connection(DATABASE) as conn, conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+            conn.commit()
+    return time.perf_counter() - began
+
+
+def source_count(server: DevServer) -> int:
+    with server.connection(DATABASE) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {TABLE}")
+        return int(cur.fetchone()[0])
+
+
+# -- the commands, as a user runs them -------------------------------------------------------
+
+
+def write_pipeline(
+    server: DevServer, work: Path, name: str, sink: str, server_ids: str, source_extra: str = ""
+) -> Path:
+    s = server.settings
+    path = work / f"{name}.yaml"
+    path.write_text(
+        PIPELINE.format(
+            host=s.host,
+            port=s.port,
+            user=s.user,
+            database=DATABASE,
+            table=TABLE,
+            server_ids=server_ids,
+            source_extra=source_extra,
+            sink=sink,
+            name=name,
+            checkpoint=work / f"checkpoint-{name}",
+        )
+    )
+    return path
+
+
+def command_env() -> dict[str, str]:
+    """The commands' environment: the password by ``${BENCH_PASSWORD}``, not in the file."""
+    return {**os.environ, "BENCH_PASSWORD": DEV_PASSWORD}
+
+
+def sparkcdc(args: list[str], log: Path) -> float:
+    """Wall seconds of ``sparkcdc <args>`` run to its end."""
+    return command([sys.executable, "-m", "sparkcdc.cli.main", *args], log)
+
+
+def jdbc_copy(target: str, into: str, rows: int, log: Path) -> float:
+    """Wall seconds of the plain copy in a fresh process: this file with ``--jdbc-copy-into``."""
+    argv = ["--jdbc-copy-into", into, "--target", target, "--rows", str(rows)]
+    return command([sys.executable, __file__, *argv], log)
+
+
+def command(argv: list[str], log: Path) -> float:
+    """Wall seconds of ``argv`` run to its end, its output appended to ``log``; a failure
+    stops the benchmark with the output's tail."""
+    began = time.perf_counter()
+    with log.open("ab") as out:
+        done = subprocess.run(
+            argv, env=command_env(), stdout=out, stderr=subprocess.STDOUT, check=False
+        )
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}:\n{tail}")
+    return elapsed
+
+
+def run_jdbc_copy(into: str, target: str, rows: int) -> None:
+    """The plain copy (in the child process): Spark's JDBC reader → a new Delta or Iceberg
+    table at ``target`` (a path; for Iceberg, a hadoop catalog's warehouse)."""
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    if into == "iceberg":
+        conf |= iceberg_catalog_conf(Path(target))
+    spark = spark_session("bench-jdbc-copy", "local[2]", connectors=True, conf=conf)
+    frame = jdbc_frame(spark, DevServer.from_env(), TABLE, rows)
+    if into == "delta":
+        frame.write.format("delta").save(target)
+    else:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.{DATABASE}")
+        frame.writeTo(f"{ICEBERG_CATALOG}.{DATABASE}.{TABLE}").tableProperty(
+            "format-version", "2"
+        ).create()
+    spark.stop()
+
+
+def iceberg_catalog_conf(warehouse: Path) -> dict[str, str]:
+    prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": str(warehouse),
+    }
+
+
+# -- the catch-up's reference: one MERGE of a prepared change frame ---------------------------
+
+
+def plain_merge(spark: Any, server: DevServer, changes: Changes, table: str) -> float:
+    """Seconds of one Delta MERGE of ``changes`` (final states read from the source, cached
+    and counted before the clock starts) into the Delta table at ``table``."""
+    from pyspark.sql import functions as F
+
+    target = spark.read.format("delta").load(table).schema
+    upserts = (
+        jdbc_frame(spark, server, TABLE, changes.inserted[1])
+        .where(changes.upserted_condition())
+        .withColumn("_deleted", F.lit(False))
+    )
+    deletes = spark.createDataFrame([(i,) for i in changes.deleted_ids()], "id long").withColumn(
+        "_deleted", F.lit(True)
+    )
+    frame = upserts.unionByName(deletes, allowMissingColumns=True).select(
+        *(F.col(f.name).cast(f.dataType).alias(f.name) for f in target.fields), "_deleted"
+    )
+    frame.cache().count()
+    frame.createOrReplaceTempView("bench_changes")
+    names = [f"`{f.name}`" for f in target.fields]
+    began = time.perf_counter()
+    spark.sql(
+        f"MERGE INTO delta.`{table}` t USING bench_changes s ON t.id = s.id "
+        "WHEN MATCHED AND s._deleted THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{n} = s.{n}' for n in names)} "
+        f"WHEN NOT MATCHED AND NOT s._deleted THEN INSERT ({', '.join(names)}) "
+        f"VALUES ({', '.join(f's.{n}' for n in names)})"
+    )
+    elapsed = time.perf_counter() - began
+    frame.unpersist()
+    return elapsed
+
+
+def check_count(what: str, counted: int, expected: int) -> None:
+    if counted != expected:
+        raise SystemExit(f"{what} has {counted} rows, the source {expected}: the copy is wrong")
+
+
+# -- Kafka: the highest sustained rate --------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One rate step: the writer's target and achievement, and the lag (binlog bytes) right
+    after each batch the pipeline committed during the step.
+
+    Right after a commit the lag is what was written while that batch ran (its end was
+    planned when it started): it stays level while the pipeline keeps up and grows with the
+    batches when it falls behind. The step's first commit is not judged (its batch began
+    before the step, at another rate).
+    """
+
+    target: float
+    achieved: float = 0.0
+    bytes_per_s: float = 0.0
+    commit_lags: list[int] = field(default_factory=list)
+    drain_s: float | None = None
+
+    @property
+    def judged(self) -> bool:
+        return len(self.commit_lags) >= MIN_COMMITS
+
+    @property
+    def lag_growing(self) -> bool:
+        """Whether the lag after the last commit exceeds that after the second by more than
+        LAG_GROWTH_S of writes (or the pipeline did not catch up after the step)."""
+        if self.drain_s is None or not self.judged:
+            return True
+        return self.commit_lags[-1] - self.commit_lags[1] > LAG_GROWTH_S * self.bytes_per_s
+
+    def text(self) -> str:
+        drain = "not within the time limit" if self.drain_s is None else f"{self.drain_s:.1f}s"
+        lags = ", ".join(f"{b / max(self.bytes_per_s, 1):.1f}s" for b in self.commit_lags)
+        return (
+            f"target {self.target:,.0f}/s achieved {self.achieved:,.0f}/s, lag after each "
+            f"commit (in seconds of writes) [{lags}], drain {drain}, lag growing: "
+            f"{self.lag_growing}"
+        )
+
+
+def absolute_position(cur: Any, position: BinlogPosition | None = None) -> int:
+    """Bytes from the start of the oldest binlog file to ``position`` (default: the end)."""
+    cur.execute("SHOW BINARY LOGS")
+    total = 0
+    for name, size, *_ in cur.fetchall():
+        if position is not None and name == position.file:
+            return total + position.pos
+        total += int(size)
+    return total
+
+
+def pipeline_position(checkpoint: Path) -> BinlogPosition | None:
+    committed = committed_offset(str(checkpoint))
+    if committed is None or "binlog" not in committed[1]:
+        return None
+    return BinlogPosition.from_offset(committed[1]["binlog"])
+
+
+def wait_caught_up(cur: Any, checkpoint: Path, timeout_s: float) -> float | None:
+    """Seconds until the pipeline committed everything the server has now; None: not in
+    ``timeout_s``."""
+    began = time.monotonic()
+    end = absolute_position(cur)
+    while time.monotonic() - began < timeout_s:
+        position = pipeline_position(checkpoint)
+        if position is not None and absolute_position(cur, position) >= end:
+            return time.monotonic() - began
+        time.sleep(0.2)
+    return None
+
+
+def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: Path) -> None:
+    """Write updates at ``step.target`` changes/s for ``seconds`` (longer, up to three
+    times, until the pipeline committed MIN_COMMITS batches), noting the lag at commits."""
+    blocks = rows // KEY_BLOCK
+    with (
+        server.connection(DATABASE) as conn,
+        conn.cursor() as cur,
+        server.connection(DATABASE) as watch,
+        watch.cursor() as wcur,
+    ):
+        start_bytes = absolute_position(wcur)
+        began = time.monotonic()
+        committed = pipeline_position(checkpoint)
+        written, next_look, block = 0, began, random.Random(7).randrange(blocks)
+        while (now := time.monotonic()) - began < seconds or (
+            not step.judged and now - began < 3 * seconds
+        ):
+            if now >= next_look:
+                position = pipeline_position(checkpoint)
+                if position is not None and position != committed:
+                    committed = position
+                    lag = absolute_position(wcur) - absolute_position(wcur, position)
+                    step.commit_lags.append(max(0, lag))
+                next_look = now + 0.2
+            ahead = written / step.target - (now - began)
+            if ahead > 0:
+                time.sleep(min(ahead, 0.05))  # pacing the writer, not synchronisation
+                continue
+            cur.execute(update_statement(block))
+            conn.commit()
+            written += KEY_BLOCK
+            block = (block + 1) % blocks
+        elapsed = time.monotonic() - began
+        step.achieved = written / elapsed
+        step.bytes_per_s = (absolute_position(wcur) - start_bytes) / elapsed
+        step.drain_s = wait_caught_up(wcur, checkpoint, timeout_s=max(30.0, seconds * 2))
+
+
+def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> float:
+    """The highest achieved rate of a step whose lag did not grow (0: none)."""
+    servers = DevKafka.from_env().start()
+    sink = (
+        f"  type: kafka\n  properties.bootstrap.servers: {servers}\n"
+        f"  topic: bench-throughput-{time.time_ns()}\n  value.format: debezium-json"
+    )
+    pipeline = write_pipeline(
+        server, work, "kafka", sink, "6330-6339", "  scan.startup.mode: latest-offset"
+    )
+    checkpoint = work / "checkpoint-kafka"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline)],
+            env=command_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    best = 0.0
+    try:
+        _wait_started(process, checkpoint, log)
+        warm = Step(5000.0)  # the first batches compile Spark's and the sink's code paths
+        drive(server, warm, 3.0, args.rows, checkpoint)
+        for rate in args.kafka_rates:
+            step = Step(rate)
+            drive(server, step, args.kafka_step_s, args.rows, checkpoint)
+            print(f"kafka: {step.text()}", file=sys.stderr)
+            if step.lag_growing:
+                break
+            best = max(best, step.achieved)
+            if step.achieved < 0.8 * rate:  # the source cannot be driven faster
+                break
+    finally:
+        process.send_signal(signal.SIGINT)  # as Ctrl-C: the run stops after its batch
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return best
+
+
+def _wait_started(process: subprocess.Popen[bytes], checkpoint: Path, log: Path) -> None:
+    """Until the continuous run committed its first batch (it has a source position)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"the Kafka pipeline exited with {process.returncode}:\n{tail}")
+        if pipeline_position(checkpoint) is not None:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"the Kafka pipeline committed no batch within 300 s; see {log}")
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def snapshots(
+    server: DevServer, work: Path, args: argparse.Namespace, log: Path
+) -> tuple[Path, dict[str, float]]:
+    """Both snapshots (Delta, then Iceberg unless skipped) and their plain copies."""
+    delta = write_pipeline(
+        server, work, "delta", f"  type: delta\n  path: {work / 'lake'}", "6310-6319"
+    )
+    seconds = {
+        "delta": sparkcdc(["run", str(delta), "--available-now"], log),
+        "delta_jdbc": jdbc_copy(str(work / "jdbc-delta"), "delta", args.rows, log),
+    }
+    if not args.skip_iceberg:
+        iceberg = write_pipeline(
+            server,
+            work,
+            "iceberg",
+            "  type: iceberg\n  catalog.properties.type: hadoop\n"
+            f"  catalog.properties.warehouse: {work / 'warehouse'}",
+            "6320-6329",
+        )
+        seconds["iceberg"] = sparkcdc(["run", str(iceberg), "--available-now"], log)
+        seconds["iceberg_jdbc"] = jdbc_copy(str(work / "jdbc-iceberg"), "iceberg", args.rows, log)
+    print("snapshot: " + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()), file=sys.stderr)
+    return delta, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--changes", type=int, default=None, help="catch-up changes (default: 30%% of --rows)"
+    )
+    parser.add_argument("--skip-kafka", action="store_true")
+    parser.add_argument("--skip-iceberg", action="store_true")
+    parser.add_argument(
+        "--verify", action="store_true", help="also run `sparkcdc verify` after the catch-up"
+    )
+    parser.add_argument(
+        "--kafka-rates",
+        type=lambda text: [float(r) for r in text.split(",")],
+        default=[5_000.0, 10_000.0, 20_000.0, 50_000.0, 100_000.0, 150_000.0],
+        help="changes/s of the Kafka steps, comma-separated, increasing",
+    )
+    parser.add_argument("--kafka-step-s", type=float, default=20.0)
+    parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
+    parser.add_argument("--target", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.jdbc_copy_into:  # the child process of jdbc_copy
+        run_jdbc_copy(args.jdbc_copy_into, args.target, args.rows)
+        return
+    changes = Changes.plan(args.rows, args.changes or args.rows * 3 // 10)
+
+    server = DevServer.from_env()
+    server.start()
+    with server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+        cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{TABLE}")  # the catch-up changed it
+    load(server, TABLE, args.rows)
+    print(f"table loaded: {TABLE} {args.rows} rows", file=sys.stderr)
+    work = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-throughput-"))
+    # the commands' output outlives the run's files, to be read after a surprising result
+    log = Path(tempfile.mkstemp(prefix="sparkcdc-bench-throughput-", suffix=".log")[1])
+    print(f"the commands' output goes to {log}", file=sys.stderr)
+    lake_table = str(work / "lake" / DATABASE / TABLE)
+    try:
+        with RssSampler() as rss:
+            delta, seconds = snapshots(server, work, args, log)
+            spark = spark_session(
+                "bench-throughput",
+                "local[2]",
+                connectors=True,
+                conf={"spark.ui.showConsoleProgress": "false"},
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            check_count("the Delta table after the snapshot", _count(spark, lake_table), args.rows)
+            if not args.skip_iceberg:
+                iceberg_table = str(work / "warehouse" / DATABASE / TABLE)
+                counted = spark.read.format("iceberg").load(iceberg_table).count()
+                check_count("the Iceberg table after the snapshot", counted, args.rows)
+            plain_table = str(work / "plain-merge")
+            shutil.copytree(lake_table, plain_table)
+
+            write_s = execute(server, changes.statements())
+            rows_after = source_count(server)
+            print(f"catch-up: {changes.count} changes written in {write_s:.1f}s", file=sys.stderr)
+            catchup_s = sparkcdc(["run", str(delta), "--available-now"], log)
+            check_count("the Delta table after the catch-up", _count(spark, lake_table), rows_after)
+            merge_s = plain_merge(spark, server, changes, plain_table)
+            check_count("the plain MERGE's table", _count(spark, plain_table), rows_after)
+            print(f"catch-up: sparkcdc {catchup_s:.1f}s, MERGE {merge_s:.1f}s", file=sys.stderr)
+            spark.stop()
+            verified = None
+            if args.verify:
+                verified = sparkcdc(["verify", str(delta), "--timeout", "60"], log)
+            kafka = None if args.skip_kafka else kafka_sustained(server, work, args, log)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    rows = args.rows
+    result = {
+        "rows": rows,
+        "changes": changes.count,
+        "delta_snapshot_rows_per_s": round(rows / seconds["delta"]),
+        "jdbc_copy_rows_per_s": round(rows / seconds["delta_jdbc"]),
+        "vs_jdbc_copy": round(seconds["delta_jdbc"] / seconds["delta"], 2),
+        "iceberg_vs_jdbc_copy": (
+            round(seconds["iceberg_jdbc"] / seconds["iceberg"], 2) if "iceberg" in seconds else None
+        ),
+        "catchup_s": round(catchup_s, 1),
+        "plain_merge_s": round(merge_s, 1),
+        "vs_plain_merge": round(merge_s / catchup_s, 2),
+        "kafka_changes_per_s": None if kafka is None else round(kafka),
+        "peak_executor_rss_mb": round(rss.peak_mb),
+    }
+    if verified is not None:
+        result["verify_s"] = round(verified, 1)
+    print(json.dumps(result))
+
+
+def _count(spark: Any, path: str) -> int:
+    return int(spark.read.format("delta").load(path).count())
+
+
+if __name__ == "__main__":
+    main()
