@@ -581,19 +581,28 @@ class JdbcSink(Sink):
         """Load ``frame`` into the batch's staging table from Spark's tasks, then move it
         into the target in one transaction; False when the commit table had the batch."""
         writer = self.context.writer_id + (APPEND_WRITER_SUFFIX if append else "")
-        what = "the append of batch" if append else "batch"
-        where = f"{what} {batch_id} of sink table {table.name} ({plan.display} in {self.url})"
-        with self._lock:  # a replay skips the Spark work too
-            committed = self._read_committed(table, writer, where)
-        if committed is not None and committed >= batch_id:
-            self._log_skip(where, committed, batch_id)
-            return False
+        inserts = "snapshot inserts, " if append else ""
+        where = (
+            f"batch {batch_id} of sink table {table.name} ({inserts}{plan.display} in {self.url})"
+        )
         staging = self._staging_ref(writer, table, batch_id, append)
-        # a staging table a crash left behind is dropped, then refilled from scratch
-        self._staging_ddl(where, f"DROP TABLE IF EXISTS {staging}")
-        self._staging_ddl(where, self._dialect.create_staging(staging, plan.target, plan.columns))
         try:
-            rows = sum(self._load(frame, plan, staging, where))
+            try:
+                with self._lock:  # a replay skips the Spark work too
+                    committed = self._read_committed(table, writer, where)
+                if committed is not None and committed >= batch_id:
+                    self._log_skip(where, committed, batch_id)
+                    return False
+                # a staging table a crash left behind is dropped, then refilled from scratch
+                self._staging_ddl(where, f"DROP TABLE IF EXISTS {staging}")
+                create = self._dialect.create_staging(staging, plan.target, plan.columns)
+                self._staging_ddl(where, create)
+                rows = sum(self._load(frame, plan, staging, where))
+            except SinkError as exc:
+                raise SinkError(
+                    f"{exc}. Nothing was committed for {where}; a restart of the pipeline "
+                    "replays it"
+                ) from None
             if rows == 0:
                 return True
             with self._lock:
@@ -635,8 +644,7 @@ class JdbcSink(Sink):
         except Exception as exc:  # the task's error, wrapped by Spark
             raise SinkError(
                 f"jdbc sink: loading {where} into its staging table failed: "
-                f"{self._clean(_task_error(exc))}. Nothing was committed for this batch; a "
-                "restart of the pipeline replays it"
+                f"{self._clean(_task_error(exc))}"
             ) from None
         return tuple(int(r[0]) for r in counts)
 
