@@ -123,6 +123,8 @@ class DeltaSink(Sink):
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
+        if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no empty commit
+            return True
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"

@@ -55,7 +55,6 @@ from sparkcdc.sinks.base import (
     SinkOptions,
     SinkTable,
     final_states,
-    spark_error_text,
 )
 from sparkcdc.sinks.base import quote as spark_quote
 
@@ -347,6 +346,7 @@ class _Dialect(ABC):
         """Delete the target rows of the staged keys that are ``_deleted``."""
 
     def insert_from(self, target: str, staging: str, columns: Sequence[str]) -> str:
+        """Insert the staged rows as they are (snapshot inserts: keys the target lacks)."""
         names = ", ".join(self.ddl_ident(c) for c in columns)
         return f"INSERT INTO {target} ({names}) SELECT {names} FROM {staging}"
 
@@ -558,6 +558,8 @@ class JdbcSink(Sink):
         return found
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+        if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no staging table
+            return True
         plan = self._plan(table)
         final = final_states(changes, table.primary_key)
         frame = final.select(*[spark_quote(c) for c in plan.columns], DELETED)
@@ -566,6 +568,8 @@ class JdbcSink(Sink):
     def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
         from pyspark.sql import functions as F
 
+        if rows.isEmpty():
+            return True
         plan = self._plan(table)
         frame = rows.select(*[spark_quote(c) for c in plan.columns], F.lit(False).alias(DELETED))
         return self._stage_and_apply(table, plan, frame, batch_id, append=True)
@@ -1188,8 +1192,7 @@ def _arrow_rows(
 
 def _task_error(exc: BaseException) -> str:
     """The message a Spark task's Python error ended with (Spark wraps it in a traceback)."""
-    text = spark_error_text(exc) if not str(exc).strip() else str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     marked = [line for line in lines if "SinkError: " in line]
     if marked:
         return marked[-1].split("SinkError: ", 1)[1]
