@@ -1,18 +1,16 @@
-"""Delta sink: snapshot rows by append vs by MERGE, and what bounds the MERGE of changes.
+"""Delta sink: snapshot rows by append vs by MERGE, and MERGEs with vs without deletion vectors.
 
 Runnable with no arguments after the README's set-up (no database needed):
 
     python bench/sink_append.py [--rows 200000] [--batches 10] [--changes 2000]
 
-In the same run, on local disk:
-  - a snapshot of ``--rows`` rows in ``--batches`` batches into an empty table: by
-    ``DeltaSink.append`` (what the pipeline does with snapshot inserts now), by
-    ``DeltaSink.write`` (a MERGE per batch, bounded to the batch's key range), and by the
-    MERGE without that bound (the sink before appends);
-  - ``--changes`` updates and deletes at adjacent keys (recent rows, as a live table's
-    changes mostly are) in 5 batches, MERGEd into equal tables (loaded by append): with
-    deletion vectors and the key-range bound (the sink as it is), without the bound, and
-    without either.
+In the same run, on local disk, the ways taking turns per batch (so that a change of the
+machine's load hits them alike):
+  - a snapshot of ``--rows`` rows in ``--batches`` batches into an empty table, by
+    ``DeltaSink.append`` (what the pipeline does with snapshot inserts now) and by
+    ``DeltaSink.write`` (a MERGE per batch, as before appends);
+  - ``--changes`` updates and deletes at adjacent keys in 5 batches, MERGEd into equal tables
+    (loaded by append) with deletion vectors (as the sink creates tables) and without.
 The last line printed is one JSON object.
 """
 
@@ -26,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.sinks import delta
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable
 from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
 from sparkcdc.spark.session import spark_session
@@ -62,16 +59,6 @@ def timed(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def unbounded(action: Callable[[], Any]) -> Any:
-    """``action`` with the sink's MERGE not bounded to the batch's key range (as before)."""
-    original = delta.key_range
-    delta.key_range = lambda *_: None  # type: ignore[assignment]
-    try:
-        return action()
-    finally:
-        delta.key_range = original
-
-
 def snapshot_batches(
     spark: Any, sink: DeltaSink, tables: dict[str, SinkTable], rows: int, batches: int
 ) -> dict[str, float]:
@@ -81,7 +68,6 @@ def snapshot_batches(
     ways: dict[str, Callable[[SinkTable, Any, int], Any]] = {
         "append": sink.append,
         "merge": sink.write,
-        "merge_unbounded": lambda t, f, b: unbounded(lambda: sink.write(t, f, b)),
     }
     total = dict.fromkeys(tables, 0.0)
     for batch, start in enumerate(range(0, rows, step)):
@@ -106,11 +92,7 @@ def change_batches(
         frame = change_frame(spark, start, start + per, op, 10 + i).persist()
         frame.count()
         for name, table in tables.items():
-
-            def merge() -> Any:
-                return sink.write(table, frame, 100 + i)  # noqa: B023
-
-            total[name] += timed(merge if name == "bounded" else lambda: unbounded(merge))
+            total[name] += timed(lambda: sink.write(table, frame, 100 + i))  # noqa: B023
         frame.unpersist()
     return total
 
@@ -138,10 +120,10 @@ def main() -> None:
     # warm the JVM up (first MERGE and first append pay for class loading)
     snapshot_batches(spark, sink, {"append": table("w1"), "merge": table("w2")}, 1000, 1)
 
-    loaded = {w: table(w) for w in ("append", "merge", "merge_unbounded")}
+    loaded = {w: table(w) for w in ("append", "merge")}
     load_s = snapshot_batches(spark, sink, loaded, args.rows, args.batches)
 
-    merged = {w: table(f"changes_{w}") for w in ("bounded", "unbounded", "no_dv")}
+    merged = {w: table(f"changes_{w}") for w in ("dv", "no_dv")}
     spark.sql(
         f"ALTER TABLE {sink.identifier(merged['no_dv'])} "
         "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
@@ -158,13 +140,12 @@ def main() -> None:
         "batches": args.batches,
         "snapshot_append_s": round(load_s["append"], 2),
         "snapshot_merge_s": round(load_s["merge"], 2),
-        "snapshot_merge_unbounded_s": round(load_s["merge_unbounded"], 2),
         "append_rows_per_s": round(args.rows / load_s["append"]),
-        "merge_unbounded_rows_per_s": round(args.rows / load_s["merge_unbounded"]),
+        "merge_rows_per_s": round(args.rows / load_s["merge"]),
+        "append_speedup": round(load_s["merge"] / load_s["append"], 2),
         "changes": args.changes,
-        "changes_merge_dv_bounded_s": round(change_s["bounded"], 2),
-        "changes_merge_dv_unbounded_s": round(change_s["unbounded"], 2),
-        "changes_merge_no_dv_unbounded_s": round(change_s["no_dv"], 2),
+        "changes_merge_dv_s": round(change_s["dv"], 2),
+        "changes_merge_no_dv_s": round(change_s["no_dv"], 2),
         "final_rows": counts,
     }
     print(json.dumps(result))

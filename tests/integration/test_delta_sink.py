@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable
-from sparkcdc.sinks.delta import DeltaOptions, DeltaSink, key_range
+from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
 
 pytestmark = pytest.mark.integration
 
@@ -124,24 +124,3 @@ def test_new_tables_have_deletion_vectors(spark: Any, tmp_path: Path) -> None:
     assert int(metrics.operationMetrics["numTargetDeletionVectorsAdded"]) == 1
     assert int(metrics.operationMetrics["numTargetFilesRemoved"]) == 0
     assert rows(spark, sink, table) == [(1, "n1"), (2, "n2"), (4, "n4"), (5, "n5")]
-
-
-def test_merge_is_bounded_to_the_batchs_key_range(spark: Any, tmp_path: Path) -> None:
-    table = new_table()
-    changes = frame(spark, [("+I", 1, 40, "a"), ("-D", 2, 7, "b"), ("+U", 3, 12, "c")])
-    assert key_range(changes, table) == "t.`id` BETWEEN 7 AND 40"
-    assert key_range(frame(spark, []), table) is None
-    # a key that may be NULL, or one of a type without plain literals, gets no bound
-    nullable = SinkTable("a.t", (SinkColumn("id", "BIGINT"), COLUMNS[1]), ("id",), ())
-    assert key_range(changes, nullable) is None
-    text_key = SinkTable("a.t", (COLUMNS[1],), ("name",), ())
-    assert key_range(changes, text_key) is None
-
-    # rows outside the bound stay as they were; inside it, the MERGE applies
-    sink = make_sink(spark, tmp_path)
-    sink.open([table])
-    sink.append(table, snapshot(spark, range(1, 100)), 1)
-    sink.write(table, frame(spark, [("+U", 5, 50, "fifty"), ("-D", 6, 60, "n60")]), 2)
-    got = rows(spark, sink, table)
-    assert len(got) == 98
-    assert (50, "fifty") in got and (60, "n60") not in got and (49, "n49") in got

@@ -311,18 +311,11 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     )
 
 
-def merge_statement(
-    target: str, source_view: str, table: SinkTable, target_filter: str | None = None
-) -> str:
+def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
     """``MERGE INTO`` applying :func:`final_states` rows (in ``source_view``) to ``target``:
-    delete keys whose last change deletes them, update the others, insert new ones.
-
-    ``target_filter`` (a condition on ``t``, true for every row the batch touches) joins the
-    ON clause so that the table format can skip the files it excludes."""
+    delete keys whose last change deletes them, update the others, insert new ones."""
     columns = table.column_names
     on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
-    if target_filter is not None:
-        on = f"{target_filter} AND {on}"
     assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
     names = ", ".join(quote(c) for c in columns)
     values = ", ".join(f"s.{quote(c)}" for c in columns)

@@ -6,9 +6,6 @@ with Delta's idempotent-write settings (``txnAppId`` = pipeline, run id and tabl
 ``txnVersion`` = batch id), so a batch Spark replays after a crash is skipped by the tables
 that already have it: exactly-once per table. The run id (``SinkContext.writer_id``) is new
 with every new checkpoint, so a new stream's batch ids are never taken for an old one's.
-The MERGE's ON clause also bounds the first key column to the batch's range of it, so Delta
-skips the data files whose statistics lie outside (most of a table, when a batch's keys are
-close together, as a snapshot's chunks and recent inserts are).
 
 Snapshot rows of keys the table does not hold yet come through :meth:`DeltaSink.append`: a
 plain DataFrame append (no join with the table) under its own idempotent-write id
@@ -57,8 +54,6 @@ log = logging.getLogger(__name__)
 # Delta 3.1+ merges, updates and deletes with deletion vectors (delta-spark 4.x here); a
 # table written with them needs reader 3 / writer 7, which delta-rs 1.x reads
 TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
-# key types whose bounds are written as SQL literals into the MERGE's ON clause
-_RANGE_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"})
 
 
 class DeltaOptions(SinkOptions):
@@ -129,7 +124,7 @@ class DeltaSink(Sink):
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
-        statement = merge_statement(self.identifier(table), view, table, key_range(changes, table))
+        statement = merge_statement(self.identifier(table), view, table)
         # Delta records (appId, version) in the same commit and skips a version it has seen
         session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
         session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
@@ -335,24 +330,3 @@ class DeltaSink(Sink):
         """The idempotent-write id of appends: apart from the MERGEs', whose batch ids
         Delta would otherwise take for appends already done."""
         return self.app_id(table) + "/append"
-
-
-def key_range(changes: DataFrame, table: SinkTable) -> str | None:
-    """``t.`k` BETWEEN lo AND hi`` over the batch's values of the first key column, or None;
-    e.g. ``t.`id` BETWEEN 3 AND 9`` for a batch that touches keys 3, 7 and 9.
-
-    Only for an integer key declared NOT NULL: the bound must be a plain literal, and a
-    NULL key (which ``<=>`` would match) must not exist, since BETWEEN never holds for it.
-    """
-    from pyspark.sql import functions as F
-
-    if not table.primary_key:
-        return None
-    first = table.primary_key[0]
-    column = next((c for c in table.columns if c.name == first), None)
-    if column is None or column.nullable or column.spark_type.upper() not in _RANGE_TYPES:
-        return None
-    row = changes.agg(F.min(quote(first)), F.max(quote(first))).first()
-    if row is None or row[0] is None:
-        return None
-    return f"t.{quote(first)} BETWEEN {int(row[0])} AND {int(row[1])}"
