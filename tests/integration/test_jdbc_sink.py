@@ -480,6 +480,125 @@ def test_existing_tables_are_checked(spark: Any, target: Target) -> None:
         no_create.open([missing])
 
 
+# -- appends and staging ---------------------------------------------------------------
+
+SNAPSHOT = [("+I", 1, k, f"n{k}") for k in range(1, 6)]
+BATCH_ONE = [("-U", 10, 2, "n2"), ("+U", 10, 2, "two"), ("-D", 11, 3, "n3"), ("+I", 12, 6, "six")]
+AFTER_BATCH_ONE = expected((1, "n1"), (2, "two"), (4, "n4"), (5, "n5"), (6, "six"))
+
+
+def staging_tables(target: Target) -> list[str]:
+    return [
+        r[0]
+        for r in target.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name LIKE 'sparkcdc\\_stage\\_%%'",
+            (target.namespace,),
+        )
+    ]
+
+
+def test_append_then_write_in_one_batch(spark: Any, target: Target) -> None:
+    table = target.table(ORDERS_COLUMNS, ("id",))
+    sink = make_sink(spark, target)
+    sink.open([table])
+    assert JdbcSink.appends
+    assert sink.append(table, orders_frame(spark, SNAPSHOT), 1)
+    assert sink.write(table, orders_frame(spark, BATCH_ONE), 1)
+    assert target.rows(table) == AFTER_BATCH_ONE
+    assert target.committed(sink.context.writer_id, table) == [1]
+    assert target.committed(sink.context.writer_id + "/append", table) == [1]
+    assert staging_tables(target) == []
+
+
+def test_replayed_append_and_write_are_skipped(spark: Any, target: Target) -> None:
+    table = target.table(ORDERS_COLUMNS, ("id",))
+    sink = make_sink(spark, target)
+    sink.open([table])
+    sink.append(table, orders_frame(spark, SNAPSHOT), 1)
+    sink.write(table, orders_frame(spark, BATCH_ONE), 1)
+    # a restarted run replays batch 1 (other content proves a skip, not a re-apply)
+    again = make_sink(spark, target, pipeline=sink.context.pipeline_name)
+    assert not again.append(table, orders_frame(spark, [("+I", 1, 9, "nine")]), 1)
+    assert not again.write(table, orders_frame(spark, [("-D", 20, 1, "n1")]), 1)
+    assert target.rows(table) == AFTER_BATCH_ONE
+
+
+def test_crash_between_append_and_write(spark: Any, target: Target) -> None:
+    table = target.table(ORDERS_COLUMNS, ("id",))
+    sink = make_sink(spark, target)
+    sink.open([table])
+    sink.append(table, orders_frame(spark, SNAPSHOT), 1)  # ... and the process dies
+    again = make_sink(spark, target, pipeline=sink.context.pipeline_name)
+    assert not again.append(table, orders_frame(spark, SNAPSHOT), 1)
+    assert again.write(table, orders_frame(spark, BATCH_ONE), 1)
+    assert target.rows(table) == AFTER_BATCH_ONE
+
+
+def test_partitions_load_in_parallel_without_collect(
+    spark: Any, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Spark partition loads its own rows; nothing goes through the driver, and a
+    staging table a crash left behind is dropped and refilled."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    table = target.table(ORDERS_COLUMNS[:2], ("id",))
+    sink = make_sink(spark, target)
+    sink.open([table])
+    rows, partitions = 20_000, 8
+
+    def frame(op: str, seq: int, keys: Any) -> Any:
+        return keys.repartition(partitions).select(
+            F.lit(op).alias("_op"),
+            F.lit(None).cast("timestamp").alias("_op_ts"),
+            F.lit(seq).cast("bigint").alias("_seq"),
+            F.lit("app_db").alias("_database"),
+            F.lit("src").alias("_table"),
+            F.col("id"),
+            F.concat(F.lit(f"{op}-"), F.col("id").cast("string")).alias("name"),
+        )
+
+    def no_collect(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the batch's rows were collected to the driver")
+
+    for name in ("toArrow", "toPandas", "toLocalIterator"):
+        monkeypatch.setattr(DataFrame, name, no_collect)
+    loaded: list[tuple[int, ...]] = []
+    load = sink._load
+
+    def counting_load(*args: Any) -> Any:
+        per_partition = load(*args)
+        loaded.append(per_partition)
+        return per_partition
+
+    monkeypatch.setattr(sink, "_load", counting_load)
+
+    assert sink.append(table, frame("+I", 1, spark.range(1, rows + 1)), 1)
+    # a leftover staging table of batch 2's write, with a stray row of a key never written
+    leftover = sink._staging_ref(sink.context.writer_id, table, 2, append=False)
+    target.query(
+        f"CREATE TABLE {leftover} AS SELECT id, name, FALSE AS _deleted FROM "
+        f"{target.ref(table.short_name)} WHERE id = 1"
+    )
+    target.query(f"UPDATE {leftover} SET id = -5")
+    updates = spark.range(1, rows + 1, 2)  # odd keys
+    assert sink.write(
+        table, frame("+U", 2, updates).unionByName(frame("+I", 2, spark.range(0, 1))), 2
+    )
+    monkeypatch.undo()
+
+    # the append loaded from its 8 partitions (the write from the partitions its final
+    # states have after the shuffle, which Spark's AQE coalesces for a batch this small)
+    appended, written = loaded
+    assert len([c for c in appended if c]) == partitions
+    assert (sum(appended), sum(written)) == (rows, rows // 2 + 1)
+    got = dict(target.query(f"SELECT id, name FROM {target.ref(table.short_name)}"))
+    assert len(got) == rows + 1 and -5 not in got
+    assert got[0] == "+I-0" and got[1] == "+U-1" and got[2] == "+I-2" and got[rows] == "+I-20000"
+    assert staging_tables(target) == []
+
+
 # -- errors ----------------------------------------------------------------------------
 
 
@@ -603,12 +722,13 @@ def test_unsupported_types_say_what_to_do(spark_type: str) -> None:
         target_type(spark_type, "postgresql", where="app.t.c")
 
 
-def test_pymysql_batches_the_upsert() -> None:
+def test_pymysql_batches_the_staging_load() -> None:
     """pymysql's executemany turns only this INSERT shape into multi-row INSERTs."""
     from sparkcdc.sinks.jdbc import _MySqlDialect
 
-    sql = _MySqlDialect().upsert("`db`.`t%%`", ("id", "name"), ("id",))
+    sql = _MySqlDialect().insert_values("`db`.`t%`", ("id", "name"))
     assert pymysql.cursors.RE_INSERT_VALUES.match(sql), sql
+    assert "`t%%`" in sql  # run with parameters
 
 
 def test_mysql_gets_instants_as_utc_wall_time() -> None:

@@ -109,8 +109,12 @@ def delta_rows_spark(spark: Any, path: Path, columns: list[str]) -> list[tuple[A
 
 def delta_rows_rs(path: Path, columns: list[str]) -> list[tuple[Any, ...]]:
     import deltalake
+    import pyarrow as pa
 
-    frame = deltalake.DeltaTable(str(path)).to_pyarrow_table(columns=columns)
+    # DataFusion's reader: DeltaTable.to_pyarrow_table refuses deletion vectors
+    reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path)))
+    names = ", ".join(f'"{c}"' for c in columns)
+    frame = pa.table(reader.execute(f"SELECT {names} FROM t").read_all())
     return sorted(tuple(plain(v) for v in row.values()) for row in frame.to_pylist())
 
 

@@ -125,8 +125,8 @@ def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
     _check_and_show(server, str(lake / "app_db" / "orders"))
     print(
         "\nQuery it yourself:\n"
-        f"  python -c \"import deltalake; print(deltalake.DeltaTable('{lake}/app_db/orders')"
-        '.to_pandas())"\n'
+        "  python -c \"import deltalake; print(deltalake.QueryBuilder().register('t', "
+        f"deltalake.DeltaTable('{lake}/app_db/orders')).execute('SELECT * FROM t').read_all())\"\n"
         f"  or in PySpark (sparkcdc.spark_session(connectors=True)): "
         f"spark.read.format('delta').load('{lake}/app_db/orders')\n"
         f"  sparkcdc status {pipeline_file}    # where the pipeline is\n"
@@ -137,8 +137,11 @@ def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
 def _check_and_show(server: DevServer, table_path: str) -> None:
     """Compare the Delta table (read with delta-rs, not Spark) with the source table."""
     import deltalake
+    import pyarrow as pa
 
-    frame = deltalake.DeltaTable(table_path).to_pandas().sort_values("id")
+    # DataFusion's reader: DeltaTable.to_pandas refuses the sink's deletion vectors
+    reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(table_path))
+    frame = pa.table(reader.execute("SELECT * FROM t").read_all()).to_pandas().sort_values("id")
     with server.connection("app_db") as conn, conn.cursor() as cur:
         cur.execute("SELECT id, customer, amount, status FROM orders ORDER BY id")
         source = [(int(i), c, str(a), s) for i, c, a, s in cur.fetchall()]

@@ -15,6 +15,14 @@ A key-changing update arrives as '-U' of the old key and '+U' of the new key, so
 change of each key" (:func:`final_states`) is all an upserting sink needs. A sink writes one
 batch idempotently per ``batch_id``: Spark replays the last batch after a crash.
 
+Snapshot rows of keys no earlier batch wrote (DESIGN.md §2: a binlog event of a key whose chunk
+is not read yet is dropped, so nothing wrote such a key before its chunk) need no MERGE or
+upsert: a sink with ``appends = True`` gets them split off as *inserts*, through
+:meth:`Sink.append`, before the batch's remaining changes go through :meth:`Sink.write`.
+``append`` writes them as plain inserts, the way each system loads data fastest, and is
+idempotent per (writer, table, batch id) on its own: a crash may fall between the append's
+commit and the write's, so a replay must skip the append and still apply the write.
+
 Adding a sink is adding one module with a :class:`Sink` subclass and a line in
 :data:`SINK_TYPES`; it is imported only when a pipeline names its type.
 """
@@ -141,6 +149,7 @@ class Sink(ABC):
 
     options_model: ClassVar[type[SinkOptions]] = SinkOptions
     guarantee: ClassVar[str] = "exactly-once"  # documented per sink in README.md
+    appends: ClassVar[bool] = False  # True: the pipeline hands snapshot inserts to append()
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         self.options = options
@@ -159,6 +168,19 @@ class Sink(ABC):
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         """Apply one batch's changes; False when this writer had applied the batch before
         (Spark replays the last batch after a crash) and nothing was written now."""
+
+    def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        """Insert one batch's snapshot rows of keys the table does not hold yet.
+
+        ``rows`` has the change-frame shape, every row ``+I``. The pipeline calls it (only
+        when ``appends`` is True) before :meth:`write` of the same batch, whose changes may
+        then touch the same keys. Idempotent per (writer, table, ``batch_id``) apart from
+        ``write``: a crash may come between the two commits, and the replay must then skip
+        the append and still do the write. False when the append was applied before.
+        """
+        raise NotImplementedError(
+            f"the {self.options.type} sink sets appends = True but has no append()"
+        )
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
@@ -303,6 +325,11 @@ def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
         f"WHEN MATCHED THEN UPDATE SET {assignments} "
         f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN INSERT ({names}) VALUES ({values})"
     )
+
+
+def sink_rows(frame: DataFrame, table: SinkTable) -> DataFrame:
+    """The sink table's columns of a change frame, in order (metadata columns dropped)."""
+    return frame.select(*[quote(c) for c in table.column_names])
 
 
 def fill_statement(target: str, value_view: str, column: str) -> str:

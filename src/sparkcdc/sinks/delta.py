@@ -7,6 +7,13 @@ with Delta's idempotent-write settings (``txnAppId`` = pipeline, run id and tabl
 that already have it: exactly-once per table. The run id (``SinkContext.writer_id``) is new
 with every new checkpoint, so a new stream's batch ids are never taken for an old one's.
 
+Snapshot rows of keys the table does not hold yet come through :meth:`DeltaSink.append`: a
+plain DataFrame append (no join with the table) under its own idempotent-write id
+(``<txnAppId>/append``), so a replay skips an append and a MERGE of one batch independently.
+
+Tables the sink creates have deletion vectors on (``delta.enableDeletionVectors``): a MERGE
+that updates or deletes a few rows of a file marks them deleted instead of rewriting it.
+
 Tables live under ``path`` (``<path>/<database>/<table>``, created when missing), or, without
 ``path``, in the session catalog as ``<database>.<table>``.
 """
@@ -31,6 +38,7 @@ from sparkcdc.sinks.base import (
     merge_statement,
     quote,
     read_spark_table,
+    sink_rows,
     spark_error_text,
     spark_type_name,
     update_statement,
@@ -43,6 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Delta 3.1+ merges, updates and deletes with deletion vectors (delta-spark 4.x here); a
+# table written with them needs reader 3 / writer 7, which delta-rs 1.x reads
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+
 
 class DeltaOptions(SinkOptions):
     path: str | None = None  # base directory; None: tables in the session catalog
@@ -53,6 +65,7 @@ class DeltaSink(Sink):
 
     options_model = DeltaOptions
     guarantee = "exactly-once"
+    appends = True
 
     @property
     def _options(self) -> DeltaOptions:
@@ -81,9 +94,10 @@ class DeltaSink(Sink):
                     Path(location).mkdir(parents=True, exist_ok=True)
                 elif table.namespace:
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.namespace)}")
+                properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
-                    f"({table.spark_ddl()}) USING delta"
+                    f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
                 )
             except OSError as exc:
                 raise SinkError(
@@ -104,6 +118,8 @@ class DeltaSink(Sink):
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
+        if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no empty commit
+            return True
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
@@ -133,6 +149,47 @@ class DeltaSink(Sink):
                 table.name,
             )
         return written
+
+    def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        """A plain Delta append; False when Delta skipped it (its txnVersion committed).
+
+        Delta skips a seen (txnAppId, txnVersion) without a word, so a skip shows as a table
+        version that did not move (this pipeline is the table's only writer)."""
+        session: SparkSession = rows.sparkSession
+        location = self.location(table)
+        writer = (
+            sink_rows(rows, table)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.append_id(table))
+            .option("txnVersion", str(batch_id))
+        )
+        try:
+            before = self._version(session, table)
+            if location is not None:
+                writer.save(location)
+            else:
+                writer.saveAsTable(table.name)
+            written = self._version(session, table) != before
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: appending the snapshot rows of batch {batch_id} to {table.name} "
+                f"failed: {spark_error_text(exc)}. Nothing of this append is committed; a "
+                "restart replays it"
+            ) from None
+        if not written:
+            log.info(
+                "delta sink: the append of batch %d to %s skipped: this pipeline's stream "
+                "committed it before (a replay after a crash)",
+                batch_id,
+                table.name,
+            )
+        return written
+
+    def _version(self, session: SparkSession, table: SinkTable) -> int:
+        row = session.sql(f"DESCRIBE HISTORY {self.identifier(table)} LIMIT 1").first()
+        assert row is not None, "a Delta table has at least its creating commit"
+        return int(row["version"])
 
     # -------------------------------------------------------------- metadata applier
 
@@ -268,3 +325,8 @@ class DeltaSink(Sink):
 
     def app_id(self, table: SinkTable) -> str:
         return f"sparkcdc:{self.context.writer_id}:{table.name}"
+
+    def append_id(self, table: SinkTable) -> str:
+        """The idempotent-write id of appends: apart from the MERGEs', whose batch ids
+        Delta would otherwise take for appends already done."""
+        return self.app_id(table) + "/append"

@@ -52,6 +52,7 @@ from sparkcdc.sinks.base import (
     merge_statement,
     quote,
     read_spark_table,
+    sink_rows,
     update_statement,
     value_frame,
 )
@@ -67,8 +68,11 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 # Iceberg's Spark writer copies session settings with this prefix into the summary of the
 # snapshot it commits (SparkWriteConf.extraSnapshotMetadata, MERGE included)
 SNAPSHOT_PROPERTY_CONF = "spark.sql.iceberg.snapshot-property."
+# the same per write, as a DataFrameWriterV2 option
+SNAPSHOT_PROPERTY_OPTION = "snapshot-property."
 log = logging.getLogger(__name__)
 BATCH_PROPERTY = "sparkcdc.batch-id."
+APPEND_PROPERTY = "sparkcdc.append-batch-id."  # apart: an append and a MERGE per batch
 
 # Merge-on-read: a small MERGE writes its new rows plus a position-delete file instead of
 # rewriting every data file it touches. Measured on local disk (200k rows in 4 files, 12
@@ -196,10 +200,17 @@ class IcebergSink(Sink):
     row; such a replay only adds one snapshot. The writer id is the pipeline's name and its
     checkpoint's run id, so a pipeline that starts over from a new checkpoint (batch ids from
     0 again) records under a key of its own and skips nothing an old stream wrote.
+
+    Snapshot rows of keys the table does not hold yet are appended (``append``: no MERGE),
+    recording ``sparkcdc.append-batch-id.<writer id>`` the same way, so that a replay skips
+    an append and a MERGE of one batch each on its own record. Without the record (expired)
+    a replayed append would add its rows a second time: expire snapshots older than the
+    pipeline's last batch only (``expire_snapshots`` with ``retain_last`` >= 2 keeps it).
     """
 
     options_model = IcebergOptions
     guarantee = "exactly-once"
+    appends = True
 
     @property
     def _options(self) -> IcebergOptions:
@@ -263,21 +274,7 @@ class IcebergSink(Sink):
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         # the foreachBatch session: a clone made when the query started
         session: SparkSession = changes.sparkSession
-        self._configure(session)
-        try:
-            applied = self.applied_batch(session, table)
-        except Exception as exc:
-            raise SinkError(
-                f"iceberg sink: cannot read the snapshots of {self.identifier(table)} for "
-                f"batch {batch_id}: {self._options.redact(_reason(exc))}"
-            ) from None
-        if applied is not None and applied >= batch_id:
-            log.info(
-                "iceberg sink: batch %d of %s skipped: this pipeline's stream committed it "
-                "before (a replay after a crash)",
-                batch_id,
-                table.name,
-            )
+        if self._applied(session, table, batch_id, self.batch_property, "batch"):
             return False
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
@@ -298,8 +295,56 @@ class IcebergSink(Sink):
             session.catalog.dropTempView(view)
         return True
 
-    def applied_batch(self, session: SparkSession, table: SinkTable) -> int | None:
-        """The highest batch id this pipeline committed to the table's current state."""
+    def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        """One Iceberg append (DataFrameWriterV2), its batch id in the snapshot summary."""
+        session: SparkSession = rows.sparkSession
+        if self._applied(session, table, batch_id, self.append_property, "append of batch"):
+            return False
+        writer = sink_rows(rows, table).writeTo(self.identifier(table))
+        writer = writer.option(SNAPSHOT_PROPERTY_OPTION + self.append_property, str(batch_id))
+        try:
+            writer.append()
+        except Exception as exc:
+            raise SinkError(
+                f"iceberg sink: appending the snapshot rows of batch {batch_id} to "
+                f"{self.identifier(table)} failed: {self._options.redact(_reason(exc))}. "
+                "Nothing of this append is committed; a restart replays it"
+            ) from None
+        return True
+
+    @property
+    def append_property(self) -> str:
+        """The snapshot-summary key that records the last batch this pipeline appended."""
+        return APPEND_PROPERTY + self.context.writer_id
+
+    def _applied(
+        self, session: SparkSession, table: SinkTable, batch_id: int, key: str, what: str
+    ) -> bool:
+        """Whether the table's lineage records ``key`` at ``batch_id`` or later (logged)."""
+        self._configure(session)
+        try:
+            applied = self.applied_batch(session, table, key)
+        except Exception as exc:
+            raise SinkError(
+                f"iceberg sink: cannot read the snapshots of {self.identifier(table)} for "
+                f"batch {batch_id}: {self._options.redact(_reason(exc))}"
+            ) from None
+        if applied is None or applied < batch_id:
+            return False
+        log.info(
+            "iceberg sink: %s %d of %s skipped: this pipeline's stream committed it before "
+            "(a replay after a crash)",
+            what,
+            batch_id,
+            table.name,
+        )
+        return True
+
+    def applied_batch(
+        self, session: SparkSession, table: SinkTable, key: str | None = None
+    ) -> int | None:
+        """The highest batch id this pipeline committed to the table's current state (under
+        ``key``; by default the MERGEs' :attr:`batch_property`)."""
         from pyspark.sql import functions as F
 
         ident = self.identifier(table)
@@ -307,7 +352,7 @@ class IcebergSink(Sink):
         row = (
             session.table(f"{ident}.snapshots")
             .join(lineage, "snapshot_id")
-            .select(F.max(F.col("summary").getItem(self.batch_property).cast("bigint")))
+            .select(F.max(F.col("summary").getItem(key or self.batch_property).cast("bigint")))
             .first()
         )
         return None if row is None or row[0] is None else int(row[0])

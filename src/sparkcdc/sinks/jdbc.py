@@ -12,23 +12,31 @@ Option names follow Flink's JDBC connector::
       sink.commit-table: sparkcdc_commits
 
 Every sink table lands in a target table of its short name (``app_db.orders`` → ``orders``).
-Per batch the sink collects the last change of every key (:func:`final_states`) to the driver
-and applies it in one transaction together with a row of the *commit table*, which records the
-last batch id applied per (pipeline's writer id, sink table); a replayed batch finds its id
-there and is skipped. The writer id (``SinkContext.writer_id``: name ``@`` run id) is new with
-every new checkpoint, so a new stream's batch ids never meet an old stream's record. Python
-drivers (pymysql, psycopg) do the writing, so no JDBC jar is needed: the URL only names the
-target.
+Per batch, every Spark partition of the last change of every key (:func:`final_states`) loads
+its rows into a *staging table* over a connection of its own (PostgreSQL: ``COPY``; MySQL:
+multi-row ``INSERT``), nothing is collected to the driver; then one driver-side transaction
+moves staging → target (deletes, then ``INSERT ... SELECT`` upserts) together with a row of
+the *commit table*, which records the last batch id applied per (pipeline's writer id, sink
+table); a replayed batch finds its id there and is skipped. The staging table is dropped
+after the move; it is named for (writer, sink table, batch), so one a crash left behind is
+dropped and refilled by the replay. Snapshot rows of keys the target does not hold yet
+(``append``) take the same path with a plain ``INSERT ... SELECT`` and a commit-table row of
+their own (writer id + ``/append``), so a replay skips an append and a write each on its own.
+The writer id (``SinkContext.writer_id``: name ``@`` run id) is new with every new checkpoint,
+so a new stream's batch ids never meet an old stream's record. Python drivers (pymysql,
+psycopg) do the writing, so no JDBC jar is needed: the URL only names the target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import logging
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -51,12 +59,15 @@ from sparkcdc.sinks.base import (
 from sparkcdc.sinks.base import quote as spark_quote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10
-ROWS_PER_STATEMENT = 1000  # rows per executemany call / per DELETE ... IN (...)
+ROWS_PER_STATEMENT = 1000  # rows per executemany call
+STAGING_PREFIX = "sparkcdc_stage_"  # staging tables: <prefix><append|write>_<digest>
+APPEND_WRITER_SUFFIX = "/append"  # commit-table rows of appends: <writer id>/append
 
 Family = Literal["mysql", "postgresql"]
 # URL scheme -> the SQL dialect spoken (MariaDB speaks MySQL's)
@@ -257,7 +268,10 @@ _DRIVER_ERRORS: tuple[type[Exception], ...] = (pymysql.MySQLError, psycopg.Error
 
 
 class _Dialect(ABC):
-    """What differs between MySQL and PostgreSQL: connecting, quoting, upsert, value shapes."""
+    """What differs between MySQL and PostgreSQL: connecting, quoting, upsert, value shapes.
+
+    ``ident`` quotes for statements run with parameters (``%`` doubled), ``ddl_ident`` for
+    those run without (DDL and the staging statements)."""
 
     family: ClassVar[Family]
     quote_char: ClassVar[str]
@@ -281,9 +295,21 @@ class _Dialect(ABC):
     @abstractmethod
     def timestamp_type(self) -> str: ...
 
+    staging_table: ClassVar[str]  # the CREATE ... TABLE words of a staging table
+
     @abstractmethod
+    def on_conflict(
+        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
+    ) -> str:
+        """The INSERT's clause that updates the row of a key that exists already."""
+
     def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
         """An INSERT of one row (``%s`` placeholders) that updates the row of an existing key."""
+        return (
+            f"INSERT INTO {table} ({', '.join(self.ident(c) for c in columns)}) "
+            f"VALUES ({', '.join('%s' for _ in columns)}) "
+            + self.on_conflict(columns, keys, self.ident)
+        )
 
     def create_table_suffix(self) -> str:
         return ""
@@ -291,10 +317,47 @@ class _Dialect(ABC):
     def converter(self, spark_type: str) -> Callable[[Any], Any] | None:
         return None
 
+    def create_staging(self, staging: str, target: str, columns: Sequence[str]) -> str:
+        """A table ``staging`` of the target's ``columns`` (their types) plus ``_deleted``;
+        CREATE ... AS SELECT copies the types, not the key: no index to maintain."""
+        names = ", ".join(self.ddl_ident(c) for c in columns)
+        return (
+            f"CREATE {self.staging_table} {staging}{self.create_table_suffix()} AS SELECT "
+            f"{names}, FALSE AS {self.ddl_ident(DELETED)} FROM {target} WHERE 1 = 0"
+        )
+
+    @abstractmethod
+    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
+        """Insert ``rows`` (an iterable of tuples) into ``staging``, the fastest way."""
+
+    def upsert_from(
+        self, target: str, staging: str, columns: Sequence[str], keys: Sequence[str]
+    ) -> str:
+        """Insert or update the target rows of the staged rows that are not ``_deleted``."""
+        names = ", ".join(self.ddl_ident(c) for c in columns)
+        return (
+            f"INSERT INTO {target} ({names}) SELECT {names} FROM {staging} "
+            f"WHERE NOT {self.ddl_ident(DELETED)} "
+            + self.on_conflict(columns, keys, self.ddl_ident)
+        )
+
+    @abstractmethod
+    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
+        """Delete the target rows of the staged keys that are ``_deleted``."""
+
+    def insert_from(self, target: str, staging: str, columns: Sequence[str]) -> str:
+        """Insert the staged rows as they are (snapshot inserts: keys the target lacks)."""
+        names = ", ".join(self.ddl_ident(c) for c in columns)
+        return f"INSERT INTO {target} ({names}) SELECT {names} FROM {staging}"
+
+    def _key_match(self, keys: Sequence[str]) -> str:
+        return " AND ".join(f"t.{self.ddl_ident(k)} = s.{self.ddl_ident(k)}" for k in keys)
+
 
 class _MySqlDialect(_Dialect):
     family = "mysql"
     quote_char = "`"
+    staging_table = "TABLE"
 
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
         return pymysql.connect(
@@ -323,24 +386,46 @@ class _MySqlDialect(_Dialect):
     def timestamp_type(self) -> str:
         return "DATETIME(6)"
 
-    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
+    def on_conflict(
+        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
+    ) -> str:
         values = [c for c in columns if c not in keys] or list(keys[:1])
         # VALUES(col), not the row-alias syntax: MariaDB has no row alias
-        updates = ", ".join(f"{self.ident(c)} = VALUES({self.ident(c)})" for c in values)
-        return (
-            f"INSERT INTO {table} ({', '.join(self.ident(c) for c in columns)}) "
-            f"VALUES ({', '.join('%s' for _ in columns)}) ON DUPLICATE KEY UPDATE {updates}"
-        )
+        updates = ", ".join(f"{ident(c)} = VALUES({ident(c)})" for c in values)
+        return f"ON DUPLICATE KEY UPDATE {updates}"
 
     def converter(self, spark_type: str) -> Callable[[Any], Any] | None:
         if spark_type.strip().upper() in ("TIMESTAMP", "TIMESTAMP_LTZ"):
             return _utc_wall_time
         return None
 
+    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
+        statement = self.insert_values(staging, columns)
+        with _cursor(conn) as cur:
+            for chunk in _batched(rows, ROWS_PER_STATEMENT):
+                cur.executemany(statement, chunk)
+
+    def insert_values(self, staging: str, columns: Sequence[str]) -> str:
+        """The INSERT of one row that pymysql's executemany turns into multi-row INSERTs."""
+        return (
+            f"INSERT INTO {staging.replace('%', '%%')} "
+            f"({', '.join(self.ident(c) for c in columns)}) "
+            f"VALUES ({', '.join('%s' for _ in columns)})"
+        )
+
+    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
+        return (
+            f"DELETE t FROM {target} t JOIN {staging} s ON {self._key_match(keys)} "
+            f"WHERE s.{self.ddl_ident(DELETED)}"
+        )
+
 
 class _PostgresDialect(_Dialect):
     family = "postgresql"
     quote_char = '"'
+    # UNLOGGED: no WAL for rows that live for one batch (a crash empties the table, and the
+    # replay refills it anyway)
+    staging_table = "UNLOGGED TABLE"
 
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
         return psycopg.connect(
@@ -366,18 +451,28 @@ class _PostgresDialect(_Dialect):
     def timestamp_type(self) -> str:
         return "timestamp(6) with time zone"
 
-    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
+    def on_conflict(
+        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
+    ) -> str:
         values = [c for c in columns if c not in keys]
         action = (
-            "DO UPDATE SET "
-            + ", ".join(f"{self.ident(c)} = EXCLUDED.{self.ident(c)}" for c in values)
+            "DO UPDATE SET " + ", ".join(f"{ident(c)} = EXCLUDED.{ident(c)}" for c in values)
             if values
             else "DO NOTHING"
         )
+        return f"ON CONFLICT ({', '.join(ident(k) for k in keys)}) {action}"
+
+    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
+        assert isinstance(conn, psycopg.Connection)
+        names = ", ".join(self.ddl_ident(c) for c in columns)  # COPY takes no parameters
+        with conn.cursor() as cur, cur.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
         return (
-            f"INSERT INTO {table} ({', '.join(self.ident(c) for c in columns)}) "
-            f"VALUES ({', '.join('%s' for _ in columns)}) "
-            f"ON CONFLICT ({', '.join(self.ident(k) for k in keys)}) {action}"
+            f"DELETE FROM {target} t USING {staging} s WHERE {self._key_match(keys)} "
+            f"AND s.{self.ddl_ident(DELETED)}"
         )
 
 
@@ -410,13 +505,10 @@ def _dialect(family: Family) -> _Dialect:
 class _TablePlan:
     """The SQL of one sink table, prepared once."""
 
-    target: str  # quoted, qualified target table (for DML)
+    target: str  # quoted, qualified target table (statements without parameters)
     display: str  # unquoted, for messages
     columns: tuple[str, ...]
-    key_positions: tuple[int, ...]
-    upsert_sql: str
-    delete_prefix: str  # DELETE FROM t WHERE (k1, k2) IN
-    delete_row: str  # (%s, %s) or %s
+    keys: tuple[str, ...]
     converters: tuple[Callable[[Any], Any] | None, ...]
 
 
@@ -431,6 +523,7 @@ class JdbcSink(Sink):
 
     options_model = JdbcOptions
     guarantee = "exactly-once (rows and commit-table row in one transaction per batch)"
+    appends = True
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         super().__init__(options, spark, context)
@@ -465,30 +558,99 @@ class JdbcSink(Sink):
         return found
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+        if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no staging table
+            return True
+        plan = self._plan(table)
+        final = final_states(changes, table.primary_key)
+        frame = final.select(*[spark_quote(c) for c in plan.columns], DELETED)
+        return self._stage_and_apply(table, plan, frame, batch_id, append=False)
+
+    def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        from pyspark.sql import functions as F
+
+        if rows.isEmpty():
+            return True
+        plan = self._plan(table)
+        frame = rows.select(*[spark_quote(c) for c in plan.columns], F.lit(False).alias(DELETED))
+        return self._stage_and_apply(table, plan, frame, batch_id, append=True)
+
+    def _plan(self, table: SinkTable) -> _TablePlan:
         if table not in self._plans:  # a table not seen in open(), or its columns changed
             self._prepare_tables([table], commit_table=False)
-        plan = self._plans[table]
-        # Spark work first, outside the transaction: the locks are held for the SQL only.
-        frame = final_states(changes, table.primary_key).select(
-            *[spark_quote(c) for c in plan.columns], DELETED
+        return self._plans[table]
+
+    def _stage_and_apply(
+        self, table: SinkTable, plan: _TablePlan, frame: DataFrame, batch_id: int, *, append: bool
+    ) -> bool:
+        """Load ``frame`` into the batch's staging table from Spark's tasks, then move it
+        into the target in one transaction; False when the commit table had the batch."""
+        writer = self.context.writer_id + (APPEND_WRITER_SUFFIX if append else "")
+        inserts = "snapshot inserts, " if append else ""
+        where = (
+            f"batch {batch_id} of sink table {table.name} ({inserts}{plan.display} in {self.url})"
         )
-        arrow = frame.toArrow()
-        if arrow.num_rows == 0:
-            return True
-        columns = []
-        for i, convert in enumerate(plan.converters):
-            values = arrow.column(i).to_pylist()
-            columns.append([convert(v) for v in values] if convert else values)
-        upserts: list[tuple[Any, ...]] = []
-        deletes: list[tuple[Any, ...]] = []
-        flags = arrow.column(DELETED).to_pylist()
-        for row, deleted in zip(zip(*columns, strict=True), flags, strict=True):
-            if deleted:
-                deletes.append(tuple(row[i] for i in plan.key_positions))
-            else:
-                upserts.append(row)
+        staging = self._staging_ref(writer, table, batch_id, append)
+        try:
+            try:
+                with self._lock:  # a replay skips the Spark work too
+                    committed = self._read_committed(table, writer, where)
+                if committed is not None and committed >= batch_id:
+                    self._log_skip(where, committed, batch_id)
+                    return False
+                # a staging table a crash left behind is dropped, then refilled from scratch
+                self._staging_ddl(where, f"DROP TABLE IF EXISTS {staging}")
+                create = self._dialect.create_staging(staging, plan.target, plan.columns)
+                self._staging_ddl(where, create)
+                rows = sum(self._load(frame, plan, staging, where))
+            except SinkError as exc:
+                raise SinkError(
+                    f"{exc}. Nothing was committed for {where}; a restart of the pipeline "
+                    "replays it"
+                ) from None
+            if rows == 0:
+                return True
+            with self._lock:
+                return self._apply(table, plan, staging, batch_id, writer, where, append, rows)
+        finally:
+            with contextlib.suppress(SinkError):  # refilled by a replay if it stays
+                self._staging_ddl(where, f"DROP TABLE IF EXISTS {staging}")
+
+    def _staging_ref(self, writer: str, table: SinkTable, batch_id: int, append: bool) -> str:
+        """The staging table of (writer, sink table, batch): the same name in a replay."""
+        key = "\0".join((writer, table.name, str(batch_id)))
+        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+        name = f"{STAGING_PREFIX}{'append' if append else 'write'}_{digest}"
+        d = self._dialect
+        return f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(name)}"
+
+    def _staging_ddl(self, where: str, statement: str) -> None:
         with self._lock:
-            return self._apply(table, plan, upserts, deletes, batch_id)
+            self._transaction_at(
+                where, "prepare its staging table", lambda cur: cur.execute(statement)
+            )
+
+    def _load(
+        self, frame: DataFrame, plan: _TablePlan, staging: str, where: str
+    ) -> tuple[int, ...]:
+        """Load ``frame`` into ``staging`` from Spark's tasks, one connection per partition;
+        the rows each partition loaded."""
+        loader = _StagingLoader(
+            self._dialect,
+            self.url,
+            self.jdbc.username,
+            self.jdbc.password,
+            staging,
+            (*plan.columns, DELETED),
+            (*plan.converters, None),
+        )
+        try:
+            counts = frame.mapInArrow(loader, "rows BIGINT").collect()
+        except Exception as exc:  # the task's error, wrapped by Spark
+            raise SinkError(
+                f"jdbc sink: loading {where} into its staging table failed: "
+                f"{self._clean(_task_error(exc))}"
+            ) from None
+        return tuple(int(r[0]) for r in counts)
 
     def read_table(self, table: SinkTable) -> DataFrame:
         """The target table's rows, read over the sink's own connection (the sink table's
@@ -652,20 +814,23 @@ class JdbcSink(Sink):
         """``run(cursor)`` in one transaction on the sink's connection; a driver error is a
         SinkError naming ``what`` and the table, and the connection is discarded."""
         with self._lock:
-            conn = self._connection()
-            try:
-                with _cursor(conn) as cur:
-                    run(cur)
-                conn.commit()
-            except _DRIVER_ERRORS as exc:
-                self._discard(conn)
-                raise SinkError(
-                    f"jdbc sink: cannot {what} in {self.jdbc.namespace}.{table.short_name} "
-                    f"({self.url}): {self._clean(exc)}"
-                ) from None
-            except BaseException:
-                self._discard(conn)
-                raise
+            self._transaction_at(
+                f"{self.jdbc.namespace}.{table.short_name} ({self.url})", what, run
+            )
+
+    def _transaction_at(self, where: str, what: str, run: Callable[[_Cursor], Any]) -> None:
+        """The body of :meth:`_transaction` (the caller holds the lock)."""
+        conn = self._connection()
+        try:
+            with _cursor(conn) as cur:
+                run(cur)
+            conn.commit()
+        except _DRIVER_ERRORS as exc:
+            self._discard(conn)
+            raise SinkError(f"jdbc sink: cannot {what} in {where}: {self._clean(exc)}") from None
+        except BaseException:
+            self._discard(conn)
+            raise
 
     def truncate_table(self, table: SinkTable) -> None:
         self._ddl(table, "truncate the table", lambda cur, target: [f"DELETE FROM {target}"])
@@ -680,13 +845,15 @@ class JdbcSink(Sink):
         self,
         table: SinkTable,
         plan: _TablePlan,
-        upserts: Sequence[tuple[Any, ...]],
-        deletes: Sequence[tuple[Any, ...]],
+        staging: str,
         batch_id: int,
+        writer: str,
+        where: str,
+        append: bool,
+        rows: int,
     ) -> bool:
-        """One transaction: the batch's rows and its commit-table row; False when the
+        """One transaction: staging → target and the commit-table row; False when the
         commit table shows the batch applied before (nothing is written)."""
-        where = f"batch {batch_id} of sink table {table.name} ({plan.display} in {self.url})"
         try:
             conn = self._connection()
         except SinkError as exc:
@@ -695,14 +862,17 @@ class JdbcSink(Sink):
             ) from None
         try:
             with _cursor(conn) as cur:
-                committed = self._committed_batch(cur, table)
+                committed = self._committed_batch(cur, table, writer)
                 if committed is not None and committed >= batch_id:
                     conn.rollback()
                     self._log_skip(where, committed, batch_id)
                     return False
-                self._delete_rows(cur, plan, deletes)
-                self._upsert_rows(cur, plan, upserts)
-                self._record_batch(cur, table, batch_id)
+                if append:
+                    cur.execute(self._dialect.insert_from(plan.target, staging, plan.columns))
+                else:
+                    self._delete_rows(cur, plan, staging)
+                    self._upsert_rows(cur, plan, staging)
+                self._record_batch(cur, table, batch_id, writer)
         except _DRIVER_ERRORS as exc:
             self._discard(conn)
             raise SinkError(
@@ -711,8 +881,8 @@ class JdbcSink(Sink):
                 "replays it"
             ) from None
         except BaseException:
-            # e.g. a value the driver cannot adapt: never leave half a batch in an open
-            # transaction that a later COMMIT would make durable
+            # never leave half a batch in an open transaction that a later COMMIT would
+            # make durable
             self._discard(conn)
             raise
         try:
@@ -725,38 +895,46 @@ class JdbcSink(Sink):
                 f"commit table {self.jdbc.commit_table} tells whether it is already applied "
                 "(then it is skipped)"
             ) from None
-        log.info(
-            "jdbc sink: %s applied: %d upserted, %d deleted", where, len(upserts), len(deletes)
-        )
+        log.info("jdbc sink: %s applied: %d row(s) staged", where, rows)
         return True
 
-    def _committed_batch(self, cur: _Cursor, table: SinkTable) -> int | None:
+    def _read_committed(self, table: SinkTable, writer: str, where: str) -> int | None:
+        """The commit table's batch id of ``writer`` and ``table``, read in a short
+        transaction of its own (the caller holds the lock)."""
+        found: list[int | None] = []
+        self._transaction_at(
+            where,
+            "read the commit table",
+            lambda cur: found.append(self._committed_batch(cur, table, writer, lock=False)),
+        )
+        return found[0]
+
+    def _committed_batch(
+        self, cur: _Cursor, table: SinkTable, writer: str, *, lock: bool = True
+    ) -> int | None:
         commits = self._commit_table_ref()
         cur.execute(
-            f"SELECT batch_id FROM {commits} WHERE pipeline = %s AND sink_table = %s FOR UPDATE",
-            (self.context.writer_id, table.name),
+            f"SELECT batch_id FROM {commits} WHERE pipeline = %s AND sink_table = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (writer, table.name),
         )
         row = cur.fetchone()
         return None if row is None else int(row[0])
 
-    def _delete_rows(self, cur: _Cursor, plan: _TablePlan, keys: Sequence[tuple[Any, ...]]) -> None:
-        for chunk in _chunks(keys, ROWS_PER_STATEMENT):
-            placeholders = ", ".join(plan.delete_row for _ in chunk)
-            cur.execute(f"{plan.delete_prefix} ({placeholders})", [v for key in chunk for v in key])
+    def _delete_rows(self, cur: _Cursor, plan: _TablePlan, staging: str) -> None:
+        cur.execute(self._dialect.delete_from(plan.target, staging, plan.keys))
 
-    def _upsert_rows(self, cur: _Cursor, plan: _TablePlan, rows: Sequence[tuple[Any, ...]]) -> None:
-        for chunk in _chunks(rows, ROWS_PER_STATEMENT):
-            cur.executemany(plan.upsert_sql, chunk)
+    def _upsert_rows(self, cur: _Cursor, plan: _TablePlan, staging: str) -> None:
+        cur.execute(self._dialect.upsert_from(plan.target, staging, plan.columns, plan.keys))
 
-    def _record_batch(self, cur: _Cursor, table: SinkTable, batch_id: int) -> None:
+    def _record_batch(self, cur: _Cursor, table: SinkTable, batch_id: int, writer: str) -> None:
         d = self._dialect
         commits = self._commit_table_ref()
         columns = ("pipeline", "sink_table", "batch_id", "committed_at")
         now = datetime.now(UTC)
         committed_at = _utc_wall_time(now) if d.family == "mysql" else now
         cur.execute(
-            d.upsert(commits, columns, columns[:2]),
-            (self.context.writer_id, table.name, batch_id, committed_at),
+            d.upsert(commits, columns, columns[:2]), (writer, table.name, batch_id, committed_at)
         )
 
     def _log_skip(self, where: str, committed: int, batch_id: int) -> None:
@@ -819,20 +997,11 @@ class JdbcSink(Sink):
             cur.execute(self._create_table_sql(table, namespace, name))
         else:
             self._check_existing(cur, table, namespace, name, existing)
-        keys = table.primary_key
-        target = f"{d.ident(namespace)}.{d.ident(name)}"
-        key_list = ", ".join(d.ident(k) for k in keys)
         return _TablePlan(
-            target=target,
+            target=f"{d.ddl_ident(namespace)}.{d.ddl_ident(name)}",
             display=display,
             columns=table.column_names,
-            key_positions=tuple(table.column_names.index(k) for k in keys),
-            upsert_sql=d.upsert(target, table.column_names, keys),
-            delete_prefix=(
-                f"DELETE FROM {target} WHERE "
-                + (f"({key_list}) IN" if len(keys) > 1 else f"{key_list} IN")
-            ),
-            delete_row="(" + ", ".join("%s" for _ in keys) + ")" if len(keys) > 1 else "%s",
+            keys=table.primary_key,
             converters=tuple(d.converter(c.spark_type) for c in table.columns),
         )
 
@@ -921,9 +1090,9 @@ class JdbcSink(Sink):
                 action()
         self._conn = None
 
-    def _clean(self, exc: BaseException) -> str:
+    def _clean(self, exc: BaseException | str) -> str:
         """The driver's message, with the password blanked should it ever appear."""
-        text = str(exc).strip() or type(exc).__name__
+        text = exc if isinstance(exc, str) else (str(exc).strip() or type(exc).__name__)
         if self.jdbc.password is not None:
             secret = self.jdbc.password.get_secret_value()
             if secret:
@@ -951,3 +1120,80 @@ def _cursor(conn: _Connection) -> _CursorContext:
 def _chunks(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
+
+
+def _batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@dataclass(frozen=True)
+class _StagingLoader:
+    """A ``mapInArrow`` function: loads the rows of one Spark partition into the staging
+    table over a connection of its own and yields their count. It travels to the executors
+    pickled; the password stays a SecretStr on the way."""
+
+    dialect: _Dialect
+    url: JdbcUrl
+    user: str | None
+    password: SecretStr | None
+    staging: str
+    columns: tuple[str, ...]
+    converters: tuple[Callable[[Any], Any] | None, ...]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        import pyarrow as pa
+
+        counted = [0]
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            for batch in batches:
+                counted[0] += batch.num_rows
+                yield from _arrow_rows(batch, self.converters)
+
+        pending = rows()
+        first = next(pending, None)
+        if first is not None:  # an empty partition opens no connection
+            self._load(itertools.chain([first], pending))
+        yield pa.RecordBatch.from_pydict({"rows": [counted[0]]}, pa.schema([("rows", pa.int64())]))
+
+    def _load(self, rows: Iterator[tuple[Any, ...]]) -> None:
+        password = self.password.get_secret_value() if self.password else None
+        try:
+            conn = self.dialect.connect(self.url, self.user, password)
+            try:
+                self.dialect.load(conn, self.staging, self.columns, rows)
+                conn.commit()
+            finally:
+                conn.close()
+        except _DRIVER_ERRORS as exc:  # as text: a driver's exception may not pickle
+            text = str(exc).strip() or type(exc).__name__
+            if password:
+                text = text.replace(password, "**********")
+            raise SinkError(f"{type(exc).__name__}: {text}") from None
+
+
+def _arrow_rows(
+    arrow: pa.RecordBatch | pa.Table, converters: Sequence[Callable[[Any], Any] | None]
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``arrow`` as tuples, each column through its converter (if any)."""
+    columns = []
+    for i, convert in enumerate(converters):
+        values = arrow.column(i).to_pylist()
+        columns.append([convert(v) for v in values] if convert else values)
+    return zip(*columns, strict=True)
+
+
+def _task_error(exc: BaseException) -> str:
+    """The message a Spark task's Python error ended with (Spark wraps it in a traceback)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    marked = [line for line in lines if "SinkError: " in line]
+    if marked:
+        return marked[-1].split("SinkError: ", 1)[1]
+    return lines[-1] if lines else type(exc).__name__

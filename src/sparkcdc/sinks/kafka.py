@@ -97,6 +97,8 @@ SEQ_HEADER = "sparkcdc.seq"
 PROPERTIES_PREFIX = "properties."
 BOOTSTRAP_SERVERS = "properties.bootstrap.servers"
 REACHABLE_TIMEOUT_S = 10.0
+# snapshot inserts in one Spark partition are spread over the cores above this many rows
+ROWS_PER_TASK = 100_000
 
 # Kafka's own rule for topic names (org.apache.kafka.common.internals.Topic)
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -189,10 +191,15 @@ class KafkaSink(SchemalessSink):
     key, the highest seq it applied, and skips messages at or below it, sees every change once.
     Within a batch the messages of one key are sent in ``_seq`` order by one producer, so with
     Kafka's default idempotent producer they land in one partition in that order.
+
+    Snapshot rows of keys no earlier batch wrote (``append``) are sent the same way, before
+    the batch's other changes, straight from the frame's partitions: one message per key,
+    so there is no order to keep and no shuffle. A replay sends them again, as any batch.
     """
 
     options_model = KafkaOptions
     guarantee = "at-least-once"
+    appends = True
 
     @property
     def kafka_options(self) -> KafkaOptions:
@@ -214,6 +221,15 @@ class KafkaSink(SchemalessSink):
         _ensure_topics(self.spark, options, topics)
 
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+        return self._send(table, changes, batch_id, inserts=False)
+
+    def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        if rows.rdd.getNumPartitions() == 1 and rows.count() > ROWS_PER_TASK:
+            rows = rows.repartition(rows.sparkSession.sparkContext.defaultParallelism)
+        return self._send(table, rows, batch_id, inserts=True)
+
+    def _send(self, table: SinkTable, changes: DataFrame, batch_id: int, *, inserts: bool) -> bool:
+        """Produce the messages of ``changes``, one Spark task per partition of them."""
         from pyspark.errors import PySparkException
 
         options = self.kafka_options
@@ -224,6 +240,7 @@ class KafkaSink(SchemalessSink):
             options.value_format,
             table_id_headers=options.add_table_id_to_header,
             include_schema=options.debezium_include_schema,
+            inserts=inserts,
         )
         writer = messages.write.format("kafka").mode("append").option("topic", topic)
         for key, value in options.client_properties().items():
@@ -251,11 +268,13 @@ def kafka_messages(
     *,
     table_id_headers: bool = False,
     include_schema: bool = False,
+    inserts: bool = False,
 ) -> DataFrame:
     """``key``, ``value``, ``headers`` of a change frame's messages, in send order.
 
     The frame is partitioned by key and sorted by ``_seq`` (``-U`` first) within partitions,
-    so that one Spark task sends all messages of a key, in order.
+    so that one Spark task sends all messages of a key, in order. With ``inserts`` (every
+    row a ``+I`` of its own key: snapshot rows) the messages stay in the frame's partitions.
     """
     from pyspark.sql import functions as F
 
@@ -281,7 +300,7 @@ def kafka_messages(
             ),
         )
     else:
-        frame = _paired(base, table, value_format, include_schema)
+        frame = _paired(base, table, value_format, include_schema, inserts)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
     if table_id_headers:
         headers += [
@@ -289,64 +308,43 @@ def kafka_messages(
             for name, value in table_id_header_values(table.name)
         ]
     key = F.to_json(F.col("pk"), _JSON_OPTIONS) if pk is not None else F.lit(None)
-    return (
-        frame.select(
-            key.cast("string").alias("key"),
-            F.col("value"),
-            F.array(*headers).cast(_HEADERS_TYPE).alias("headers"),
-            F.col("seq"),
-            F.col("rank"),
-        )
-        .repartition(F.col("key"))
-        .sortWithinPartitions("seq", "rank")
-        .select("key", "value", "headers")
+    messages = frame.select(
+        key.cast("string").alias("key"),
+        F.col("value"),
+        F.array(*headers).cast(_HEADERS_TYPE).alias("headers"),
+        F.col("seq"),
+        F.col("rank"),
     )
+    if not inserts:
+        messages = messages.repartition(F.col("key")).sortWithinPartitions("seq", "rank")
+    return messages.select("key", "value", "headers")
 
 
 def _paired(
-    base: DataFrame, table: SinkTable, value_format: ValueFormat, include_schema: bool = False
+    base: DataFrame,
+    table: SinkTable,
+    value_format: ValueFormat,
+    include_schema: bool = False,
+    inserts: bool = False,
 ) -> DataFrame:
     """One message per change, an update's two halves as one (debezium / canal)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # The halves are neighbours in the source table's order: they share _seq (the sink
-    # interface) or the '+U' follows at _seq + 1 (the binlog reader numbers each row image);
-    # any other change of that table is at least one event (many positions) away.
-    order = Window.partitionBy("db", "tbl").orderBy("seq", "rank")
-    op, seq, pk = F.col("op"), F.col("seq"), F.col("pk")
-    with_neighbours = base.select(
-        "*",
-        F.lag("op").over(order).alias("prev_op"),
-        F.lag("seq").over(order).alias("prev_seq"),
-        F.lag("pk").over(order).alias("prev_pk"),
-        F.lag("image").over(order).alias("prev_image"),
-        F.lead("op").over(order).alias("next_op"),
-        F.lead("seq").over(order).alias("next_seq"),
-        F.lead("pk").over(order).alias("next_pk"),
-    )
-    # a key-changing update stays two messages (delete old key, insert new key)
-    after_half = (
-        (op == "+U")
-        & (F.col("prev_op") == "-U")
-        & (seq - F.col("prev_seq") <= 1)
-        & F.col("prev_pk").eqNullSafe(pk)
-    )
-    before_half = (
-        (op == "-U")
-        & (F.col("next_op") == "+U")
-        & (F.col("next_seq") - seq <= 1)
-        & F.col("next_pk").eqNullSafe(pk)
-    )
+    op = F.col("op")
+    if inserts:  # every row a '+I': no halves to pair
+        changes, after_half, prev_image = base, F.lit(False), F.lit(None)
+    else:
+        changes, after_half = _pair_halves(base)
+        prev_image = F.col("prev_image")
     kind = (
         F.when(op == "+I", F.when(F.col("op_ts").isNull(), "r").otherwise("c"))
         .when(op == "+U", F.when(after_half, "u").otherwise("c"))
         .otherwise("d")  # '-D' and a lone '-U'
     )
     image = F.col("image")
-    before = F.when(after_half, F.col("prev_image")).when(op.isin("-U", "-D"), image)
+    before = F.when(after_half, prev_image).when(op.isin("-U", "-D"), image)
     after = F.when(op.isin("+I", "+U"), image)
-    messages = with_neighbours.where(~F.coalesce(before_half, F.lit(False))).select(
+    messages = changes.select(
         "seq",
         "rank",
         "pk",
@@ -390,6 +388,44 @@ def _paired(
         schema = json.dumps(debezium_schema(table), separators=(",", ":"))
         text = F.concat(F.lit(f'{{"schema":{schema},"payload":'), text, F.lit("}"))
     return messages.select("seq", "rank", "pk", text.alias("value"))
+
+
+def _pair_halves(base: DataFrame) -> tuple[DataFrame, Column]:
+    """``base`` without the ``-U`` halves that pair with a ``+U`` (which gains their image
+    as ``prev_image``), and the condition that tells such a ``+U``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # The halves are neighbours among the changes of their key: they share _seq (the sink
+    # interface) or the '+U' follows at _seq + 1 (the binlog reader numbers each row image);
+    # any other change of that key is at least one event (many positions) away. A window
+    # per key, not per table, spreads the work over Spark's tasks.
+    order = Window.partitionBy("db", "tbl", "pk").orderBy("seq", "rank")
+    op, seq, pk = F.col("op"), F.col("seq"), F.col("pk")
+    with_neighbours = base.select(
+        "*",
+        F.lag("op").over(order).alias("prev_op"),
+        F.lag("seq").over(order).alias("prev_seq"),
+        F.lag("pk").over(order).alias("prev_pk"),
+        F.lag("image").over(order).alias("prev_image"),
+        F.lead("op").over(order).alias("next_op"),
+        F.lead("seq").over(order).alias("next_seq"),
+        F.lead("pk").over(order).alias("next_pk"),
+    )
+    # a key-changing update stays two messages (delete old key, insert new key)
+    after_half = (
+        (op == "+U")
+        & (F.col("prev_op") == "-U")
+        & (seq - F.col("prev_seq") <= 1)
+        & F.col("prev_pk").eqNullSafe(pk)
+    )
+    before_half = (
+        (op == "-U")
+        & (F.col("next_op") == "+U")
+        & (F.col("next_seq") - seq <= 1)
+        & F.col("next_pk").eqNullSafe(pk)
+    )
+    return with_neighbours.where(~F.coalesce(before_half, F.lit(False))), after_half
 
 
 _CONNECT_TYPES = {
