@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pipelines import Writer, create_shop
@@ -20,6 +20,7 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.sinks.delta import DeltaSink
 
 pytestmark = pytest.mark.integration
 
@@ -201,3 +202,54 @@ def test_a_sink_path_that_cannot_be_written_stops_before_reading(
         run_pipeline(config, available_now=True, spark=spark)
     # nothing was read or committed: no batch planned (the new stream's run id is all there is)
     assert not has_planned_batches(str(tmp_path / "checkpoint"))
+
+
+class CrashAfterAppend(DeltaSink):
+    """The Delta sink, except that the batch dies right after its second snapshot append
+    committed: before the batch's MERGE and before Spark commits the batch (a kill there)."""
+
+    # (batch, sink table, written) per append call
+    appends_seen: ClassVar[list[tuple[int, str, bool]]] = []
+    crash = True
+
+    def append(self, table: Any, rows: Any, batch_id: int) -> bool:
+        written = super().append(table, rows, batch_id)
+        CrashAfterAppend.appends_seen.append((batch_id, table.name, written))
+        if CrashAfterAppend.crash and written and len(CrashAfterAppend.appends_seen) >= 2:
+            CrashAfterAppend.crash = False
+            raise RuntimeError(f"killed after the append of batch {batch_id}")
+        return written
+
+
+def test_a_kill_between_a_snapshot_append_and_the_batch_commit_loses_and_doubles_nothing(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from pipelines import uncommitted_batch
+
+    from sparkcdc.errors import SparkCdcError
+    from sparkcdc.sinks.base import SINK_TYPES
+
+    monkeypatch.setitem(SINK_TYPES, "delta", f"{__name__}:CrashAfterAppend")
+    monkeypatch.setattr(CrashAfterAppend, "appends_seen", [])
+    monkeypatch.setattr(CrashAfterAppend, "crash", True)
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    config = load_pipeline(pipeline_file(tmp_path, server), env=env)
+    with Writer(server, DATABASE, seed=29, max_operations=5_000, pause_s=0.005):
+        with pytest.raises(SparkCdcError):
+            run_pipeline(config, available_now=True, spark=spark)
+        assert not CrashAfterAppend.crash, "the run stopped at the kill"
+        seen = list(CrashAfterAppend.appends_seen)
+        crashed = seen[-1][0]
+        assert seen[-1][2], "the append of the killed batch was committed"
+        assert uncommitted_batch(tmp_path / "checkpoint") == crashed
+        run_pipeline(config, available_now=True, spark=spark)  # replays the killed batch
+    run_pipeline(config, available_now=True, spark=spark)
+
+    done = {t for b, t, w in seen if b == crashed and w}  # appended before the kill
+    again = {t: w for b, t, w in CrashAfterAppend.appends_seen[len(seen) :] if b == crashed}
+    assert done and done <= set(again), "the replay appends the killed batch's tables again"
+    assert not any(again[t] for t in done), "and finds the appends done before committed"
+    lake = tmp_path / "lake" / DATABASE
+    for table, (columns, rows) in expected(source).items():
+        assert delta_rows_spark(spark, lake / table, columns) == rows, table
+        assert delta_rows_rs(lake / table, columns) == rows, table

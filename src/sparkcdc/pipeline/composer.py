@@ -561,7 +561,7 @@ class BatchWriter:
         needs no lookup. That holds when the stream began on empty sink tables, the table
         has one source (merged shards may share keys), and its key is that source's
         primary key, passed through as it is (a computed key may repeat)."""
-        if not (self.append_snapshot and getattr(self.sink, "appends", False)):
+        if not (self.append_snapshot and self.sink.appends):
             return False
         if len(table.sources) != 1:
             return False

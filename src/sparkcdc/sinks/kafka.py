@@ -199,7 +199,10 @@ class KafkaSink(SchemalessSink):
 
     options_model = KafkaOptions
     guarantee = "at-least-once"
-    appends = True
+    # Not yet: with snapshot rows sent by append, a run that replays a batch the broker
+    # failed sent some snapshot rows twice (test_pipeline_kafka's broker-stop test); until
+    # that is understood, snapshot rows go through write() with the batch's other changes
+    appends = False
 
     @property
     def kafka_options(self) -> KafkaOptions:
