@@ -130,13 +130,15 @@ def target_rows(pg: DevPostgres, table: str, columns: list[str]) -> list[tuple[A
 
 
 def commit_rows(pg: DevPostgres, config: PipelineConfig) -> dict[str, int]:
-    """The commit table: sink table → the last batch id applied by the pipeline's stream."""
+    """The commit table: sink table → the last batch id applied by the pipeline's stream, by
+    its writes or by its appends of snapshot rows (kept under ``<writer>/append``)."""
     pipeline = SinkContext(config.pipeline.name, config.checkpoint, run_id(config.checkpoint))
-    query = sql.SQL("SELECT sink_table, batch_id FROM {}.{} WHERE pipeline = %s").format(
-        sql.Identifier(SCHEMA), sql.Identifier(COMMIT_TABLE)
-    )
+    query = sql.SQL(
+        "SELECT sink_table, MAX(batch_id) FROM {}.{} WHERE pipeline IN (%s, %s) GROUP BY sink_table"
+    ).format(sql.Identifier(SCHEMA), sql.Identifier(COMMIT_TABLE))
+    writer = pipeline.writer_id
     with pg.connection() as conn:
-        rows = conn.execute(query, (pipeline.writer_id,)).fetchall()
+        rows = conn.execute(query, (writer, f"{writer}/append")).fetchall()
         return {str(t): int(b) for t, b in rows}
 
 
