@@ -21,7 +21,6 @@ _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
-    "spark.driver.memory": "2g",
     # Arrow batches from the Python source go straight into Spark
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
@@ -42,6 +41,23 @@ _CONNECTOR_CONF = {
     # local mode: rebuild a Delta snapshot in a few tasks, not 50
     "spark.databricks.delta.snapshotPartitions": "2",
 }
+
+
+def driver_memory() -> str:
+    """The driver's heap: a quarter of this machine's memory, at least 2g, at most 8g.
+
+    In local mode the driver JVM runs every task too. A batch holds its rows in the heap
+    (cached, shuffled, serialized for a sink): a batch of a few rows of 20 MB values needs
+    ~1.6 GB, and a task's ``OutOfMemoryError`` ends the whole JVM. Spark's own default (1g)
+    is too small for that; a quarter of the machine leaves the rest to Python workers and
+    the page cache. ``spark.driver.memory`` in the session's conf overrides it.
+    """
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return "2g"
+    gib = physical // 4 >> 30
+    return f"{min(8, max(2, gib))}g"
 
 
 def connector_jars() -> list[str]:
@@ -153,7 +169,8 @@ def spark_session(
     if connectors:
         jars = [*connector_jars(), *jars]
         conf = {**_CONNECTOR_CONF, **(conf or {})}
-    for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
+    defaults = {**_DEFAULT_CONF, "spark.driver.memory": driver_memory()}
+    for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
