@@ -100,8 +100,12 @@ def test_replayed_append_and_write_are_skipped(spark: Any, tmp_path: Path) -> No
 def test_crash_between_append_and_write(spark: Any, tmp_path: Path) -> None:
     sink, table = make_sink(spark, tmp_path), new_table()
     sink.open([table])
+    assert sink.created == {table.name}  # new: the pipeline need not look for rows in it
     sink.append(table, snapshot(spark, range(1, 6)), 1)  # ... and the process dies
     replay = make_sink(spark, tmp_path)
+    replay.open([table])
+    assert replay.created == set()  # it was there: has_rows must be asked
+    assert replay.has_rows(table)
     assert not replay.append(table, snapshot(spark, range(1, 6)), 1)
     assert replay.write(table, changes_of_batch_one(spark), 1)
     assert rows(spark, sink, table) == AFTER_BATCH_ONE

@@ -223,6 +223,7 @@ def test_replayed_and_older_batches_are_skipped(spark: Any, tmp_path: Path) -> N
     warehouse = tmp_path / "wh"
     sink, table = make_sink(spark, warehouse), orders_table()
     sink.open([table])
+    assert sink.created == {table.name}  # new: the pipeline need not look for rows in it
     sink.write(table, orders_frame(spark, [("+I", 1, 1, "a"), ("+I", 2, 2, "b")]), 0)
     batch_1 = orders_frame(spark, [("+U", 3, 1, "a2"), ("-D", 4, 2, "b")])
     sink.write(table, batch_1, 1)
@@ -239,6 +240,8 @@ def test_replayed_and_older_batches_are_skipped(spark: Any, tmp_path: Path) -> N
     # a new sink of the same pipeline (a restarted run) finds the record in the table
     restarted = make_sink(spark, warehouse, **{"catalog.name": sink._options.catalog_name})
     restarted.open([table])
+    assert restarted.created == set()  # it was there: has_rows must be asked
+    assert restarted.has_rows(table)
     restarted.write(table, orders_frame(spark, [("+I", 9, 9, "must not land")]), 1)
     assert read_back(spark, sink, table) == after
     assert len(snapshots(spark, sink, table)) == committed

@@ -465,7 +465,7 @@ def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: Pipelin
     policy = config.pipeline.existing_sink_rows
     if policy == "keep":
         return
-    holding = [t for t in tables if sink.has_rows(t)]
+    holding = [t for t in tables if t.name not in sink.created and sink.has_rows(t)]
     if not holding:
         return
     names = ", ".join(t.name for t in holding)

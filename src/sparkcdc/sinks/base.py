@@ -155,6 +155,8 @@ class Sink(ABC):
         self.options = options
         self.spark = spark
         self.context = context
+        # names of the tables ``open`` created: empty, no need to ask them for rows
+        self.created: set[str] = set()
 
     @classmethod
     def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
@@ -187,7 +189,8 @@ class Sink(ABC):
 
     def has_rows(self, table: SinkTable) -> bool:
         """Whether the sink table holds rows already (a new stream's snapshot would land on
-        them). A sink that only appends (a topic, the console) has none to collide with."""
+        them). A sink that only appends (a topic, the console) has none to collide with.
+        Not asked of tables in :attr:`created`."""
         return False
 
     def read_table(self, table: SinkTable) -> DataFrame:

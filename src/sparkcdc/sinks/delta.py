@@ -94,11 +94,14 @@ class DeltaSink(Sink):
                     Path(location).mkdir(parents=True, exist_ok=True)
                 elif table.namespace:
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.namespace)}")
+                if self._exists(table):
+                    continue
                 properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
                     f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
                 )
+                self.created.add(table.name)
             except OSError as exc:
                 raise SinkError(
                     f"delta sink: cannot create table directory {location}: {exc.strerror}. "
@@ -109,6 +112,13 @@ class DeltaSink(Sink):
                     f"delta sink: cannot create or open table {table.name} at "
                     f"{location or 'the session catalog'}: {spark_error_text(exc)}"
                 ) from None
+
+    def _exists(self, table: SinkTable) -> bool:
+        """Whether the table is there already (its directory has a Delta log)."""
+        location = self.location(table)
+        if location is not None:
+            return Path(location, "_delta_log").is_dir()
+        return bool(self.spark.catalog.tableExists(self.identifier(table)))
 
     def read_table(self, table: SinkTable) -> DataFrame:
         return read_spark_table(self.spark, self.identifier(table), f"delta sink: {table.name}")

@@ -251,10 +251,12 @@ class IcebergSink(Sink):
             namespace = ".".join(quote(p) for p in (options.catalog_name, *self.namespace(table)))
             try:
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-                self.spark.sql(
-                    f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
-                    f"({table.spark_ddl()}) USING iceberg TBLPROPERTIES ({properties})"
-                )
+                if not self._listed(namespace, table):
+                    self.spark.sql(
+                        f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
+                        f"({table.spark_ddl()}) USING iceberg TBLPROPERTIES ({properties})"
+                    )
+                    self.created.add(table.name)
             except Exception as exc:  # AnalysisException, Py4JJavaError from the catalog
                 raise SinkError(
                     f"iceberg sink: cannot create or open table {table.name} as "
@@ -264,6 +266,13 @@ class IcebergSink(Sink):
                     f"{options.redact(_reason(exc))}. {self._advice(exc)}"
                 ) from None
             self._check_location(table)
+
+    def _listed(self, namespace: str, table: SinkTable) -> bool:
+        """Whether the namespace lists the table, in any case (a catalog's table lookup may
+        ask for views too, which a JDBC catalog without view support refuses)."""
+        wanted = table.short_name.lower()
+        listed = self.spark.sql(f"SHOW TABLES IN {namespace}").collect()
+        return any(str(row["tableName"]).lower() == wanted for row in listed)
 
     def read_table(self, table: SinkTable) -> DataFrame:
         return read_spark_table(self.spark, self.identifier(table), f"iceberg sink: {table.name}")
