@@ -23,8 +23,8 @@ META = "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRI
 COLUMNS = (SinkColumn("id", "BIGINT", nullable=False), SinkColumn("name", "STRING"))
 
 
-def make_sink(spark: Any, lake: Path, pipeline: str = "delta_pipeline") -> DeltaSink:
-    options = DeltaOptions.model_validate({"type": "delta", "path": str(lake)})
+def make_sink(spark: Any, lake: Path, pipeline: str = "delta_pipeline", **extra: Any) -> DeltaSink:
+    options = DeltaOptions.model_validate({"type": "delta", "path": str(lake), **extra})
     return DeltaSink(options, spark, SinkContext(pipeline, "/nonexistent/checkpoint", "run1"))
 
 
@@ -127,4 +127,21 @@ def test_new_tables_have_deletion_vectors(spark: Any, tmp_path: Path) -> None:
     assert metrics.operation == "MERGE"
     assert int(metrics.operationMetrics["numTargetDeletionVectorsAdded"]) == 1
     assert int(metrics.operationMetrics["numTargetFilesRemoved"]) == 0
+    assert rows(spark, sink, table) == [(1, "n1"), (2, "n2"), (4, "n4"), (5, "n5")]
+
+
+def test_table_properties_of_the_file_go_over_the_defaults(spark: Any, tmp_path: Path) -> None:
+    sink = make_sink(spark, tmp_path, **{"table.properties.delta.enableDeletionVectors": False})
+    table = new_table()
+    sink.open([table])
+    properties = dict(
+        (r.key, r.value)
+        for r in spark.sql(f"SHOW TBLPROPERTIES {sink.identifier(table)}").collect()
+    )
+    assert properties.get("delta.enableDeletionVectors") == "false"
+    sink.append(table, snapshot(spark, range(1, 6)), 1)
+    sink.write(table, frame(spark, [("-D", 10, 3, "n3")]), 1)
+    metrics = spark.sql(f"DESCRIBE HISTORY {sink.identifier(table)} LIMIT 1").first()
+    assert metrics is not None
+    assert int(metrics.operationMetrics["numTargetFilesRemoved"]) >= 1  # rewritten, no DV
     assert rows(spark, sink, table) == [(1, "n1"), (2, "n2"), (4, "n4"), (5, "n5")]

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
 
@@ -395,6 +395,40 @@ def gather_prefixed(
             out[prefix + name] = gathered.pop(name)
     out[field] = {k: property_text(v) for k, v in gathered.items()}
     return out
+
+
+TABLE_PROPERTIES_PREFIX = "table.properties."
+
+
+class TableOptions(SinkOptions):
+    """Options of a sink that creates lake tables: ``table.properties.<name>: value`` (Flink
+    CDC's spelling) sets a table property of the tables it creates, over its defaults."""
+
+    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset({TABLE_PROPERTIES_PREFIX})
+
+    table_properties: dict[str, str] = Field(default_factory=dict, alias="table.properties")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_table_properties(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return gather_prefixed(data, TABLE_PROPERTIES_PREFIX)
+
+    def tblproperties(self, defaults: Mapping[str, str]) -> str:
+        """The TBLPROPERTIES clause of a table this sink creates: its ``defaults``, the
+        file's ``table.properties.*`` over them."""
+        chosen = {**defaults, **self.table_properties}
+        return ", ".join(f"{sql_text(k)} = {sql_text(v)}" for k, v in chosen.items())
+
+
+def sql_text(value: str) -> str:
+    """A Spark SQL string literal.
+
+    >>> print(sql_text("it's"))
+    'it\\'s'
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def read_spark_table(spark: SparkSession, identifier: str, what: str) -> DataFrame:

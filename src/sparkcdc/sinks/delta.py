@@ -31,8 +31,8 @@ from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
-    SinkOptions,
     SinkTable,
+    TableOptions,
     fill_statement,
     final_states,
     merge_statement,
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 
 
-class DeltaOptions(SinkOptions):
+class DeltaOptions(TableOptions):
     path: str | None = None  # base directory; None: tables in the session catalog
 
 
@@ -96,7 +96,7 @@ class DeltaSink(Sink):
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.namespace)}")
                 if self._exists(table):
                     continue
-                properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+                properties = self._options.tblproperties(TABLE_PROPERTIES)
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
                     f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"

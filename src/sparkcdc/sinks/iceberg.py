@@ -42,10 +42,12 @@ from pydantic import Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
+    TABLE_PROPERTIES_PREFIX,
     Sink,
     SinkColumn,
     SinkOptions,
     SinkTable,
+    TableOptions,
     fill_statement,
     final_states,
     gather_prefixed,
@@ -96,11 +98,13 @@ _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _OWN_PROPERTIES = ("type", "warehouse", "uri")  # catalog.properties.* with fields of their own
 
 
-class IcebergOptions(SinkOptions):
+class IcebergOptions(TableOptions):
     """The iceberg sink block; any other ``catalog.properties.<name>`` goes to the catalog."""
 
     # pipeline/config.py accepts any key with one of these prefixes
-    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset({CATALOG_PROPERTIES})
+    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset(
+        {CATALOG_PROPERTIES, TABLE_PROPERTIES_PREFIX}
+    )
 
     catalog_name: str = Field(DEFAULT_CATALOG, alias="catalog.name")
     catalog_type: Literal["hadoop", "jdbc"] = Field("hadoop", alias="catalog.properties.type")
@@ -246,7 +250,7 @@ class IcebergSink(Sink):
         self._check_warehouse()
         # Spark loads a catalog plugin on its first use, so settings made now still count
         self._configure(self.spark)
-        properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+        properties = options.tblproperties(TABLE_PROPERTIES)
         for table in tables:
             namespace = ".".join(quote(p) for p in (options.catalog_name, *self.namespace(table)))
             try:

@@ -502,6 +502,36 @@ def test_delta_sink() -> None:
     assert parse(pipeline(sink={"type": "delta"})).sink.path is None  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    ("sink", "defaults", "clause"),
+    [
+        (
+            {"type": "delta", "table.properties.delta.enableDeletionVectors": False},
+            {"delta.enableDeletionVectors": "true"},
+            "'delta.enableDeletionVectors' = 'false'",
+        ),
+        (
+            {
+                "type": "iceberg",
+                "catalog.properties.warehouse": "/wh",
+                "catalog.properties.cache-enabled": "true",
+                "table.properties": {"write.merge.mode": "copy-on-write", "note": "it's"},
+            },
+            {"format-version": "2", "write.merge.mode": "merge-on-read"},
+            "'format-version' = '2', 'write.merge.mode' = 'copy-on-write', 'note' = 'it\\'s'",
+        ),
+    ],
+    ids=["delta", "iceberg"],
+)
+def test_table_properties_go_over_the_sinks_defaults(
+    sink: dict[str, Any], defaults: dict[str, str], clause: str
+) -> None:
+    options: Any = parse(pipeline(sink=sink)).sink
+    assert options.tblproperties(defaults) == clause
+    if sink["type"] == "iceberg":  # the catalog's properties stay the catalog's
+        assert options.properties == {"cache-enabled": "true"}
+
+
 def test_kafka_sink_properties_pass_through() -> None:
     sink: Any = parse(
         pipeline(
