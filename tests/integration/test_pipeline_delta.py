@@ -176,6 +176,22 @@ def test_route_merging_tables_with_different_keys_is_refused(
         run_pipeline(config, available_now=True, spark=spark)
 
 
+def test_a_transform_spark_cannot_parse_stops_with_sparks_reason(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    text = pipeline_file(tmp_path, server).read_text().replace("filter: qty >= 0", "filter: qty >")
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    config = parse_pipeline(text, env=env, base_dir=tmp_path)
+    with pytest.raises(ConfigError) as failure:
+        run_pipeline(config, available_now=True, spark=spark)
+    message = str(failure.value)
+    assert f"transform for {DATABASE}.items" in message, message
+    assert "Spark cannot apply it: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input" in (
+        message
+    )
+    assert not (tmp_path / "lake").exists()  # stopped before the sink was opened
+
+
 def test_typo_in_the_sink_block_names_the_path_and_the_closest_key(tmp_path: Path) -> None:
     text = (
         "source: {type: mysql, hostname: h, username: u, tables: a.b}\nsink: {type: delta, pth: /x}"

@@ -45,6 +45,7 @@ from sparkcdc.sinks.base import (
     SinkColumn,
     SinkTable,
     quote,
+    spark_error_text,
     spark_type_name,
 )
 from sparkcdc.spark.changelog import DDL_OP, TABLES_METADATA_DDL, carrier_type, value_text
@@ -309,7 +310,7 @@ def sink_frame(
             raise ConfigError(
                 f"transform for {schema.qualified_name} (source-table "
                 f"{rule.source_table if rule else '?'}): Spark cannot apply it: "
-                f"{str(exc).splitlines()[0]}"
+                f"{spark_error_text(exc)}"
             ) from None
         keys = (rule.key_columns() if rule else None) or schema.primary_key
         missing = [k for k in keys if k not in {n for n, _ in fields}]
@@ -681,7 +682,7 @@ class BatchWriter:
             self._diverged(fill, table, str(exc))
             return
         except Exception as exc:  # the source's SQL errors: the table or column is gone
-            self._diverged(fill, table, str(exc).splitlines()[0] if str(exc) else repr(exc))
+            self._diverged(fill, table, spark_error_text(exc) or repr(exc))
             return
         log.info(
             "%s: %d row(s) read back from the source into %s", fill.describe(), done, table.name

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.options import SourceOptions, parse_duration
 from sparkcdc.model.tables import Pattern, parse_table_patterns
+from sparkcdc.model.text import split_top_level
 from sparkcdc.sinks.base import SinkOptions, sink_class
 
 SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
@@ -108,6 +109,15 @@ class TransformRule(_Block):
     @classmethod
     def _patterns(cls, value: str) -> str:
         return _checked_patterns(value)
+
+    @field_validator("projection")
+    @classmethod
+    def _unescaped_star(cls, value: str | None) -> str | None:
+        """Flink CDC's documentation writes the star as ``\\*`` (a plain ``*`` starts a YAML
+        alias): the same projection here."""
+        if value is None or "\\*" not in value:
+            return value
+        return ", ".join("*" if item == "\\*" else item for item in split_top_level(value))
 
     def matches(self, database: str, table: str) -> bool:
         patterns = parse_table_patterns(self.source_table, option="source-table")

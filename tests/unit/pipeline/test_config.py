@@ -442,6 +442,20 @@ def test_route_for(database: str, table: str, target: str) -> None:
     assert route_config().route_for(database, table) == target
 
 
+def test_flink_cdcs_escaped_star_is_the_star() -> None:
+    """Flink CDC's documentation writes ``projection: \\*, UPPER(name) AS name_upper``
+    unquoted (a plain ``*`` would start a YAML alias)."""
+    text = (
+        "source: {type: mysql, hostname: h, username: u, tables: app.t}\n"
+        "sink: {type: console}\n"
+        "transform:\n"
+        "  - source-table: app.t\n"
+        "    projection: \\*, UPPER(name) AS name_upper, concat('\\*', name) AS starred\n"
+    )
+    rule = parse_pipeline(text).transform[0]
+    assert rule.projection == "*, UPPER(name) AS name_upper, concat('\\*', name) AS starred"
+
+
 def test_transform_for_and_key_columns() -> None:
     c = route_config()
     first = c.transform_for("app", "orders_1")
