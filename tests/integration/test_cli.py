@@ -33,8 +33,11 @@ pipeline:
 """
 
 
-def sparkcdc(*args: str, password: str = DEV_PASSWORD) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CLI_TEST_PASSWORD": password}
+def sparkcdc(*args: str, password: str | None = DEV_PASSWORD) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own; ``password=None``: the variable is not set."""
+    env = {k: v for k, v in os.environ.items() if k != "CLI_TEST_PASSWORD"}
+    if password is not None:
+        env["CLI_TEST_PASSWORD"] = password
     return subprocess.run(
         [sys.executable, "-m", "sparkcdc.cli.main", *args],
         capture_output=True,
@@ -111,6 +114,17 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     assert "on server: MariaDB server_id 1 (gtid_domain_id 0)" in text
     assert "schema: 1 source table(s), 1 changed by DDL" in text
     assert f"{DATABASE}.t: 2 versions, last changed in batch" in text
+
+    # status reads local files: it needs no password, and a damaged status.json is noted
+    (tmp_path / "checkpoint" / "status.json").write_text('{"running": tr')
+    bare = sparkcdc("status", str(pipeline), password=None)
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    assert f"last committed batch: {report['last_committed_batch']}" in bare.stdout
+    assert "server position: unknown (not asked: the file references CLI_TEST_PASSWORD" in (
+        bare.stdout
+    )
+    assert "status.json: unreadable (" in bare.stdout
+    assert "Traceback" not in bare.stderr
 
 
 def test_validate_reports_a_wrong_password_as_a_source_problem(pipeline: Path) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.pipeline.config import load_pipeline
+from sparkcdc.pipeline.config import LenientEnv, load_pipeline
 from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
 from sparkcdc.pipeline.runner import (
     STATUS_FILE,
@@ -63,13 +64,14 @@ def validate(file: str) -> int:
 
 
 def status(file: str, *, as_json: bool = False) -> int:
-    """Print where the pipeline is: phase, per-table chunks, position, lag, last batch."""
-    config = load_pipeline(file)
+    """Print where the pipeline is: phase, per-table chunks, position, lag, last batch.
+
+    It reads local files: a variable the file references but this shell lacks (the source
+    password) only keeps it from asking the server for its position."""
+    env = LenientEnv(os.environ)
+    config = load_pipeline(file, env=env)
     checkpoint = config.checkpoint
-    recorded: dict[str, Any] = {}
-    status_file = Path(checkpoint) / STATUS_FILE
-    if status_file.exists():
-        recorded = json.loads(status_file.read_text())
+    recorded, unreadable = _recorded_status(Path(checkpoint) / STATUS_FILE)
     committed = committed_offset(checkpoint)
     if committed is None and not recorded:
         print(f"pipeline {config.pipeline.name!r}: never run (no checkpoint at {checkpoint})")
@@ -78,13 +80,16 @@ def status(file: str, *, as_json: bool = False) -> int:
     tables = offset.get("snapshot") or {}
     done = all(p.get("total") is not None and p["next"] >= p["total"] for p in tables.values())
     server_pos: BinlogPosition | None = None
-    try:
-        _, settings = source_settings(config)
-        server_pos = server_position(settings)
-    except SparkCdcError as exc:
-        server_error = str(exc)
+    server_error = ""
+    if env.missing:
+        names = ", ".join(sorted(env.missing))
+        server_error = f"not asked: the file references {names}, not set in this shell"
     else:
-        server_error = ""
+        try:
+            _, settings = source_settings(config)
+            server_pos = server_position(settings)
+        except SparkCdcError as exc:
+            server_error = str(exc)
     position = BinlogPosition.from_offset(offset["binlog"]) if "binlog" in offset else None
     # which server the committed offset is a place on (offsets of older versions: unknown)
     on_server = str(ServerIdentity.from_offset(offset["server"])) if "server" in offset else None
@@ -131,8 +136,24 @@ def status(file: str, *, as_json: bool = False) -> int:
         print(f"  event lag of the last batch: {report['event_lag_s']} s")
     if recorded.get("updated"):
         print(f"  last status update: {recorded['updated']}")
+    if unreadable:
+        print(f"  {STATUS_FILE}: {unreadable} (ignored; the next run writes it again)")
     _print_schema(report["schema"])
     return 0
+
+
+def _recorded_status(path: Path) -> tuple[dict[str, Any], str]:
+    """The last run's ``status.json`` (empty when there is none), and why it could not be
+    read (a run killed while writing it, a hand edit): status then reports without it."""
+    try:
+        recorded = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}, ""
+    except (OSError, ValueError) as exc:
+        return {}, f"unreadable ({exc})"
+    if not isinstance(recorded, dict):
+        return {}, "unreadable (not a JSON object)"
+    return recorded, ""
 
 
 def _schema_report(state: SchemaState | None) -> dict[str, Any] | None:

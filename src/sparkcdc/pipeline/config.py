@@ -349,6 +349,16 @@ def _extra_keys(model: type[BaseModel]) -> set[str]:
     return set(getattr(model, "passthrough_prefixes", frozenset()))
 
 
+class LenientEnv(dict[str, str]):
+    """Environment variables for reading a pipeline file without its secrets: a variable
+    that is not set (and has no default) reads as empty text and is noted in ``missing``,
+    instead of stopping. For commands that only look at local files (``sparkcdc status``)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        super().__init__(env)
+        self.missing: set[str] = set()
+
+
 def _interpolate(value: Any, env: Mapping[str, str], path: str) -> Any:
     if isinstance(value, dict):
         return {
@@ -364,6 +374,9 @@ def _interpolate(value: Any, env: Mapping[str, str], path: str) -> Any:
                 return env[name]
             if default is not None:
                 return default
+            if isinstance(env, LenientEnv):
+                env.missing.add(name)
+                return ""
             raise ConfigError(
                 f"{path}: environment variable {name} is not set (referenced as ${{{name}}}); "
                 f"export it, or write ${{{name}:-default}}"
