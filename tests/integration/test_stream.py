@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -364,6 +365,26 @@ def test_wrong_password_is_clear_and_secret(
     )
     assert "ccess denied" in message
     assert "not-the-password" not in message
+
+
+def test_a_user_without_the_replication_grants_is_told_the_grant(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    user, password = f"g_{uuid.uuid4().hex[:10]}", "grant-test-pw-5521"
+    with dev_server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY %s", (password,))
+        cur.execute(f"GRANT SELECT ON *.* TO '{user}'@'127.0.0.1'")
+    try:
+        opts = {**options(dev_server, database, "t"), "username": user, "password": password}
+        message = load_error(spark, opts)
+    finally:
+        with dev_server.root_connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+    assert "is not ready for CDC" in message, message[-3000:]
+    assert f"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1';" in message
+    assert "OperationalError" not in message
+    assert password not in message
 
 
 def test_unreachable_port_times_out_clearly(

@@ -873,8 +873,14 @@ class MySqlCdcDataSource(DataSource):
 
     @property
     def plan(self) -> CapturePlan:
+        """The captured tables, once the server is known to be ready for CDC: a server that
+        is not (a missing grant, binlog_format) stops with the validator's message and the
+        statement that fixes it, not with the first query that failed."""
+        from sparkcdc.mysql.validator import check_source
+
         if self._plan is None:
             settings = connection_settings(self.source_options)
+            check_source(settings)
             self._plan = plan_capture(self.source_options, settings)
         return self._plan
 
@@ -882,9 +888,5 @@ class MySqlCdcDataSource(DataSource):
         return self.plan.spark_ddl()
 
     def streamReader(self, schema: Any) -> MySqlCdcStreamReader:
-        from sparkcdc.mysql.validator import check_source
-
-        settings = connection_settings(self.source_options)
-        check_source(settings)
         parallelism = self.default_parallelism or os.cpu_count() or 1
         return MySqlCdcStreamReader(self.source_options, self.plan, self.server_ids, parallelism)
