@@ -155,6 +155,19 @@ def source_sql(*statements: str) -> None:
             cur.execute(statement)
 
 
+def test_a_filter_spark_cannot_resolve_is_one_line_not_a_stack(pipeline: Path) -> None:
+    add_to(pipeline, f"transform:\n  - source-table: {DATABASE}.t\n    filter: nosuch(v) > 0\n")
+    result = sparkcdc("run", str(pipeline), "--available-now")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert (
+        f"configuration error: transform for {DATABASE}.t (source-table {DATABASE}.t): Spark "
+        "cannot apply it: [UNRESOLVED_ROUTINE] Cannot resolve routine `nosuch`"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+    # pyspark's own log of the failed statement: one line of JSON holding the Java stack
+    assert "org.apache.spark.sql.AnalysisException" not in result.stderr, result.stderr[-3000:]
+
+
 def test_an_unmatched_route_is_a_warning_in_validate_and_run(pipeline: Path) -> None:
     add_to(pipeline, f"route:\n  - source-table: {DATABASE}.tt\n    sink-table: x.y\n")
     checked = sparkcdc("validate", str(pipeline))

@@ -127,6 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if not args.verbose:
+        # pyspark logs each failed SQL statement with its whole Java stack (hundreds of
+        # lines); the command reports the failure itself, in one line that says what to do
+        # (made as pyspark makes them: it logs to them with keywords a plain Logger lacks)
+        from pyspark.logger import PySparkLogger
+
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     try:
         code: int = args.func(args)
         return code
