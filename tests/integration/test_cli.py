@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,36 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     )
     assert "status.json: unreadable (" in bare.stdout
     assert "Traceback" not in bare.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_ends_a_running_pipeline_cleanly(
+    pipeline: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    env = {**os.environ, "CLI_TEST_PASSWORD": DEV_PASSWORD}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    status = tmp_path / "checkpoint" / "status.json"
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            if json.loads(status.read_text()).get("last_batch", -1) >= 0:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    assert run.poll() is None, run.communicate()[1][-3000:]
+    run.send_signal(sig)
+    err = run.communicate(timeout=120)[1]
+    assert run.returncode == 0, err[-3000:]
+    assert f"stopping on request ({sig.name})" in err, err[-3000:]
+    assert "Traceback" not in err and "Py4J" not in err, err[-3000:]
+    assert json.loads(status.read_text())["running"] is False
 
 
 def test_validate_reports_a_wrong_password_as_a_source_problem(pipeline: Path) -> None:

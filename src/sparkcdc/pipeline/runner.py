@@ -14,11 +14,14 @@ import ast
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from sparkcdc.errors import SchemaChangedError, SinkError, SparkCdcError
@@ -408,8 +411,15 @@ def _run_once(
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     last_server_check = 0.0
     server_pos: BinlogPosition | None = None
+    stop = StopRequests()
     try:
         while query.isActive:
+            if stop.requested:
+                log.info(
+                    "stopping on request (%s); the next run goes on from the last committed batch",
+                    stop.requested,
+                )
+                break
             try:
                 query.awaitTermination(_POLL_S)
             except StreamingQueryException:
@@ -447,6 +457,7 @@ def _run_once(
     except KeyboardInterrupt:
         log.info("stopping on request; the next run goes on from the last committed batch")
     finally:
+        stop.close()
         if query.isActive:
             query.stop()
         progress.finish()
@@ -482,6 +493,35 @@ def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: Pipelin
     for table in holding:
         log.info("emptying sink table %s before the new stream's snapshot", table.name)
         sink.truncate_table(table)
+
+
+class StopRequests:
+    """Ctrl-C (SIGINT) and SIGTERM while a pipeline runs: a request the run loop answers
+    between its polls, stopping the query and closing the sink as a caught-up run does.
+
+    Left to pyspark's own handler, a Ctrl-C raises inside a py4j call and surfaces as a
+    ``Py4JError`` traceback from ``awaitTermination``. A second signal, while the stop is
+    under way, raises KeyboardInterrupt at once. Only the main thread can take signals: in
+    any other (a run started from a thread) nothing changes. ``close`` puts the previous
+    handlers back.
+    """
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested is not None:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+
+    def close(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
 
 
 def stopped_mid_batch(failure: BaseException) -> bool:
