@@ -11,6 +11,7 @@ import json
 import os
 import random
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,17 @@ def source_block(server: DevServer, tables: str, server_ids: str, **options: obj
         *[f"  {key}: {value}" for key, value in options.items()],
     ]
     return "\n".join(lines) + "\n"
+
+
+def iceberg_block(tmp_path: Path) -> tuple[str, str]:
+    """An iceberg ``sink:`` block's lines with a catalog of its own under ``tmp_path``, and
+    the catalog's name (Spark reads the tables as ``<catalog>.<database>.<table>``)."""
+    catalog = f"ice_{uuid.uuid4().hex[:8]}"
+    block = (
+        f"  type: iceberg\n  catalog.name: {catalog}\n"
+        f"  catalog.properties.warehouse: {tmp_path / 'warehouse'}"
+    )
+    return block, catalog
 
 
 def pipeline_env() -> dict[str, str]:

@@ -97,9 +97,14 @@ def orders_table() -> SinkTable:
     )
 
 
+def kafka_options(**options: Any) -> KafkaOptions:
+    """The sink's options; a bootstrap server that is never reached unless given."""
+    defaults = {"type": "kafka", "properties.bootstrap.servers": "127.0.0.1:1"}
+    return KafkaOptions.model_validate({**defaults, **options})
+
+
 def make_sink(spark: Any, tmp_path: Any, **options: Any) -> KafkaSink:
-    model = KafkaOptions.model_validate({"type": "kafka", **options})
-    return KafkaSink(model, spark, SinkContext("test", str(tmp_path)))
+    return KafkaSink(kafka_options(**options), spark, SinkContext("test", str(tmp_path)))
 
 
 def change_frame(spark: Any, rows: Sequence[tuple[Any, ...]]) -> Any:
@@ -225,7 +230,7 @@ def test_canal_json_with_topic_mapping_and_table_headers(
         **{
             "properties.bootstrap.servers": servers,
             "value.format": "canal-json",
-            "sink.table-id-to-topic.mapping": f"app_db.elsewhere:x;{table.name}:{topic}",
+            "sink.tableId-to-topic.mapping": f"app_db.elsewhere:x;{table.name}:{topic}",
             "sink.add-tableId-to-header-enabled": "true",
         },
     )
@@ -327,7 +332,9 @@ def test_replaying_changelog_json_gives_the_final_table(
 def test_table_without_primary_key_has_no_message_key(spark: Any) -> None:
     table = SinkTable("app_db.log", orders_table().columns, (), ("app_db.log",))
     rows = [c for c in CHANGES if c[2] in (200, 300, 301)]
-    messages = kafka_messages(change_frame(spark, rows), table, "canal-json").collect()
+    messages = kafka_messages(
+        change_frame(spark, rows), table, kafka_options(**{"value.format": "canal-json"})
+    ).collect()
 
     assert [m["key"] for m in messages] == [None, None]
     values = [json.loads(m["value"], parse_float=Decimal) for m in messages]
@@ -354,7 +361,7 @@ def test_options_follow_flink_cdc_names() -> None:
             "properties.bootstrap.servers": "k1:9092,k2:9092",
             "properties.linger.ms": 5,
             "properties.enable.idempotence": True,
-            "sink.table-id-to-topic.mapping": "app_db.orders:orders_topic; app_db.items:items",
+            "sink.tableId-to-topic.mapping": "app_db.orders:orders_topic; app_db.items:items",
         }
     )
     assert options.value_format == "debezium-json"
@@ -373,7 +380,7 @@ def test_options_follow_flink_cdc_names() -> None:
         ({"value.format": "avro"}, "value.format"),
         ({"key.format": "csv"}, "key.format"),
         ({"topik": "x"}, "topik"),
-        ({"sink.table-id-to-topic.mapping": "app_db.orders"}, "sink.table-id-to-topic.mapping"),
+        ({"sink.tableId-to-topic.mapping": "app_db.orders"}, "sink.tableId-to-topic.mapping"),
         ({"topic": "no spaces"}, "topic"),
     ],
 )
@@ -441,11 +448,117 @@ def test_messages_are_built_per_partition(spark: Any) -> None:
     are paired by a window per key, not one task per table."""
     table = orders_table()
     inserts = change_frame(spark, SNAPSHOT)
-    messages = kafka_messages(inserts, table, "debezium-json", inserts=True)
+    messages = kafka_messages(inserts, table, kafka_options(), inserts=True)
     plan = _plan(messages)
     assert plan.count("Exchange") == 1, plan  # change_frame's own repartition(3)
     assert "Window" not in plan
     assert messages.rdd.getNumPartitions() == inserts.rdd.getNumPartitions() == 3
 
-    paired = _plan(kafka_messages(change_frame(spark, CHANGES), table, "debezium-json"))
+    paired = _plan(kafka_messages(change_frame(spark, CHANGES), table, kafka_options()))
     assert "hashpartitioning(db#" in paired and ", pk#" in paired, paired
+
+
+# -- Flink CDC's option names and Flink's JSON spellings ---------------------------------
+
+# the sink block of Flink CDC's Kafka pipeline connector page, and every option its table lists
+FLINK_CDC_EXAMPLE = {
+    "type": "kafka",
+    "name": "Kafka Sink",
+    "properties.bootstrap.servers": "PLAINTEXT://localhost:62510",
+}
+FLINK_CDC_OPTIONS = {
+    "partition.strategy": "hash-by-key",
+    "key.format": "json",
+    "value.format": "debezium-json",
+    "topic": "all_changes",
+    "sink.add-tableId-to-header-enabled": "true",
+    "properties.acks": "all",
+    "sink.custom-header": "key1:value1,key2:value2",
+    "sink.tableId-to-topic.mapping": "mydb.mytable1:topic1;mydb.mytable2:topic2",
+    "debezium-json.include-schema.enabled": "true",
+    "sink.delivery-guarantee": "at-least-once",
+    "debezium-json.timestamp-format.standard": "ISO-8601",
+    "debezium-json.encode.ignore-null-fields": "true",
+}
+
+
+def test_flink_cdc_documented_options_load() -> None:
+    example = KafkaOptions.model_validate(FLINK_CDC_EXAMPLE)
+    assert example.partition_strategy == "all-to-zero"  # Flink CDC's default
+    assert example.json_format.timestamp_format == "SQL"
+    options = KafkaOptions.model_validate({**FLINK_CDC_EXAMPLE, **FLINK_CDC_OPTIONS})
+    assert options.table_id_to_topic == {"mydb.mytable1": "topic1", "mydb.mytable2": "topic2"}
+    assert options.custom_headers == (("key1", "value1"), ("key2", "value2"))
+    assert options.json_format.include_schema and options.json_format.ignore_null_fields
+    assert options.json_format.timestamp_format == "ISO-8601"
+    assert options.properties == {"acks": "all"}
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"sink.delivery-guarantee": "exactly-once"}, "Kafka transactions"),
+        ({"debezium-json.encode.decimal-as-plain-number": "false"}, "plain JSON numbers"),
+        ({"debezium-json.map-null-key.mode": "DROP"}, "no column from MySQL"),
+        ({"canal-json.timestamp-format.standard": "ISO-8601"}, "value.format is debezium-json"),
+        (
+            {"value.format": "canal-json", "canal-json.include-schema.enabled": "true"},
+            "debezium-json option",
+        ),
+    ],
+)
+def test_options_without_meaning_here_are_refused_with_why(
+    options: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError, match=says):
+        kafka_options(**options)
+
+
+def test_values_are_spelled_as_flink_writes_them_whatever_the_session_zone(spark: Any) -> None:
+    schema = (
+        "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRING, "
+        "id DECIMAL(20,0), d DECIMAL(30,10), ts TIMESTAMP, at TIMESTAMP_NTZ, day DATE"
+    )
+    instant = dt.datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=dt.UTC)
+    rows = [
+        ("+I", None, 1, "db", "t", D("18446744073709551615"), D("0E-10"), instant,
+         dt.datetime(1000, 1, 1, 0, 0, 0, 120000), dt.date(2024, 2, 29)),
+        ("+I", None, 2, "db", "t", D("1"), D("-12345678901234567890.1234567890"),
+         dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.datetime(2038, 1, 19, 3, 14, 7), None),
+    ]  # fmt: skip
+    columns = tuple(
+        SinkColumn(n, t, n != "id")
+        for n, t in [
+            ("id", "DECIMAL(20,0)"),
+            ("d", "DECIMAL(30,10)"),
+            ("ts", "TIMESTAMP"),
+            ("at", "TIMESTAMP_NTZ"),
+            ("day", "DATE"),
+        ]
+    )
+    table = SinkTable("db.t", columns, ("id",), ())
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    try:
+        frame = spark.createDataFrame(rows, schema)
+
+        def texts(**options: Any) -> list[str]:
+            messages = kafka_messages(frame, table, kafka_options(**options), inserts=True)
+            return sorted(m["value"] for m in messages.collect())
+
+        sql = "".join(texts())
+        iso = "".join(texts(**{"debezium-json.timestamp-format.standard": "ISO-8601"}))
+        canal = "".join(
+            texts(**{"value.format": "canal-json", "canal-json.encode.ignore-null-fields": True})
+        )
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    for expected in (
+        '"id":18446744073709551615,"d":0.0000000000,"ts":"2024-05-01 12:00:00.5Z",'
+        '"at":"1000-01-01 00:00:00.12","day":"2024-02-29"',
+        '"d":-12345678901234567890.1234567890,"ts":"1970-01-01 00:00:00Z",'
+        '"at":"2038-01-19 03:14:07","day":null',
+    ):
+        assert expected in sql
+    assert '"ts":"2024-05-01T12:00:00.5Z","at":"1000-01-01T00:00:00.12"' in iso
+    assert '"at":"2038-01-19 03:14:07"}]' in canal and '"old"' not in canal  # nulls left out

@@ -70,7 +70,7 @@ sink:
   type: kafka
   properties.bootstrap.servers: {servers}
   value.format: {value_format}
-  sink.table-id-to-topic.mapping: "{mapping}"
+  sink.tableId-to-topic.mapping: "{mapping}"
 {sink_extra}
 route:
   - source-table: {database}.orders_[0-9]+
@@ -93,12 +93,13 @@ def plain(value: Any) -> Any:
     """One value as pymysql and the JSON messages can agree on.
 
     Decimals compare by value (JSON ``1.50`` or ``1.5``); DATETIME as the sink writes a
-    TIMESTAMP_NTZ (ISO-8601 with microseconds).
+    TIMESTAMP_NTZ (Flink's SQL spelling: a space, the fraction without trailing zeros).
     """
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral() else str(value.normalize())
     if isinstance(value, dt.datetime):
-        return value.isoformat(timespec="microseconds")
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        return f"{text}.{value.microsecond:06d}".rstrip("0") if value.microsecond else text
     return value
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pipelines import fresh_database
+from pipelines import fresh_database, iceberg_block
 from psycopg import sql
 
 from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -81,11 +80,7 @@ def delta_sink(tmp_path: Path, spark: Any) -> tuple[str, SinkRows]:
 
 
 def iceberg_sink(tmp_path: Path, spark: Any) -> tuple[str, SinkRows]:
-    catalog = f"ice_{uuid.uuid4().hex[:8]}"
-    block = (
-        f"  type: iceberg\n  catalog.name: {catalog}\n"
-        f"  catalog.properties.warehouse: {tmp_path / 'warehouse'}"
-    )
+    block, catalog = iceberg_block(tmp_path)
     return block, lambda _: spark_rows(spark.table(f"{catalog}.{DATABASE}.accounts"))
 
 

@@ -126,6 +126,8 @@ class SourceOptions(BaseModel):
         None, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
     )
     newly_added_table: bool = Field(False, alias="scan.newly-added-table.enabled")
+    # TINYINT(1) as BOOLEAN (0 false, else true), or kept a number (model/schema.py)
+    tinyint1_as_boolean: bool = Field(True, alias="treat-tinyint1-as-boolean.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)
     factor_upper: float = Field(
         1000.0, alias="chunk-key.even-distribution.factor.upper-bound", ge=0

@@ -2,7 +2,7 @@
 
 | MySQL type                         | Spark type          | value                          |
 |------------------------------------|---------------------|--------------------------------|
-| TINYINT(1)                         | BOOLEAN             | 0 → false, else true           |
+| TINYINT(1)                         | BOOLEAN             | 0 → false, else true (1)       |
 | TINYINT                            | TINYINT             |                                |
 | TINYINT UNSIGNED, SMALLINT         | SMALLINT            |                                |
 | SMALLINT UNSIGNED, MEDIUMINT [U], INT | INT              |                                |
@@ -27,6 +27,9 @@
 | UUID, INET4, INET6 (MariaDB)       | STRING              | the server's text form         |
 | any other type                     | BINARY              | the bytes the binlog stores    |
 
+(1) With the source option ``treat-tinyint1-as-boolean.enabled: false`` (Flink CDC's; default
+true) TINYINT(1) stays a number: TINYINT, or SMALLINT when UNSIGNED.
+
 Types of MariaDB's type plugins (UUID, INET4, INET6) are logged as binary STRING columns;
 their decoder form is those bytes (snapshot text is parsed back to them), and the Spark
 value is the text the server prints. A type sparkcdc does not know maps to BINARY rather
@@ -41,7 +44,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -178,18 +181,21 @@ def schema_from_json(data: dict[str, Any]) -> TableSchema:
     )
 
 
-def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
+def spark_type_for(
+    data_type: str, column_type: str, *, where: str = "", tinyint1_as_boolean: bool = True
+) -> str:
     """The Spark DDL type of a MySQL column, as Flink CDC maps it.
 
     >>> spark_type_for("bigint", "bigint(20) unsigned")
     'DECIMAL(20,0)'
-    >>> spark_type_for("tinyint", "tinyint(1)")
-    'BOOLEAN'
+    >>> spark_type_for("tinyint", "tinyint(1)"), spark_type_for(
+    ...     "tinyint", "tinyint(1)", tinyint1_as_boolean=False)
+    ('BOOLEAN', 'TINYINT')
     """
     data_type = data_type.lower()
     column_type = column_type.lower()
     unsigned = "unsigned" in column_type
-    if data_type == "tinyint" and re.match(r"tinyint\(1\)", column_type):
+    if tinyint1_as_boolean and _is_tinyint1(data_type, column_type):
         return "BOOLEAN"
     if data_type in _INT_TYPES:
         return _INT_TYPES[data_type][1 if unsigned else 0]
@@ -215,6 +221,36 @@ def spark_type_for(data_type: str, column_type: str, *, where: str = "") -> str:
         column_type,
     )
     return "BINARY"
+
+
+def with_tinyint1(schema: TableSchema, *, as_boolean: bool) -> TableSchema:
+    """``schema`` with its TINYINT(1) columns typed as ``treat-tinyint1-as-boolean.enabled``
+    says (schemas are read and parsed with the default, BOOLEAN)."""
+    return replace(
+        schema, columns=tuple(tinyint1_column(c, as_boolean=as_boolean) for c in schema.columns)
+    )
+
+
+def tinyint1_column(column: Column, *, as_boolean: bool) -> Column:
+    """One column typed as ``treat-tinyint1-as-boolean.enabled`` says (others unchanged)."""
+    if column.data_type != "tinyint":
+        return column
+    spark_type = spark_type_for("tinyint", column.column_type, tinyint1_as_boolean=as_boolean)
+    return replace(column, spark_type=spark_type)
+
+
+def tinyint1_as_boolean(schema: TableSchema) -> bool:
+    """Whether ``schema`` was typed with TINYINT(1) as BOOLEAN (True if it has none), so that
+    a schema read again can be typed the same way."""
+    return all(
+        c.spark_type == "BOOLEAN"
+        for c in schema.columns
+        if _is_tinyint1(c.data_type, c.column_type)
+    )
+
+
+def _is_tinyint1(data_type: str, column_type: str) -> bool:
+    return data_type == "tinyint" and re.match(r"tinyint\(1\)", column_type) is not None
 
 
 def decimal_digits(column_type: str) -> tuple[int, int]:

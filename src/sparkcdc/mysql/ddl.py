@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
@@ -21,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from sparkcdc.errors import SourceError
-from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema import Column, TableSchema, tinyint1_column, with_tinyint1
 from sparkcdc.model.schema_change import (
     AddColumn,
     AlterColumnType,
@@ -67,11 +68,30 @@ _TYPE_ALIASES = {
 }
 
 
-def parse_ddl(default_database: str, statement: str) -> list[TableChange]:
+def parse_ddl(
+    default_database: str, statement: str, *, tinyint1_as_boolean: bool = True
+) -> list[TableChange]:
     """The schema change events of one DDL statement, per table, in statement order.
 
-    ``default_database`` is the QUERY event's current database (unqualified names).
+    ``default_database`` is the QUERY event's current database (unqualified names);
+    ``tinyint1_as_boolean`` the source's ``treat-tinyint1-as-boolean.enabled``.
     """
+    changes = _parse_ddl(default_database, statement)
+    if tinyint1_as_boolean:
+        return changes
+    return [replace(c, event=_numeric_tinyint1(c.event)) for c in changes]
+
+
+def _numeric_tinyint1(event: SchemaChangeEvent) -> SchemaChangeEvent:
+    """An event whose new columns keep TINYINT(1) a number."""
+    if isinstance(event, AddColumn | AlterColumnType):
+        return replace(event, column=tinyint1_column(event.column, as_boolean=False))
+    if isinstance(event, CreateTable):
+        return replace(event, schema=with_tinyint1(event.schema, as_boolean=False))
+    return event
+
+
+def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
     text = _EXECUTABLE_COMMENT.sub(r" \1 ", _COMMENT.sub(" ", statement))
     text = _ADD_LIST.sub(_split_add_list, _NOISE.sub(r"\1 \2", text)).strip().rstrip(";")
     text = _PERSISTENT.sub(r"\1 STORED", text)

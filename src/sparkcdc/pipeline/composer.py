@@ -81,6 +81,8 @@ class PipelinePlan:
 
     sources: tuple[SourceTablePlan, ...]
     sink_tables: tuple[SinkTable, ...]
+    # the source's treat-tinyint1-as-boolean.enabled (tables created by DDL are typed by it)
+    tinyint1_as_boolean: bool = True
 
     def sources_of(self, sink_table: SinkTable) -> tuple[SourceTablePlan, ...]:
         return tuple(s for s in self.sources if s.sink_table == sink_table.name)
@@ -285,7 +287,7 @@ def plan_pipeline(
         sink_frame(spark, name, [(s.schema, s.transform) for s in sources if s.sink_table == name])
         for name in names
     )
-    return PipelinePlan(tuple(sources), sink_tables)
+    return PipelinePlan(tuple(sources), sink_tables, config.source.tinyint1_as_boolean)
 
 
 def sink_frame(
@@ -424,7 +426,12 @@ class BatchWriter:
         }
         self.router = router
         self.evolver = SchemaEvolver(
-            sink, behavior, self._frame, members, self._route if router else None
+            sink,
+            behavior,
+            self._frame,
+            members,
+            self._route if router else None,
+            tinyint1_as_boolean=plan.tinyint1_as_boolean,
         )
 
     def _route(self, schema: TableSchema) -> str:

@@ -488,8 +488,11 @@ class SchemaEvolver:
         frame_of: FrameOf,
         members: dict[str, tuple[str, ...]],
         route: Callable[[TableSchema], str] | None = None,
+        tinyint1_as_boolean: bool = True,
     ) -> None:
         self.sink = sink
+        # the source's treat-tinyint1-as-boolean.enabled: DDL columns typed as the catalog's
+        self.tinyint1_as_boolean = tinyint1_as_boolean
         self.behavior = behavior
         self.frame_of = frame_of
         self.members = members  # sink table → its source tables
@@ -546,7 +549,9 @@ class SchemaEvolver:
                 continue
             seen.add((row.database, row.table, row.seq))
             try:
-                changes = parse_ddl(row.database, row.statement)
+                changes = parse_ddl(
+                    row.database, row.statement, tinyint1_as_boolean=self.tinyint1_as_boolean
+                )
             except DdlParseError as exc:
                 log.warning("%s (seq %s); its table's columns are taken as unchanged", exc, row.seq)
                 continue

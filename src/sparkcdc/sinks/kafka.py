@@ -7,14 +7,22 @@ Options are Flink CDC 3.x's Kafka pipeline-sink names::
       properties.bootstrap.servers: 127.0.0.1:39092
       value.format: debezium-json          # or canal-json, changelog-json
       # topic: all_changes                 # one topic for every table
-      # sink.table-id-to-topic.mapping: app_db.orders:orders;app_db.items:items
+      # sink.tableId-to-topic.mapping: app_db.orders:orders;app_db.items:items
       # properties.compression.type: zstd  # any producer property
 
-A table's topic is ``topic`` if set, else its entry in ``sink.table-id-to-topic.mapping``,
+A table's topic is ``topic`` if set, else its entry in ``sink.tableId-to-topic.mapping``,
 else the sink table's name (``app_db.orders``). The key is the JSON object of the primary-key
-columns; the value one of the formats below, with column values as Spark's ``to_json``
-writes them (decimals as numbers, binary as base64, timestamps ISO-8601 with microseconds).
-``db`` / ``table`` / ``database`` name the sink table (after route), as in Flink CDC.
+columns; the value one of the formats below, with column values as Flink's JSON formats
+write them, so that Flink SQL's ``debezium-json`` / ``canal-json`` read them with their
+defaults: decimals as plain numbers with the column's scale (``0.0000000000``,
+``18446744073709551615``), binary as base64, DATE ``2024-05-01``, DATETIME (TIMESTAMP_NTZ)
+``2024-05-01 12:00:00.5`` and TIMESTAMP (an instant) ``2024-05-01 12:00:00.5Z`` in UTC,
+whatever Spark's session time zone; with ``<format>.timestamp-format.standard: ISO-8601``
+a ``T`` instead of the space. ``db`` / ``table`` / ``database`` name the sink table (after
+route), as in Flink CDC. Flink CDC's other sink options: ``partition.strategy``
+(``all-to-zero``, the default, or ``hash-by-key``), ``sink.custom-header``
+(``k1:v1,k2:v2``), ``sink.delivery-guarantee`` (``at-least-once``; ``none`` is met by it;
+``exactly-once`` refused), ``<format>.encode.ignore-null-fields``.
 
 ``debezium-json``::
 
@@ -28,10 +36,10 @@ writes them (decimals as numbers, binary as base64, timestamps ISO-8601 with mic
      "database": "app_db", "table": "orders", "pkNames": ["id"],
      "ts": <write time>, "es": <binlog time | null>}
 
-With ``debezium-json.include-schema.enabled: true`` (Flink CDC's option) each value is
-``{"schema": {...}, "payload": <the message above>}``, the schema in Kafka Connect's JSON
-form naming every column's type as the payload writes it (so a schema change shows in the
-first message after it)::
+With ``debezium-json.include-schema.enabled: true`` (Flink CDC's option) each value and
+each key is ``{"schema": {...}, "payload": ...}``, the schema in Kafka Connect's JSON form,
+and the payload's values as that schema declares them, so that Kafka Connect's
+``JsonConverter`` (``schemas.enable=true``) gives exact values::
 
     {"type": "struct", "name": "app_db.orders.Envelope", "optional": false, "fields": [
       {"field": "before", "type": "struct", "name": "app_db.orders.Value", "optional": true,
@@ -39,10 +47,13 @@ first message after it)::
       {"field": "after", ...same...}, {"field": "op", "type": "string", ...},
       {"field": "source", ...}, {"field": "ts_ms", "type": "int64", ...}]}
 
-Connect types: BOOLEAN boolean, TINYINT int8, SMALLINT int16, INT int32, BIGINT int64, FLOAT
-float, DOUBLE double, DECIMAL double (Debezium's ``decimal.handling.mode=double``: the payload
-has a JSON number), STRING string, BINARY bytes (base64), DATE / TIMESTAMP / TIMESTAMP_NTZ
-string (ISO-8601; TIMESTAMP named ``io.debezium.time.ZonedTimestamp``).
+Connect types (Debezium's MySQL connector's, ``decimal.handling.mode=precise``): BOOLEAN
+boolean, TINYINT / SMALLINT int16, INT int32, BIGINT int64, FLOAT float, DOUBLE double,
+DECIMAL(p,s) and BIGINT UNSIGNED ``org.apache.kafka.connect.data.Decimal`` (bytes: base64 of
+the unscaled value), DATE ``io.debezium.time.Date`` (int32 days), DATETIME
+``io.debezium.time.MicroTimestamp`` (int64 microseconds), TIMESTAMP
+``io.debezium.time.ZonedTimestamp`` (ISO-8601 text in UTC), STRING (TIME included) string,
+BINARY bytes (base64).
 
 ``changelog-json`` (one message per change row, an update as ``-U`` then ``+U``)::
 
@@ -64,14 +75,16 @@ Every message has the header ``sparkcdc.seq``: the change's ``_seq`` in decimal 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import (
@@ -92,6 +105,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 ValueFormat = Literal["debezium-json", "canal-json", "changelog-json"]
+FORMATS: tuple[str, ...] = ("debezium-json", "canal-json", "changelog-json")
+# Flink's JsonFormatOptions 'timestamp-format.standard'
+TimestampStandard = Literal["SQL", "ISO-8601"]
 
 SEQ_HEADER = "sparkcdc.seq"
 PROPERTIES_PREFIX = "properties."
@@ -102,12 +118,7 @@ ROWS_PER_TASK = 100_000
 
 # Kafka's own rule for topic names (org.apache.kafka.common.internals.Topic)
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-# to_json: keep null fields ("before": null, a NULL column) and microseconds of timestamps
-_JSON_OPTIONS = {
-    "ignoreNullFields": "false",
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-}
+MICROS_PER_DAY = 86_400_000_000
 _HEADERS_TYPE = "array<struct<key:string,value:binary>>"  # what Spark's Kafka writer takes
 # a row's message over 1 MB (Kafka's default) is refused by the producer or by the broker
 _TOO_LARGE = (
@@ -117,21 +128,66 @@ _TOO_LARGE = (
 )
 
 
+class JsonFormatOptions(BaseModel):
+    """Flink's JSON format options of the chosen ``value.format``, given in the sink block
+    with the format's name as prefix (``debezium-json.timestamp-format.standard: ISO-8601``),
+    as Flink CDC's Kafka sink takes them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timestamp_format: TimestampStandard = Field("SQL", alias="timestamp-format.standard")
+    ignore_null_fields: bool = Field(False, alias="encode.ignore-null-fields")
+    decimal_as_plain_number: bool = Field(True, alias="encode.decimal-as-plain-number")
+    include_schema: bool = Field(False, alias="include-schema.enabled")
+    map_null_key_mode: str | None = Field(None, alias="map-null-key.mode")
+    map_null_key_literal: str | None = Field(None, alias="map-null-key.literal")
+
+    @field_validator("decimal_as_plain_number")
+    @classmethod
+    def _plain_decimals(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError(
+                "sparkcdc always writes decimals as plain JSON numbers (18446744073709551615, "
+                "0.0000000000: the source's digits, never 0E-10); remove the option"
+            )
+        return value
+
+    @field_validator("map_null_key_mode", "map_null_key_literal")
+    @classmethod
+    def _no_maps(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError(
+                "no column from MySQL or MariaDB is a MAP, so there are no map keys to "
+                "write; remove the option"
+            )
+        return value
+
+
 class KafkaOptions(SinkOptions):
-    """The kafka sink block; any ``properties.<name>`` is a Kafka producer property."""
+    """The kafka sink block; any ``properties.<name>`` is a Kafka producer property, any
+    ``<value.format>.<name>`` an option of that JSON format (Flink's names)."""
 
     # pipeline/config.py accepts any key with one of these prefixes
-    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset({PROPERTIES_PREFIX})
+    passthrough_prefixes: ClassVar[frozenset[str]] = frozenset(
+        {PROPERTIES_PREFIX, *(f"{f}." for f in FORMATS)}
+    )
 
     bootstrap_servers: str = Field(alias="properties.bootstrap.servers", min_length=1)
     topic: str | None = None
     table_id_to_topic: dict[str, str] = Field(
-        default_factory=dict, alias="sink.table-id-to-topic.mapping"
+        default_factory=dict, alias="sink.tableId-to-topic.mapping"
     )
     value_format: ValueFormat = Field("debezium-json", alias="value.format")
     key_format: str = Field("json", alias="key.format")
+    partition_strategy: Literal["all-to-zero", "hash-by-key"] = Field(
+        "all-to-zero", alias="partition.strategy"
+    )
+    delivery_guarantee: Literal["at-least-once", "none", "exactly-once"] = Field(
+        "at-least-once", alias="sink.delivery-guarantee"
+    )
     add_table_id_to_header: bool = Field(False, alias="sink.add-tableId-to-header-enabled")
-    debezium_include_schema: bool = Field(False, alias="debezium-json.include-schema.enabled")
+    custom_headers: tuple[tuple[str, str], ...] = Field((), alias="sink.custom-header")
+    json_format: JsonFormatOptions = Field(JsonFormatOptions.model_validate({}), alias="format")
     # 'properties.linger.ms: 5' arrives here as {'linger.ms': '5'}
     properties: dict[str, str] = Field(default_factory=dict)
 
@@ -140,7 +196,7 @@ class KafkaOptions(SinkOptions):
     def _gather_properties(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        return gather_prefixed(data, PROPERTIES_PREFIX, ("bootstrap.servers",))
+        return _gather_format(gather_prefixed(data, PROPERTIES_PREFIX, ("bootstrap.servers",)))
 
     @field_validator("topic")
     @classmethod
@@ -161,6 +217,11 @@ class KafkaOptions(SinkOptions):
             check_topic_name(topic)
         return value
 
+    @field_validator("custom_headers", mode="before")
+    @classmethod
+    def _parse_headers(cls, value: Any) -> Any:
+        return parse_custom_headers(value) if isinstance(value, str) else value
+
     @field_validator("key_format")
     @classmethod
     def _check_key_format(cls, value: str) -> str:
@@ -171,6 +232,27 @@ class KafkaOptions(SinkOptions):
             )
         return value
 
+    @field_validator("delivery_guarantee")
+    @classmethod
+    def _check_guarantee(cls, value: str) -> str:
+        if value == "exactly-once":
+            raise ValueError(
+                "exactly-once needs Kafka transactions, which Spark's Kafka writer does not "
+                "use; the sink is at-least-once, and the sparkcdc.seq header lets a consumer "
+                "skip repeats. Use 'at-least-once'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _schema_only_for_debezium(self) -> KafkaOptions:
+        if self.json_format.include_schema and self.value_format != "debezium-json":
+            raise ValueError(
+                f"include-schema.enabled is a debezium-json option; value.format is "
+                f"{self.value_format}: write debezium-json.include-schema.enabled with "
+                "value.format debezium-json"
+            )
+        return self
+
     def topic_for(self, table: SinkTable) -> str:
         """``topic``, else the table's mapping entry, else the sink table's name."""
         if self.topic:
@@ -180,6 +262,28 @@ class KafkaOptions(SinkOptions):
     def client_properties(self) -> dict[str, str]:
         """The Kafka client properties (Java names), bootstrap servers included."""
         return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
+
+
+def _gather_format(data: dict[str, Any]) -> dict[str, Any]:
+    """The ``<value.format>.*`` keys gathered under ``format``; another format's keys are
+    refused, as Flink CDC refuses them (they would silently do nothing)."""
+    chosen = str(data.get("value.format", data.get("value_format", "debezium-json")))
+    out: dict[str, Any] = {}
+    gathered: dict[str, Any] = {}
+    for key, value in data.items():
+        fmt = next((f for f in FORMATS if isinstance(key, str) and key.startswith(f"{f}.")), None)
+        if fmt is None:
+            out[key] = value
+        elif fmt == chosen:
+            gathered[key.removeprefix(f"{fmt}.")] = value
+        else:
+            raise ValueError(
+                f"{key!r} is an option of value.format {fmt}, but value.format is {chosen}: "
+                f"write it as {chosen}.{key.removeprefix(f'{fmt}.')} or remove it"
+            )
+    if gathered:
+        out["format"] = gathered
+    return out
 
 
 class KafkaSink(SchemalessSink):
@@ -218,7 +322,7 @@ class KafkaSink(SchemalessSink):
             except ValueError as exc:
                 raise SinkError(
                     f"{exc}; map the table to a valid topic with 'topic' or "
-                    "'sink.table-id-to-topic.mapping'"
+                    "'sink.tableId-to-topic.mapping'"
                 ) from None
         _check_reachable(options.bootstrap_servers)
         _ensure_topics(self.spark, options, topics)
@@ -237,14 +341,7 @@ class KafkaSink(SchemalessSink):
 
         options = self.kafka_options
         topic = options.topic_for(table)
-        messages = kafka_messages(
-            changes,
-            table,
-            options.value_format,
-            table_id_headers=options.add_table_id_to_header,
-            include_schema=options.debezium_include_schema,
-            inserts=inserts,
-        )
+        messages = kafka_messages(changes, table, options, inserts=inserts)
         writer = messages.write.format("kafka").mode("append").option("topic", topic)
         for key, value in options.client_properties().items():
             writer = writer.option(f"kafka.{key}", value)
@@ -262,18 +359,17 @@ class KafkaSink(SchemalessSink):
 
 
 # -- messages ----------------------------------------------------------------------------
+#
+# The JSON text is built column by column rather than by Spark's to_json, which writes a
+# DECIMAL(30,10) zero as 0E-10 and timestamps in the session's time zone; Flink's JSON
+# formats write TIMESTAMP as local date-time text and TIMESTAMP_LTZ in UTC with a 'Z'.
 
 
 def kafka_messages(
-    changes: DataFrame,
-    table: SinkTable,
-    value_format: ValueFormat,
-    *,
-    table_id_headers: bool = False,
-    include_schema: bool = False,
-    inserts: bool = False,
+    changes: DataFrame, table: SinkTable, options: KafkaOptions, *, inserts: bool = False
 ) -> DataFrame:
-    """``key``, ``value``, ``headers`` of a change frame's messages, in send order.
+    """``key``, ``value``, ``headers`` (and ``partition`` for ``all-to-zero``) of a change
+    frame's messages, in send order.
 
     The frame is partitioned by key and sorted by ``_seq`` (``-U`` first) within partitions,
     so that one Spark task sends all messages of a key, in order. With ``inserts`` (every
@@ -293,41 +389,50 @@ def kafka_messages(
         (pk if pk is not None else F.lit(None)).alias("pk"),
         F.when(F.col(OP) == "-U", 0).otherwise(1).alias("rank"),
     )
-    if value_format == "changelog-json":
-        frame = base.select(
-            "seq",
-            "rank",
-            "pk",
-            F.to_json(F.struct(F.col("image").alias("data"), F.col("op")), _JSON_OPTIONS).alias(
-                "value"
-            ),
-        )
+    encoding = JsonEncoding.from_options(options)
+    if options.value_format == "changelog-json":
+        data = encoding.image(F.col("image"), table.columns)
+        value = encoding.obj([("data", data), ("op", _quoted(F.col("op")))])
+        frame = base.select("seq", "rank", "pk", value.alias("value"))
     else:
-        frame = _paired(base, table, value_format, include_schema, inserts)
+        frame = _paired(base, table, options.value_format, encoding, inserts)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
-    if table_id_headers:
-        headers += [
-            F.struct(F.lit(name), F.lit(value).cast("binary"))
-            for name, value in table_id_header_values(table.name)
-        ]
-    key = F.to_json(F.col("pk"), _JSON_OPTIONS) if pk is not None else F.lit(None)
-    messages = frame.select(
+    extra = list(options.custom_headers)
+    if options.add_table_id_to_header:
+        extra += table_id_header_values(table.name)
+    headers += [F.struct(F.lit(name), F.lit(value).cast("binary")) for name, value in extra]
+    key = _key_text(table, encoding) if pk is not None else F.lit(None)
+    columns = [
         key.cast("string").alias("key"),
         F.col("value"),
         F.array(*headers).cast(_HEADERS_TYPE).alias("headers"),
-        F.col("seq"),
-        F.col("rank"),
-    )
+    ]
+    if options.partition_strategy == "all-to-zero":  # Flink CDC's default
+        columns.append(F.lit(0).alias("partition"))
+    messages = frame.select(*columns, F.col("seq"), F.col("rank"))
     if not inserts:
         messages = messages.repartition(F.col("key")).sortWithinPartitions("seq", "rank")
-    return messages.select("key", "value", "headers")
+    return messages.drop("seq", "rank")
+
+
+def _key_text(table: SinkTable, encoding: JsonEncoding) -> Column:
+    """The key: the primary-key columns as a JSON object (with its schema in schema mode,
+    so that a key converter with schemas enabled reads it)."""
+    from pyspark.sql import functions as F
+
+    keys = [c for c in table.columns if c.name in table.primary_key]
+    payload = encoding.image(F.col("pk"), keys)
+    if not encoding.schemas:
+        return payload
+    schema = json.dumps(key_schema(table), separators=(",", ":"), ensure_ascii=False)
+    return F.concat(F.lit(f'{{"schema":{schema},"payload":'), payload, F.lit("}"))
 
 
 def _paired(
     base: DataFrame,
     table: SinkTable,
     value_format: ValueFormat,
-    include_schema: bool = False,
+    encoding: JsonEncoding,
     inserts: bool = False,
 ) -> DataFrame:
     """One message per change, an update's two halves as one (debezium / canal)."""
@@ -345,52 +450,192 @@ def _paired(
         .otherwise("d")  # '-D' and a lone '-U'
     )
     image = F.col("image")
-    before = F.when(after_half, prev_image).when(op.isin("-U", "-D"), image)
-    after = F.when(op.isin("+I", "+U"), image)
     messages = changes.select(
         "seq",
         "rank",
         "pk",
         "op_ts",
         kind.alias("kind"),
-        before.alias("before"),
-        after.alias("after"),
+        F.when(after_half, prev_image).when(op.isin("-U", "-D"), image).alias("before"),
+        F.when(op.isin("+I", "+U"), image).alias("after"),
     )
-    namespace = F.lit(table.namespace or None).cast("string")
-    short_name = F.lit(table.short_name)
-    binlog_ms = F.unix_millis(F.col("op_ts"))
-    write_ms = F.unix_millis(F.current_timestamp())
+    before = encoding.image(F.col("before"), table.columns)
+    after = encoding.image(F.col("after"), table.columns)
+    namespace = F.lit(json.dumps(table.namespace or None, ensure_ascii=False))
+    short_name = F.lit(json.dumps(table.short_name, ensure_ascii=False))
+    binlog_ms = F.unix_millis(F.col("op_ts")).cast("string")
+    write_ms = F.unix_millis(F.current_timestamp()).cast("string")
     kind_col = F.col("kind")
     if value_format == "debezium-json":
-        value = F.struct(
-            F.col("before"),
-            F.col("after"),
-            kind_col.alias("op"),
-            F.struct(
-                namespace.alias("db"), short_name.alias("table"), binlog_ms.alias("ts_ms")
-            ).alias("source"),
-            write_ms.alias("ts_ms"),
+        source = encoding.obj([("db", namespace), ("table", short_name), ("ts_ms", binlog_ms)])
+        text = encoding.obj(
+            [
+                ("before", before),
+                ("after", after),
+                ("op", _quoted(kind_col)),
+                ("source", source),
+                ("ts_ms", write_ms),
+            ]
         )
+        if encoding.schemas:
+            schema = json.dumps(debezium_schema(table), separators=(",", ":"), ensure_ascii=False)
+            text = F.concat(F.lit(f'{{"schema":{schema},"payload":'), text, F.lit("}"))
     else:  # canal-json
-        pk_names: Column = F.array(*[F.lit(k) for k in table.primary_key]).cast("array<string>")
-        value = F.struct(
-            F.array(F.coalesce(F.col("after"), F.col("before"))).alias("data"),
-            F.when(kind_col == "u", F.array(F.col("before"))).alias("old"),
-            F.when(kind_col == "u", "UPDATE")
-            .when(kind_col == "d", "DELETE")
-            .otherwise("INSERT")
-            .alias("type"),
-            namespace.alias("database"),
-            short_name.alias("table"),
-            pk_names.alias("pkNames"),
-            write_ms.alias("ts"),
-            binlog_ms.alias("es"),
+        kind_name = (
+            F.when(kind_col == "u", "UPDATE").when(kind_col == "d", "DELETE").otherwise("INSERT")
         )
-    text = F.to_json(value, _JSON_OPTIONS)
-    if value_format == "debezium-json" and include_schema:
-        schema = json.dumps(debezium_schema(table), separators=(",", ":"))
-        text = F.concat(F.lit(f'{{"schema":{schema},"payload":'), text, F.lit("}"))
+        text = encoding.obj(
+            [
+                ("data", _array(F.coalesce(after, before))),
+                ("old", F.when(kind_col == "u", _array(before))),
+                ("type", _quoted(kind_name)),
+                ("database", namespace),
+                ("table", short_name),
+                ("pkNames", F.lit(json.dumps(list(table.primary_key), ensure_ascii=False))),
+                ("ts", write_ms),
+                ("es", binlog_ms),
+            ]
+        )
     return messages.select("seq", "rank", "pk", text.alias("value"))
+
+
+def _quoted(text: Column) -> Column:
+    """A JSON string of a text column whose values need no escaping (op codes, kinds)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit('"'), text, F.lit('"'))
+
+
+def _array(element: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit("["), element, F.lit("]"))
+
+
+@dataclass(frozen=True)
+class JsonEncoding:
+    """How column values are spelled in the messages.
+
+    Without schemas, as Flink's JSON formats write them (what Flink SQL and Spark's
+    ``from_json`` read back): TIMESTAMP_NTZ (DATETIME) as ``2024-05-01 12:00:00.5`` (SQL) or
+    ``2024-05-01T12:00:00.5`` (ISO-8601), TIMESTAMP as the same in UTC with a ``Z``, the
+    fraction without trailing zeros; decimals as plain numbers with the column's scale.
+    With schemas (debezium-json), as the declared Kafka Connect / Debezium types say
+    (:func:`connect_field`).
+    """
+
+    timestamp_format: TimestampStandard = "SQL"
+    ignore_null_fields: bool = False
+    schemas: bool = False
+
+    @classmethod
+    def from_options(cls, options: KafkaOptions) -> JsonEncoding:
+        fmt = options.json_format
+        return cls(fmt.timestamp_format, fmt.ignore_null_fields, fmt.include_schema)
+
+    def obj(self, fields: Sequence[tuple[str, Column]]) -> Column:
+        """A JSON object of (name, JSON text) pairs; a NULL text is ``null``, or the field
+        is left out with ``encode.ignore-null-fields``."""
+        from pyspark.sql import functions as F
+
+        parts = []
+        for name, text in fields:
+            label = F.lit(json.dumps(name, ensure_ascii=False) + ":")
+            if self.ignore_null_fields:
+                parts.append(F.concat(label, text))  # NULL when text is: concat_ws skips it
+            else:
+                parts.append(F.concat(label, F.coalesce(text, F.lit("null"))))
+        return F.concat(F.lit("{"), F.concat_ws(",", *parts), F.lit("}"))
+
+    def image(self, row: Column, columns: Sequence[SinkColumn]) -> Column:
+        """A row image (a struct column) as a JSON object; NULL when the struct is."""
+        from pyspark.sql import functions as F
+
+        text = self.obj([(c.name, self.value(row.getField(c.name), c)) for c in columns])
+        return F.when(row.isNotNull(), text)
+
+    def value(self, value: Column, column: SinkColumn) -> Column:
+        """One value's JSON text (NULL for SQL NULL)."""
+        from pyspark.sql import functions as F
+
+        spark_type = column.spark_type
+        if spark_type.startswith("DECIMAL"):
+            if self.schemas:
+                return _quoted(_decimal_base64(value))
+            return value.cast("string")  # plain, the column's scale: what MySQL prints
+        if spark_type in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+            if self.schemas and spark_type == "TIMESTAMP_NTZ":  # MicroTimestamp
+                return _ntz_micros(value).cast("string")
+            zoned = spark_type == "TIMESTAMP"
+            iso = self.schemas or self.timestamp_format == "ISO-8601"
+            return _quoted(timestamp_text(value, zoned=zoned, iso=iso))
+        if spark_type == "DATE" and self.schemas:  # io.debezium.time.Date: epoch days
+            return F.unix_date(value).cast("string")
+        # the rest as Spark writes JSON (strings escaped, binary as base64): "[v]" unwrapped
+        wrapped = F.to_json(F.array(value))
+        return F.when(value.isNotNull(), wrapped.substr(F.lit(2), F.length(wrapped) - 2))
+
+
+def timestamp_text(value: Column, *, zoned: bool, iso: bool) -> Column:
+    """Flink's JSON spelling of a TIMESTAMP_NTZ (``zoned=False``) or TIMESTAMP value:
+    ``yyyy-MM-dd HH:mm:ss[.f]`` (``T`` for ISO-8601), the fraction as few digits as it
+    needs (Java's ``appendFraction(NANO_OF_SECOND, 0, 9, true)``), a TIMESTAMP in UTC with
+    ``Z``; computed from epoch microseconds, so that no session time zone takes part."""
+    from pyspark.sql import functions as F
+
+    micros = F.unix_micros(value) if zoned else _ntz_micros(value)
+    of_day = F.pmod(micros, F.lit(MICROS_PER_DAY))
+    day = ((micros - of_day) / MICROS_PER_DAY).cast("long")
+    fraction = F.pmod(of_day, F.lit(1_000_000))
+    seconds = ((of_day - fraction) / 1_000_000).cast("long")
+    clock = F.format_string(
+        "%02d:%02d:%02d",
+        (seconds / 3600).cast("int"),
+        F.pmod((seconds / 60).cast("int"), F.lit(60)),
+        F.pmod(seconds, F.lit(60)).cast("int"),
+    )
+    digits = F.regexp_replace(F.lpad(fraction.cast("string"), 6, "0"), "0+$", "")
+    return F.concat(
+        F.date_from_unix_date(day).cast("string"),
+        F.lit("T" if iso else " "),
+        clock,
+        F.when(fraction == 0, F.lit("")).otherwise(F.concat(F.lit("."), digits)),
+        F.lit("Z" if zoned else ""),
+    )
+
+
+def _ntz_micros(value: Column) -> Column:
+    """Microseconds since 1970-01-01T00:00 of a TIMESTAMP_NTZ's wall-clock value (no zone)."""
+    from pyspark.sql import functions as F
+
+    seconds = F.hour(value) * 3600 + F.minute(value) * 60 + F.second(value)
+    return (
+        F.unix_date(F.to_date(value)).cast("long") * MICROS_PER_DAY
+        + seconds.cast("long") * 1_000_000
+        + F.date_format(value, "SSSSSS").cast("long")
+    )
+
+
+def unscaled_base64(text: str | None) -> str | None:
+    """Kafka Connect's ``Decimal`` value of a decimal's plain text: base64 of the unscaled
+    value's big-endian two's complement in the fewest bytes (Java's
+    ``BigInteger.toByteArray``), as Debezium writes it with ``decimal.handling.mode=precise``.
+
+    >>> unscaled_base64("-1.28"), unscaled_base64("18446744073709551615")
+    ('gA==', 'AP//////////')
+    """
+    if text is None:
+        return None
+    unscaled = int(text.replace(".", ""))
+    bits = unscaled.bit_length() if unscaled >= 0 else (~unscaled).bit_length()
+    raw = unscaled.to_bytes(bits // 8 + 1, "big", signed=True)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _decimal_base64(value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.udf(lambda text: unscaled_base64(text), "string")(value.cast("string"))
 
 
 def _pair_halves(base: DataFrame) -> tuple[DataFrame, Column]:
@@ -431,16 +676,66 @@ def _pair_halves(base: DataFrame) -> tuple[DataFrame, Column]:
     return with_neighbours.where(~F.coalesce(before_half, F.lit(False))), after_half
 
 
+# Kafka Connect schemas of the values as JsonEncoding(schemas=True) writes them; the types
+# Debezium's MySQL connector declares (time.precision.mode=adaptive_time_microseconds,
+# decimal.handling.mode=precise)
 _CONNECT_TYPES = {
     "BOOLEAN": "boolean",
-    "TINYINT": "int8",
+    "TINYINT": "int16",  # Debezium: TINYINT is INT16
     "SMALLINT": "int16",
     "INT": "int32",
     "BIGINT": "int64",
     "FLOAT": "float",
     "DOUBLE": "double",
     "BINARY": "bytes",
+    "STRING": "string",
 }
+_DECIMAL_RE = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
+
+
+def connect_field(column: SinkColumn, optional: bool) -> dict[str, Any]:
+    """The Kafka Connect schema of one column, as a struct field.
+
+    >>> connect_field(SinkColumn("n", "DECIMAL(20,0)"), True)["parameters"]
+    {'scale': '0', 'connect.decimal.precision': '20'}
+    """
+    field: dict[str, Any] = {"field": column.name}
+    spark_type = column.spark_type
+    decimal = _DECIMAL_RE.match(spark_type)
+    if decimal:
+        field |= {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "version": 1,
+            "parameters": {"scale": decimal[2], "connect.decimal.precision": decimal[1]},
+        }
+    elif spark_type == "DATE":
+        field |= {"type": "int32", "name": "io.debezium.time.Date", "version": 1}
+    elif spark_type == "TIMESTAMP_NTZ":  # DATETIME: microseconds since the epoch, no zone
+        field |= {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1}
+    elif spark_type == "TIMESTAMP":  # an instant: ISO-8601 in UTC
+        field |= {"type": "string", "name": "io.debezium.time.ZonedTimestamp", "version": 1}
+    else:
+        field["type"] = _CONNECT_TYPES.get(spark_type, "string")
+    field["optional"] = optional
+    return field
+
+
+def _struct(name: str, table: SinkTable, columns: Sequence[SinkColumn]) -> dict[str, Any]:
+    return {
+        "type": "struct",
+        "name": name,
+        "optional": True,
+        "fields": [
+            connect_field(c, c.nullable and c.name not in table.primary_key) for c in columns
+        ],
+    }
+
+
+def key_schema(table: SinkTable) -> dict[str, Any]:
+    """The Kafka Connect JSON schema of a message key (the primary-key columns)."""
+    keys = [c for c in table.columns if c.name in table.primary_key]
+    return {**_struct(f"{table.name}.Key", table, keys), "optional": False}
 
 
 def debezium_schema(table: SinkTable) -> dict[str, Any]:
@@ -451,25 +746,8 @@ def debezium_schema(table: SinkTable) -> dict[str, Any]:
     [{'field': 'id', 'type': 'int32', 'optional': False}]
     """
 
-    def column(c: SinkColumn) -> dict[str, Any]:
-        field: dict[str, Any] = {"field": c.name}
-        if c.spark_type.startswith("DECIMAL"):
-            field["type"] = "double"
-        else:
-            field["type"] = _CONNECT_TYPES.get(c.spark_type, "string")
-        if c.spark_type == "TIMESTAMP":
-            field["name"] = "io.debezium.time.ZonedTimestamp"
-        field["optional"] = c.nullable and c.name not in table.primary_key
-        return field
-
     def image(name: str) -> dict[str, Any]:
-        return {
-            "field": name,
-            "type": "struct",
-            "name": f"{table.name}.Value",
-            "optional": True,
-            "fields": [column(c) for c in table.columns],
-        }
+        return {"field": name, **_struct(f"{table.name}.Value", table, table.columns)}
 
     def plain(name: str, kind: str, optional: bool) -> dict[str, Any]:
         return {"field": name, "type": kind, "optional": optional}
@@ -517,7 +795,7 @@ def table_id_header_values(name: str) -> list[tuple[str, str]]:
 
 
 def parse_topic_mapping(text: str) -> dict[str, str]:
-    """Flink CDC's ``sink.table-id-to-topic.mapping``: ``db.t1:topicA;db.t2:topicB``.
+    """Flink CDC's ``sink.tableId-to-topic.mapping``: ``db.t1:topicA;db.t2:topicB``.
 
     >>> parse_topic_mapping("app_db.orders:orders; app_db.items:items")
     {'app_db.orders': 'orders', 'app_db.items': 'items'}
@@ -537,6 +815,26 @@ def parse_topic_mapping(text: str) -> dict[str, str]:
             raise ValueError(f"table {table_id!r} is mapped twice")
         mapping[table_id] = topic
     return mapping
+
+
+def parse_custom_headers(text: str) -> tuple[tuple[str, str], ...]:
+    """Flink CDC's ``sink.custom-header``: ``key1:value1,key2:value2``, sent with every message.
+
+    >>> parse_custom_headers("team:data, env:prod")
+    (('team', 'data'), ('env', 'prod'))
+    """
+    headers = []
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        name, sep, value = entry.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(
+                f"entry {entry.strip()!r} is not 'key:value'; write the headers as "
+                "'key1:value1,key2:value2'"
+            )
+        headers.append((name.strip(), value.strip()))
+    return tuple(headers)
 
 
 def check_topic_name(topic: str) -> None:

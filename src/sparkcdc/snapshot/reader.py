@@ -36,7 +36,13 @@ import pymysql
 
 from sparkcdc.errors import SchemaChangedError, SnapshotError
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, Column, TableSchema
+from sparkcdc.model.schema import (
+    PLUGIN_TEXT_TYPES,
+    Column,
+    TableSchema,
+    tinyint1_as_boolean,
+    with_tinyint1,
+)
 from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.mysql.catalog import load_schema, quote_name
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
@@ -411,7 +417,10 @@ def read_chunk(
             # is in the SELECT.
             low = committed_position(conn, info)
             # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
-            current = load_schema(conn, schema.database, schema.table)
+            current = with_tinyint1(
+                load_schema(conn, schema.database, schema.table),
+                as_boolean=tinyint1_as_boolean(schema),  # typed as the source options say
+            )
             ddl: tuple[SchemaChange, ...] = ()
             if current != schema and since is not None and since < low:
                 ddl = _schema_changes(settings, server_id, current, since, low)

@@ -29,7 +29,7 @@ from sparkcdc.errors import ConfigError, SnapshotError, SourceError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
-from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
+from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json, with_tinyint1
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
@@ -116,6 +116,12 @@ def connection_settings(options: SourceOptions) -> ConnectionSettings:
 SCHEMA_READ_ATTEMPTS = 5
 
 
+def _load_schema(conn: Any, database: str, table: str, options: SourceOptions) -> TableSchema:
+    """A captured table's schema, TINYINT(1) typed as the source options say."""
+    schema = catalog.load_schema(conn, database, table)
+    return with_tinyint1(schema, as_boolean=options.tinyint1_as_boolean)
+
+
 def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> CapturePlan:
     """The captured tables' schemas and the binlog position they hold at.
 
@@ -128,7 +134,7 @@ def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> Captur
         captured = frozenset(names)
         for _attempt in range(SCHEMA_READ_ATTEMPTS):
             before = server.current_position(conn, info, with_gtids=False)
-            tables = tuple(catalog.load_schema(conn, db, t) for db, t in names)
+            tables = tuple(_load_schema(conn, db, t, options) for db, t in names)
             read_at = server.current_position(conn, info, with_gtids=False)
             racing = before < read_at and any(
                 True
@@ -507,7 +513,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             names = catalog.match_tables(conn, self.options.table_filter())
             known = {(t.database, t.table) for t in self.plan.tables}
             added = tuple(
-                catalog.load_schema(conn, db, t) for db, t in names if (db, t) not in known
+                _load_schema(conn, db, t, self.options) for db, t in names if (db, t) not in known
             )
         for schema in added:
             log.info("mysql-cdc: table %s now matches; its snapshot starts", schema.qualified_name)

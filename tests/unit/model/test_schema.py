@@ -5,7 +5,14 @@ from decimal import Decimal
 
 import pytest
 
-from sparkcdc.model.schema import Column, spark_type_for, value_converter
+from sparkcdc.model.schema import (
+    Column,
+    TableSchema,
+    spark_type_for,
+    tinyint1_as_boolean,
+    value_converter,
+    with_tinyint1,
+)
 
 # (DATA_TYPE, COLUMN_TYPE, Spark type) — Flink CDC's MySQL type mapping
 TYPE_MAP = [
@@ -81,3 +88,21 @@ def test_value_conversion(data_type: str, column_type: str, raw: object, expecte
 
 def test_plain_values_are_not_converted() -> None:
     assert value_converter(Column.from_mysql("c", "int", "int(11)", True)) is None
+
+
+@pytest.mark.parametrize(
+    ("column_type", "as_boolean", "expected"),
+    [
+        ("tinyint(1)", True, "BOOLEAN"),
+        ("tinyint(1)", False, "TINYINT"),
+        ("tinyint(1) unsigned", False, "SMALLINT"),
+        ("tinyint(4)", True, "TINYINT"),
+    ],
+)
+def test_treat_tinyint1_as_boolean(column_type: str, as_boolean: bool, expected: str) -> None:
+    schema = TableSchema("db", "t", (Column.from_mysql("f", "tinyint", column_type, True),), ())
+    typed = with_tinyint1(schema, as_boolean=as_boolean)
+    assert typed.columns[0].spark_type == expected
+    assert spark_type_for("tinyint", column_type, tinyint1_as_boolean=as_boolean) == expected
+    # a schema read again is typed as the first one was
+    assert tinyint1_as_boolean(typed) is (as_boolean or "(1)" not in column_type)

@@ -480,3 +480,18 @@ def test_default_value_refuses_what_the_server_converts(
 ) -> None:
     with pytest.raises(ValueError):
         default_value(Column.from_mysql("c", data_type, column_type, True), literal)
+
+
+def test_tinyint1_kept_a_number_when_asked() -> None:
+    statements = [
+        "ALTER TABLE t ADD COLUMN f TINYINT(1), MODIFY g BOOLEAN",
+        "CREATE TABLE n (id INT PRIMARY KEY, f TINYINT(1) UNSIGNED)",
+    ]
+    changes = [c for s in statements for c in parse_ddl("db", s, tinyint1_as_boolean=False)]
+    add, alter, create = (c.event for c in changes)
+    assert isinstance(add, AddColumn) and add.column.spark_type == "TINYINT"
+    assert isinstance(alter, AlterColumnType) and alter.column.spark_type == "TINYINT"
+    assert isinstance(create, CreateTable)
+    assert [c.spark_type for c in create.schema.columns] == ["INT", "SMALLINT"]
+    default = parse_ddl("db", statements[0])[0].event
+    assert isinstance(default, AddColumn) and default.column.spark_type == "BOOLEAN"
