@@ -3,7 +3,8 @@
 #   - Debian packages: mariadb-server (the private test/quickstart server), postgresql (the
 #     jdbc sink's test target), a JDK for Spark; maven (by the fetch scripts) for the jars
 #   - the Python package with its dev extras (pyspark from PyPI among them)
-#   - the pinned JVM jars from Maven Central: connectors (jars/pom.xml), Kafka (jars/kafka-broker)
+#   - the pinned JVM jars from Maven Central: connectors (jars/pom.xml), Kafka (jars/kafka-broker),
+#     Flink SQL for the tests' independent Kafka consumer (jars/flink)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -33,4 +34,6 @@ echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null
 echo "setup: fetching the Kafka broker jars for the tests' private Kafka (jars/kafka-broker/pom.xml)"
 bash scripts/fetch_kafka.sh >/dev/null
+echo "setup: fetching Flink SQL for the tests that read the Kafka topics with Flink (jars/flink/pom.xml)"
+bash scripts/fetch_flink.sh >/dev/null
 echo "setup: done"

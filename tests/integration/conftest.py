@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from flink_consumer import flink_harness  # noqa: F401  (a fixture: Flink's harness, compiled)
 
 
 @pytest.fixture(scope="session")
