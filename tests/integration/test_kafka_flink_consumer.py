@@ -63,9 +63,6 @@ pytestmark = pytest.mark.integration
 
 FORMATS = ("debezium-json", "canal-json")
 STANDARDS = ("SQL", "ISO-8601")
-NEEDS_TIMESTAMP_FORMAT = pytest.mark.xfail(
-    strict=True, reason="needs the sink's timestamp-format option"
-)
 
 
 def _float32(value: Any) -> float:
@@ -416,9 +413,7 @@ def source_database(server: DevServer, prefix: str) -> Iterator[tuple[str, Any]]
 
 
 CASES = [
-    pytest.param(
-        value_format, standard, id=f"{value_format}-{standard}", marks=NEEDS_TIMESTAMP_FORMAT
-    )
+    pytest.param(value_format, standard, id=f"{value_format}-{standard}")
     for value_format in FORMATS
     for standard in STANDARDS
 ]
@@ -490,12 +485,6 @@ def test_flink_reads_tinyint1_as_documented(
     copy_values(spark, server, kafka, tmp_path, value_format, flags, "flag TINYINT(1)", values)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: TIME's text has no fraction when it is zero and 6 digits otherwise, "
-    "whatever the column's precision (TIME(6) '838:59:59', server '838:59:59.000000'), in "
-    "snapshot and binlog rows alike (model/schema.py's _time_text)",
-)
 def test_time_text_is_the_servers_in_snapshot_and_binlog_rows(
     spark: Any, server: DevServer, kafka: str, flink_harness: str, tmp_path: Path
 ) -> None:

@@ -18,7 +18,7 @@
 | DATE                               | DATE                | zero date → NULL               |
 | DATETIME(p)                        | TIMESTAMP_NTZ       | zero date → NULL               |
 | TIMESTAMP(p)                       | TIMESTAMP           | an instant (UTC in the binlog) |
-| TIME(p)                            | STRING              | '[-]HH:MM:SS[.ffffff]'         |
+| TIME(p)                            | STRING              | '[-]HH:MM:SS[.f…]', p digits   |
 | CHAR, VARCHAR, *TEXT               | STRING              |                                |
 | BINARY, VARBINARY, *BLOB           | BINARY              |                                |
 | ENUM, SET                          | STRING              | labels; SET joined by ','      |
@@ -277,14 +277,29 @@ def _to_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _time_text(value: dt.timedelta) -> str:
+def _time_text(value: dt.timedelta, digits: int | None = None) -> str:
+    """A TIME value as the server prints it: ``[-]HH:MM:SS``, then ``digits`` fraction
+    digits (the column's precision, TIME(3) → ``.500``); without ``digits`` (the column is
+    not known) a fraction of 6 digits when there is one.
+
+    >>> _time_text(dt.timedelta(hours=838, minutes=59, seconds=59), 6)
+    '838:59:59.000000'
+    >>> _time_text(-dt.timedelta(seconds=1.5), 3), _time_text(dt.timedelta(seconds=1.5))
+    ('-00:00:01.500', '00:00:01.500000')
+    """
     micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
     sign = "-" if micros < 0 else ""
     micros = abs(micros)
     seconds, frac = divmod(micros, 1_000_000)
     hours, rest = divmod(seconds, 3600)
     text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-    return f"{text}.{frac:06d}" if frac else text
+    if digits is None:
+        return f"{text}.{frac:06d}" if frac else text
+    return f"{text}.{frac:06d}"[: len(text) + 1 + digits] if digits else text
+
+
+def _time_text_of(digits: int) -> Converter:
+    return lambda value: _time_text(value, digits)
 
 
 def _decimal_text(value: Any) -> str:
@@ -293,6 +308,16 @@ def _decimal_text(value: Any) -> str:
 
 def _to_decimal(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(value)
+
+
+def fraction_digits(column_type: str) -> int:
+    """The fraction digits of a TIME/DATETIME/TIMESTAMP column (``time(3)`` → 3; 0 when
+    absent).
+
+    >>> fraction_digits("time(3)"), fraction_digits("time")
+    (3, 0)
+    """
+    return _length(column_type, 0)
 
 
 def bit_width(column_type: str) -> int:
@@ -372,7 +397,7 @@ def value_converter(column: Column) -> Converter | None:
     """How a decoded binlog value becomes the column's Spark value (None: as is).
 
     >>> value_converter(Column.from_mysql("t", "time", "time(3)", True))(dt.timedelta(hours=-1))
-    '-01:00:00'
+    '-01:00:00.000'
     """
     spark = column.spark_type
     data_type = column.data_type
@@ -380,8 +405,8 @@ def value_converter(column: Column) -> Converter | None:
         return _to_bool
     if data_type in PLUGIN_TEXT_TYPES:
         return _plugin_text(data_type)
-    if data_type == "time":
-        return _time_text
+    if data_type == "time":  # spelled with the column's fraction digits, as the server does
+        return _time_text_of(fraction_digits(column.column_type))
     if data_type == "bit":
         return _bits_to_bytes(_length(column.column_type, 1))
     if data_type in ("decimal", "numeric") and spark == "STRING":

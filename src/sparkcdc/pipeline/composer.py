@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column as SchemaColumn
-from sparkcdc.model.schema import TableSchema, bit_width
+from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits
 from sparkcdc.model.text import split_top_level
 from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
@@ -97,6 +97,8 @@ def _from_text(raw: SparkColumn, column: SchemaColumn) -> SparkColumn:
     maps to BINARY: big-endian, ceil(n/8) bytes, as the typed changelog has it."""
     from pyspark.sql import functions as F
 
+    if column.data_type == "time":
+        return _time_digits(raw, fraction_digits(column.column_type))
     if column.spark_type == "STRING":
         return raw
     if column.spark_type == "BINARY" and column.data_type == "bit":
@@ -107,6 +109,18 @@ def _from_text(raw: SparkColumn, column: SchemaColumn) -> SparkColumn:
     if column.spark_type == "BOOLEAN":  # TINYINT(1): any value but 0 is true (MySQL's rule)
         return raw.cast("SMALLINT") != 0
     return raw.cast(column.spark_type)
+
+
+def _time_digits(raw: SparkColumn, digits: int) -> SparkColumn:
+    """A TIME's text with ``digits`` fraction digits, as the server (and the typed path)
+    spells it: the text path's ``value_text`` knows no column precision."""
+    from pyspark.sql import functions as F
+
+    whole = F.substring_index(raw, ".", 1)
+    if not digits:
+        return whole
+    fraction = F.when(F.instr(raw, ".") > 0, F.substring_index(raw, ".", -1)).otherwise("")
+    return F.concat(whole, F.lit("."), F.rpad(fraction, digits, "0"))
 
 
 def _struct_of(frame: DataFrame, schema: TableSchema) -> tuple[str, dict[str, str]] | None:

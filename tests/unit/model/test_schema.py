@@ -73,8 +73,10 @@ CONVERSIONS = [
     ("bit", "bit(12)", 0xABC, b"\x0a\xbc"),
     ("bigint", "bigint(20) unsigned", 2**64 - 1, Decimal(2**64 - 1)),
     ("decimal", "decimal(65,30)", Decimal("-1.5"), "-1.5"),
-    ("time", "time(6)", dt.timedelta(hours=838, minutes=59, seconds=59), "838:59:59"),
+    ("time", "time(6)", dt.timedelta(hours=838, minutes=59, seconds=59), "838:59:59.000000"),
     ("time", "time(6)", -dt.timedelta(hours=1, microseconds=5), "-01:00:00.000005"),
+    ("time", "time(3)", dt.timedelta(seconds=45296, microseconds=500000), "12:34:56.500"),
+    ("time", "time", -dt.timedelta(hours=838, minutes=59, seconds=59), "-838:59:59"),
     ("enum", "enum('a')", "a", "a"),
 ]
 
