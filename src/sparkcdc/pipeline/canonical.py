@@ -148,14 +148,8 @@ def mysql_value(column: Column, sink_type: str) -> str | None:
     if data_type in ("datetime", "timestamp"):
         micros = f"TIMESTAMPDIFF(MICROSECOND, {_EPOCH}, {c})"
         return f"(CASE WHEN NOT {invalid} THEN CAST({micros} AS CHAR) END)"
-    if data_type == "time":
-        frac = f"IF(MICROSECOND({c}) = 0, '', CONCAT('.', LPAD(MICROSECOND({c}), 6, '0')))"
-        hours = f"FLOOR(ABS(TIME_TO_SEC({c})) / 3600)"
-        hours = f"LPAD({hours}, GREATEST(2, LENGTH({hours})), '0')"
-        return (
-            f"CONCAT(IF(LEFT(CAST({c} AS CHAR), 1) = '-', '-', ''), {hours}, ':', "
-            f"LPAD(MINUTE({c}), 2, '0'), ':', LPAD(SECOND({c}), 2, '0'), {frac})"
-        )
+    if data_type == "time":  # the pipeline writes the server's own text (its fsp digits)
+        return f"CAST({c} AS CHAR)"
     if data_type in _MYSQL_TEXT_TYPES:
         return f"CONVERT({c} USING utf8mb4)"
     if data_type in _MYSQL_PLUGIN_TYPES:
