@@ -209,10 +209,16 @@ def streamed_some(spark: Any, opts: dict[str, str], checkpoint: Path, dev: DevSe
     assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
 
 
+# The servers these tests start mid-suite listen below Linux's ephemeral range (32768-60999):
+# in it, a client socket of the suite (a Kafka producer retrying a stopped broker opens one a
+# second) may hold the port when the server binds it ("Address already in use").
+OTHER_PORT, REPLICA_PORT = 23075, 23074
+
+
 @pytest.fixture(scope="module")
 def other_server() -> Iterator[DevServer]:
     """A second, independent MariaDB (not a replica of the private one)."""
-    dev = DevServer(Path("/tmp/sparkcdc-dev-ident-other"), 33075, server_id=2)
+    dev = DevServer(Path("/tmp/sparkcdc-dev-ident-other"), OTHER_PORT, server_id=2)
     dev.start()
     yield dev
     dev.stop()
@@ -312,7 +318,7 @@ def test_a_binlog_that_went_back_is_detected(
 def test_failover_to_a_replica_is_followed_by_gtid_exactly(
     spark: Any, dev_server: DevServer, tmp_path: Path
 ) -> None:
-    replica = DevServer(Path("/tmp/sparkcdc-dev-ident-replica"), 33074, server_id=3)
+    replica = DevServer(Path("/tmp/sparkcdc-dev-ident-replica"), REPLICA_PORT, server_id=3)
     # a fresh replica: one kept from an earlier run holds GTIDs that the primary, after a
     # RESET MASTER (another test), hands out again for other transactions
     replica.stop()
