@@ -253,6 +253,19 @@ def _is_tinyint1(data_type: str, column_type: str) -> bool:
     return data_type == "tinyint" and re.match(r"tinyint\(1\)", column_type) is not None
 
 
+_SPARK_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def spark_decimal(spark_type: str) -> tuple[int, int] | None:
+    """Precision and scale of a Spark ``DECIMAL(p,s)`` type name; None for any other type.
+
+    >>> spark_decimal("DECIMAL(20,0)"), spark_decimal("BIGINT")
+    ((20, 0), None)
+    """
+    match = _SPARK_DECIMAL_RE.fullmatch(spark_type)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def decimal_digits(column_type: str) -> tuple[int, int]:
     """Precision and scale of a ``decimal(p,s)`` COLUMN_TYPE (MySQL's defaults 10, 0).
 

@@ -35,15 +35,13 @@ number of buckets.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from sparkcdc.model.schema import Column, bit_width
+from sparkcdc.model.schema import Column, bit_width, spark_decimal
 from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.sinks.base import quote
 
 _INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
-_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
 _MYSQL_INTEGER_TYPES = frozenset(
     {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 )
@@ -164,12 +162,12 @@ def _mysql_widened(column: Column, sink: str) -> str | None:
     integer or a DECIMAL, decimals into a wider DECIMAL, FLOAT into DOUBLE."""
     c = quote_name(column.name)
     own = column.spark_type
-    decimal = _DECIMAL_RE.fullmatch(sink)
+    decimal = spark_decimal(sink)
     numeric = own in _INTEGRAL or own.startswith("DECIMAL")
     if sink in _INTEGRAL and own in _INTEGRAL:
         return f"CAST({c} AS CHAR)"
     if decimal and numeric and column.data_type != "year":
-        return f"CAST(CAST({c} AS DECIMAL(65,{int(decimal.group(2))})) AS CHAR)"
+        return f"CAST(CAST({c} AS DECIMAL(65,{decimal[1]})) AS CHAR)"
     if sink == "DOUBLE" and own == "FLOAT":
         return _float_text(c, "mysql")
     return None

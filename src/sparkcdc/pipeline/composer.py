@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column as SchemaColumn
-from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits
+from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits, spark_decimal
 from sparkcdc.model.text import split_top_level
 from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
@@ -242,7 +242,6 @@ def passes_through(rule: TransformRule | None, columns: Sequence[str]) -> bool:
 
 _INTEGRAL = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
 _INTEGRAL_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
-_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
 
 
 def widest_type(a: str, b: str) -> str:
@@ -259,8 +258,7 @@ def widest_type(a: str, b: str) -> str:
     def decimal(t: str) -> tuple[int, int] | None:
         if t in _INTEGRAL_DIGITS:
             return _INTEGRAL_DIGITS[t], 0
-        m = _DECIMAL_RE.fullmatch(t)
-        return (int(m.group(1)), int(m.group(2))) if m else None
+        return spark_decimal(t)
 
     da, db = decimal(a), decimal(b)
     if da and db:

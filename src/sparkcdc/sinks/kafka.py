@@ -87,6 +87,7 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.schema import spark_decimal
 from sparkcdc.sinks.base import (
     DATABASE,
     OP,
@@ -690,7 +691,6 @@ _CONNECT_TYPES = {
     "BINARY": "bytes",
     "STRING": "string",
 }
-_DECIMAL_RE = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 
 
 def connect_field(column: SinkColumn, optional: bool) -> dict[str, Any]:
@@ -701,13 +701,14 @@ def connect_field(column: SinkColumn, optional: bool) -> dict[str, Any]:
     """
     field: dict[str, Any] = {"field": column.name}
     spark_type = column.spark_type
-    decimal = _DECIMAL_RE.match(spark_type)
+    decimal = spark_decimal(spark_type)
     if decimal:
+        precision, scale = decimal
         field |= {
             "type": "bytes",
             "name": "org.apache.kafka.connect.data.Decimal",
             "version": 1,
-            "parameters": {"scale": decimal[2], "connect.decimal.precision": decimal[1]},
+            "parameters": {"scale": str(scale), "connect.decimal.precision": str(precision)},
         }
     elif spark_type == "DATE":
         field |= {"type": "int32", "name": "io.debezium.time.Date", "version": 1}

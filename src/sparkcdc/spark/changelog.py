@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -28,7 +27,13 @@ import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaChangedError, SourceError
 from sparkcdc.model.events import EnvelopeOp, RowKind
-from sparkcdc.model.schema import Column, TableSchema, _time_text, value_converter
+from sparkcdc.model.schema import (
+    Column,
+    TableSchema,
+    _time_text,
+    spark_decimal,
+    value_converter,
+)
 from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
 from sparkcdc.mysql.events import ColumnInfo, RowsKind, TableMapEvent
 
@@ -56,7 +61,6 @@ _SIMPLE_ARROW = {
     "TIMESTAMP": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP_NTZ": pa.timestamp("us"),
 }
-_DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
 
 
 def arrow_type(spark_ddl_type: str) -> pa.DataType:
@@ -65,9 +69,9 @@ def arrow_type(spark_ddl_type: str) -> pa.DataType:
     >>> arrow_type("DECIMAL(20,0)")
     Decimal128Type(decimal128(20, 0))
     """
-    match = _DECIMAL_RE.fullmatch(spark_ddl_type)
-    if match:
-        return pa.decimal128(int(match.group(1)), int(match.group(2)))
+    decimal = spark_decimal(spark_ddl_type)
+    if decimal:
+        return pa.decimal128(*decimal)
     return _SIMPLE_ARROW[spark_ddl_type]
 
 
