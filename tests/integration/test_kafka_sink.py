@@ -344,6 +344,22 @@ def test_table_without_primary_key_has_no_message_key(spark: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize("schemas", [False, True], ids=["plain", "schema-mode"])
+def test_the_key_follows_the_primary_keys_order_not_the_columns(spark: Any, schemas: bool) -> None:
+    """As Debezium and Flink CDC write keys: a topic's key bytes must not depend on where
+    the key columns stand in the table (log compaction compares them)."""
+    orders = orders_table()
+    table = SinkTable("app_db.orders", orders.columns, ("name", "id"), ("app_db.orders",))
+    rows = [c for c in CHANGES if c[2] == 200]
+    options = kafka_options(**{"debezium-json.include-schema.enabled": schemas})
+    (message,) = kafka_messages(change_frame(spark, rows), table, options).collect()
+    key = json.loads(message["key"])
+    if schemas:
+        assert [f["field"] for f in key["schema"]["fields"]] == ["name", "id"]
+        key = key["payload"]
+    assert list(key) == ["name", "id"]
+
+
 def test_unreachable_kafka_fails_fast(spark: Any, tmp_path: Any) -> None:
     sink = make_sink(spark, tmp_path, **{"properties.bootstrap.servers": "127.0.0.1:1"})
     started = time.monotonic()

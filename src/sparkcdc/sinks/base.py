@@ -90,6 +90,12 @@ class SinkTable:
         return tuple(c.name for c in self.columns)
 
     @property
+    def key_columns(self) -> tuple[SinkColumn, ...]:
+        """The primary key's columns, in the key's order."""
+        by_name = {c.name: c for c in self.columns}
+        return tuple(by_name[k] for k in self.primary_key)
+
+    @property
     def namespace(self) -> str:
         """The part before the last dot ('' if none): database / schema / namespace."""
         return self.name.rpartition(".")[0]

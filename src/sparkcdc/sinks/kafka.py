@@ -417,12 +417,12 @@ def kafka_messages(
 
 
 def _key_text(table: SinkTable, encoding: JsonEncoding) -> Column:
-    """The key: the primary-key columns as a JSON object (with its schema in schema mode,
-    so that a key converter with schemas enabled reads it)."""
+    """The key: the primary-key columns as a JSON object, in the key's order (as Debezium
+    and Flink CDC write it; with its schema in schema mode, so that a key converter with
+    schemas enabled reads it)."""
     from pyspark.sql import functions as F
 
-    keys = [c for c in table.columns if c.name in table.primary_key]
-    payload = encoding.image(F.col("pk"), keys)
+    payload = encoding.image(F.col("pk"), table.key_columns)
     if not encoding.schemas:
         return payload
     schema = json.dumps(key_schema(table), separators=(",", ":"), ensure_ascii=False)
@@ -735,8 +735,7 @@ def _struct(name: str, table: SinkTable, columns: Sequence[SinkColumn]) -> dict[
 
 def key_schema(table: SinkTable) -> dict[str, Any]:
     """The Kafka Connect JSON schema of a message key (the primary-key columns)."""
-    keys = [c for c in table.columns if c.name in table.primary_key]
-    return {**_struct(f"{table.name}.Key", table, keys), "optional": False}
+    return {**_struct(f"{table.name}.Key", table, table.key_columns), "optional": False}
 
 
 def debezium_schema(table: SinkTable) -> dict[str, Any]:
