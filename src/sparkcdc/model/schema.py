@@ -239,16 +239,6 @@ def tinyint1_column(column: Column, *, as_boolean: bool) -> Column:
     return replace(column, spark_type=spark_type)
 
 
-def tinyint1_as_boolean(schema: TableSchema) -> bool:
-    """Whether ``schema`` was typed with TINYINT(1) as BOOLEAN (True if it has none), so that
-    a schema read again can be typed the same way."""
-    return all(
-        c.spark_type == "BOOLEAN"
-        for c in schema.columns
-        if _is_tinyint1(c.data_type, c.column_type)
-    )
-
-
 def _is_tinyint1(data_type: str, column_type: str) -> bool:
     return data_type == "tinyint" and re.match(r"tinyint\(1\)", column_type) is not None
 

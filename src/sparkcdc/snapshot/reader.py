@@ -40,7 +40,6 @@ from sparkcdc.model.schema import (
     PLUGIN_TEXT_TYPES,
     Column,
     TableSchema,
-    tinyint1_as_boolean,
     with_tinyint1,
 )
 from sparkcdc.mysql.binlog_range import SchemaChange
@@ -367,6 +366,7 @@ def read_chunk(
     since: BinlogPosition | None = None,
     conn: Any = None,
     xa_wait_s: float = XA_WAIT_S,
+    tinyint1_as_boolean: bool = True,
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
 
@@ -417,9 +417,8 @@ def read_chunk(
             # is in the SELECT.
             low = committed_position(conn, info)
             # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
-            current = with_tinyint1(
-                load_schema(conn, schema.database, schema.table),
-                as_boolean=tinyint1_as_boolean(schema),  # typed as the source options say
+            current = with_tinyint1(  # typed as the source's option says
+                load_schema(conn, schema.database, schema.table), as_boolean=tinyint1_as_boolean
             )
             ddl: tuple[SchemaChange, ...] = ()
             if current != schema and since is not None and since < low:
@@ -503,6 +502,7 @@ def read_chunks(
     use_connectorx: bool | None = None,
     since: BinlogPosition | None = None,
     conn: Any = None,
+    tinyint1_as_boolean: bool = True,
 ) -> list[ChunkResult]:
     """Adjacent chunks (``read_together``) read under one pair of watermarks.
 
@@ -523,6 +523,7 @@ def read_chunks(
         use_connectorx=use_connectorx,
         since=since,
         conn=conn,
+        tinyint1_as_boolean=tinyint1_as_boolean,
     )
     if len(chunks) == 1:
         return [read(schema, chunks[0])]

@@ -812,6 +812,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
                 server_id=partition.server_id,
                 since=since,
                 conn=conn,
+                tinyint1_as_boolean=self.options.tinyint1_as_boolean,
             )
             group.clear()
             for result in results:
