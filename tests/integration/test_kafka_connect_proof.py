@@ -26,7 +26,7 @@ from pipelines import fresh_database, pipeline_env, source_block
 
 from sparkcdc.devkafka import DEFAULT_DIR, LIB_DIR, DevKafka
 from sparkcdc.devserver import DevServer
-from sparkcdc.model.schema import Column, value_converter
+from sparkcdc.model.schema import fraction_digits
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 
@@ -143,8 +143,9 @@ def expected_text(name: str, value: Any) -> Any:
         return f"Long:{value}"
     if ddl.startswith("DOUBLE"):
         return float(value)
-    if ddl.startswith("DATETIME"):  # io.debezium.time.MicroTimestamp
-        return f"Long:{(value - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)}"
+    if ddl.startswith("DATETIME"):  # io.debezium.time.Timestamp (0..3) / MicroTimestamp
+        unit = dt.timedelta(milliseconds=1 if fraction_digits(ddl.lower()) <= 3 else 0.001)
+        return f"Long:{(value - dt.datetime(1970, 1, 1)) // unit}"
     if ddl.startswith("TIMESTAMP"):  # io.debezium.time.ZonedTimestamp, in UTC
         text = value.strftime("%Y-%m-%dT%H:%M:%S")
         if value.microsecond:
@@ -152,8 +153,8 @@ def expected_text(name: str, value: Any) -> Any:
         return text + "Z"
     if ddl.startswith("DATE"):  # io.debezium.time.Date
         return f"Integer:{(value - dt.date(1970, 1, 1)).days}"
-    if ddl.startswith("TIME"):
-        return value_converter(Column.from_mysql(name, "time", "time(6)", True))(value)
+    if ddl.startswith("TIME"):  # io.debezium.time.MicroTime: signed microseconds
+        return f"Long:{value // dt.timedelta(microseconds=1)}"
     if ddl.startswith("VARBINARY"):
         return f"hex:{value.hex()}"
     return value if isinstance(value, str) else value.decode()
@@ -165,6 +166,41 @@ def normalized(fields: dict[str, Any]) -> dict[str, Any]:
         k: float(v.partition(":")[2]) if isinstance(v, str) and v.startswith("Double:") else v
         for k, v in fields.items()
     }
+
+
+# Debezium's MySQL connector (adaptive_time_microseconds, precise)
+DEBEZIUM_NAMES: dict[str, str | None] = {
+    "ubi": "org.apache.kafka.connect.data.Decimal",
+    "d": "org.apache.kafka.connect.data.Decimal",
+    "dt": "io.debezium.time.MicroTimestamp",  # DATETIME(6)
+    "dt0": "io.debezium.time.Timestamp",  # DATETIME: milliseconds
+    "ts": "io.debezium.time.ZonedTimestamp",
+    "day": "io.debezium.time.Date",
+    "tm": "io.debezium.time.MicroTime",
+    "yr": "io.debezium.time.Year",
+    "e": "io.debezium.data.Enum",
+    "j": None,  # MariaDB's JSON is LONGTEXT (with a CHECK): a string, as Debezium reads it
+}
+
+
+def assert_declared_as_debezium(conn: Any, lines: list[str]) -> None:
+    """Every message's value schema names each column's Debezium type, and declares it
+    optional exactly when the source column is nullable (the key never)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'wide'",
+            (DATABASE,),
+        )
+        nullable = {name: flag == "YES" for name, flag in cur.fetchall()}
+    assert not all(nullable.values()) and any(nullable.values())
+    for line in lines:
+        schema = json.loads(line.partition("\t")[2])["schema"]
+        after = next(f for f in schema["fields"] if f["field"] == "after")
+        fields = {f["field"]: f for f in after["fields"]}
+        assert {n: f["optional"] for n, f in fields.items()} == nullable
+        assert {n: fields[n].get("name") for n in DEBEZIUM_NAMES} == DEBEZIUM_NAMES
+    assert fields["e"]["parameters"] == {"allowed": "a,b,ü"}
 
 
 def test_json_converter_reads_the_schema_mode_exactly(
@@ -201,6 +237,7 @@ def test_json_converter_reads_the_schema_mode_exactly(
 
     lines = raw_messages(servers, topic)
     assert '"d":18446744073709551615' not in "".join(lines)  # schema mode: base64 bytes
+    assert_declared_as_debezium(conn, lines)
     state: dict[str, dict[str, Any]] = {}
     ops = []
     for message in connect_read(DEFAULT_DIR, lines):

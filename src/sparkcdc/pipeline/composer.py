@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -376,6 +376,49 @@ def initial_state(plan: PipelinePlan) -> SchemaState:
     return SchemaState.start([s.schema for s in plan.sources], plan.sink_tables)
 
 
+def described(
+    table: SinkTable, segments: Sequence[Segment], rules: Mapping[str, TransformRule | None]
+) -> SinkTable:
+    """``table`` with each column's ``source`` set where one batch's rows (of ``segments``)
+    all hold, in that column, a source column's values unchanged: every segment feeds the
+    column from a column of its schema that its transform passes through, each of the same
+    definition (type, nullability) and of the sink column's Spark type (else
+    :func:`to_sink` casts). A column some segment does not feed (NULL there), computes, or
+    feeds from a differently defined column stays undescribed.
+
+    >>> from sparkcdc.model.schema import Column, TableSchema
+    >>> c = Column.from_mysql("at", "datetime", "datetime(3)", False)
+    >>> schema = TableSchema("db", "t", (c,), ("at",))
+    >>> table = SinkTable("db.t", (SinkColumn("at", c.spark_type),), ("at",), ("db.t",))
+    >>> described(table, [Segment("db.t", None, None, schema, {"at": "at"})], {}).columns[0].source
+    Column(name='at', data_type='datetime', column_type='datetime(3)', nullable=False, \
+spark_type='TIMESTAMP_NTZ', charset=None)
+    """
+    found: dict[str, set[SchemaColumn | None]] = {c.name: set() for c in table.columns}
+    for segment in segments:
+        fed = {target: frame for frame, target in segment.mapping.items()}
+        columns = {c.name: c for c in segment.schema.columns}
+        rule = rules.get(segment.source)
+        for name, kinds in found.items():
+            frame = fed.get(name)
+            column = None if frame is None else columns.get(frame)
+            if frame is None or not passes_through(rule, [frame]):
+                column = None
+            kinds.add(column)
+    sources = {
+        name: next(iter(kinds)) if len(kinds) == 1 else None for name, kinds in found.items()
+    }
+    return replace(
+        table,
+        columns=tuple(
+            replace(c, source=source)
+            if (source := sources[c.name]) is not None and source.spark_type == c.spark_type
+            else c
+            for c in table.columns
+        ),
+    )
+
+
 def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> DataFrame:
     """A transformed frame in the sink table's shape: each column renamed to the sink column
     ``mapping`` names (unmapped ones left out); sink columns nothing feeds are NULL.
@@ -538,7 +581,8 @@ class BatchWriter:
                 sources = {s.source for s in fed}
                 started = time.perf_counter()
                 kinds = (bool(sources & snapshotted), bool(sources & binlogged))
-                if not self._write(sink_state.table, changes, batch_id, *kinds):
+                table = described(sink_state.table, fed, self._rules)
+                if not self._write(table, changes, batch_id, *kinds):
                     skipped.update(sources)  # applied before: not counted
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
             for fill in plan.fills:

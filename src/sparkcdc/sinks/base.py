@@ -33,12 +33,13 @@ import importlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
+from sparkcdc.model.schema import Column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,11 +65,19 @@ SINK_TYPES = {
 
 @dataclass(frozen=True)
 class SinkColumn:
-    """One column of a sink table: name, Spark DDL type, nullability."""
+    """One column of a sink table: name, Spark DDL type, nullability.
+
+    ``source``: for one batch's write, the source column whose values this column holds
+    unchanged in every row of the batch (see ``pipeline.composer.described``), else None.
+    Formats that declare values by their MySQL type (the Kafka sink's Kafka Connect
+    schemas: DATETIME(3) as milliseconds, NOT NULL as required) read it; nothing else does,
+    and it is not part of the column's identity.
+    """
 
     name: str
     spark_type: str
     nullable: bool = True
+    source: Column | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -47,13 +47,22 @@ and the payload's values as that schema declares them, so that Kafka Connect's
       {"field": "after", ...same...}, {"field": "op", "type": "string", ...},
       {"field": "source", ...}, {"field": "ts_ms", "type": "int64", ...}]}
 
-Connect types (Debezium's MySQL connector's, ``decimal.handling.mode=precise``): BOOLEAN
-boolean, TINYINT / SMALLINT int16, INT int32, BIGINT int64, FLOAT float, DOUBLE double,
-DECIMAL(p,s) and BIGINT UNSIGNED ``org.apache.kafka.connect.data.Decimal`` (bytes: base64 of
-the unscaled value), DATE ``io.debezium.time.Date`` (int32 days), DATETIME
-``io.debezium.time.MicroTimestamp`` (int64 microseconds), TIMESTAMP
-``io.debezium.time.ZonedTimestamp`` (ISO-8601 text in UTC), STRING (TIME included) string,
-BINARY bytes (base64).
+Connect types (Debezium's MySQL connector's, ``decimal.handling.mode=precise``,
+``time.precision.mode=adaptive_time_microseconds``): BOOLEAN boolean, TINYINT / SMALLINT
+int16, INT int32, BIGINT int64, FLOAT float, DOUBLE double, DECIMAL(p,s) and BIGINT UNSIGNED
+``org.apache.kafka.connect.data.Decimal`` (bytes: base64 of the unscaled value), DATE
+``io.debezium.time.Date`` (int32 days), DATETIME(0..3) ``io.debezium.time.Timestamp`` (int64
+milliseconds), DATETIME(4..6) ``io.debezium.time.MicroTimestamp`` (int64 microseconds),
+TIMESTAMP ``io.debezium.time.ZonedTimestamp`` (ISO-8601 text in UTC), TIME
+``io.debezium.time.MicroTime`` (int64 microseconds, signed), YEAR ``io.debezium.time.Year``
+(int32), ENUM / SET ``io.debezium.data.Enum`` / ``EnumSet`` (string, with the ``allowed``
+labels), JSON ``io.debezium.data.Json`` (string), other text string, BINARY bytes (base64).
+A column is ``"optional": false`` when it is a key column, or when every row of the batch
+holds a NOT NULL source column's values unchanged. The declarations by MySQL type
+(Timestamp, MicroTime, Year, Enum, Json, NOT NULL) need that too: a column a transform
+computes, that merged source tables define differently, or that a schema change in the
+batch leaves unfed for some rows, is declared by its Spark type (DATETIME as MicroTimestamp,
+TIME as string), optional.
 
 ``changelog-json`` (one message per change row, an update as ``-U`` then ``+U``)::
 
@@ -87,7 +96,8 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
-from sparkcdc.model.schema import spark_decimal
+from sparkcdc.model.schema import fraction_digits, spark_decimal
+from sparkcdc.mysql.tablemeta import labels as enum_labels
 from sparkcdc.sinks.base import (
     DATABASE,
     OP,
@@ -560,6 +570,12 @@ class JsonEncoding:
         from pyspark.sql import functions as F
 
         spark_type = column.spark_type
+        logical = source_logical(column) if self.schemas else None
+        if logical is not None and logical["name"] == "io.debezium.time.Timestamp":
+            micros = _ntz_micros(value)  # whole milliseconds: DATETIME(0..3)
+            return ((micros - F.pmod(micros, F.lit(1000))) / 1000).cast("long").cast("string")
+        if logical is not None and logical["name"] == "io.debezium.time.MicroTime":
+            return _time_micros(value).cast("string")
         if spark_type.startswith("DECIMAL"):
             if self.schemas:
                 return _quoted(_decimal_base64(value))
@@ -615,6 +631,24 @@ def _ntz_micros(value: Column) -> Column:
         + seconds.cast("long") * 1_000_000
         + F.date_format(value, "SSSSSS").cast("long")
     )
+
+
+_TIME_TEXT = r"^(-?)([0-9]+):([0-9]{2}):([0-9]{2})(?:[.]([0-9]{1,6}))?$"
+
+
+def _time_micros(text: Column) -> Column:
+    """Signed microseconds of a MySQL TIME's text (``-838:59:59.000000``: the source's
+    spelling); a text of another shape stops the batch rather than becoming NULL."""
+    from pyspark.sql import functions as F
+
+    def part(group: int) -> Column:
+        return F.regexp_extract(text, _TIME_TEXT, group)
+
+    seconds = part(2).cast("long") * 3600 + part(3).cast("long") * 60 + part(4).cast("long")
+    micros = seconds * 1_000_000 + F.rpad(part(5), 6, "0").cast("long")
+    signed = F.when(part(1) == "-", -micros).otherwise(micros)
+    unreadable = F.raise_error(F.concat(F.lit("kafka sink: not a MySQL TIME text: "), text))
+    return F.when(text.isNull(), None).when(text.rlike(_TIME_TEXT), signed).otherwise(unreadable)
 
 
 def unscaled_base64(text: str | None) -> str | None:
@@ -702,7 +736,10 @@ def connect_field(column: SinkColumn, optional: bool) -> dict[str, Any]:
     field: dict[str, Any] = {"field": column.name}
     spark_type = column.spark_type
     decimal = spark_decimal(spark_type)
-    if decimal:
+    logical = source_logical(column)
+    if logical is not None:
+        field |= logical
+    elif decimal:
         precision, scale = decimal
         field |= {
             "type": "bytes",
@@ -727,10 +764,49 @@ def _struct(name: str, table: SinkTable, columns: Sequence[SinkColumn]) -> dict[
         "type": "struct",
         "name": name,
         "optional": True,
-        "fields": [
-            connect_field(c, c.nullable and c.name not in table.primary_key) for c in columns
-        ],
+        "fields": [connect_field(c, _optional(c, table)) for c in columns],
     }
+
+
+def _optional(column: SinkColumn, table: SinkTable) -> bool:
+    """Whether a value of ``column`` may be null: not a key column, and not every row's
+    value a NOT NULL source column's (see :func:`sparkcdc.pipeline.composer.described`)."""
+    required = column.source is not None and not column.source.nullable
+    return column.nullable and column.name not in table.primary_key and not required
+
+
+def source_logical(column: SinkColumn) -> dict[str, Any] | None:
+    """Debezium's declaration of a column by its MySQL type where it differs from the one
+    its Spark type gives (None: declared by Spark type, or the source is not known).
+
+    >>> from sparkcdc.model.schema import Column
+    >>> at = Column.from_mysql("at", "datetime", "datetime(3)", True)
+    >>> source_logical(SinkColumn("at", "TIMESTAMP_NTZ", source=at))["name"]
+    'io.debezium.time.Timestamp'
+    >>> e = Column.from_mysql("e", "enum", "enum('a','b,c')", True)
+    >>> source_logical(SinkColumn("e", "STRING", source=e))["parameters"]
+    {'allowed': 'a,b,c'}
+    """
+    source = column.source
+    if source is None:
+        return None
+    kind = source.data_type
+    if kind == "datetime" and fraction_digits(source.column_type) <= 3:
+        return {"type": "int64", "name": "io.debezium.time.Timestamp", "version": 1}
+    if kind == "time":
+        return {"type": "int64", "name": "io.debezium.time.MicroTime", "version": 1}
+    if kind == "year":
+        return {"type": "int32", "name": "io.debezium.time.Year", "version": 1}
+    if kind in ("enum", "set"):
+        return {
+            "type": "string",
+            "name": "io.debezium.data.Enum" if kind == "enum" else "io.debezium.data.EnumSet",
+            "version": 1,
+            "parameters": {"allowed": ",".join(enum_labels(source.column_type))},
+        }
+    if kind == "json":
+        return {"type": "string", "name": "io.debezium.data.Json", "version": 1}
+    return None
 
 
 def key_schema(table: SinkTable) -> dict[str, Any]:

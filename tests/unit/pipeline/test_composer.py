@@ -6,8 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.text import split_top_level
-from sparkcdc.pipeline.composer import widest_type
+from sparkcdc.pipeline.composer import described, widest_type
+from sparkcdc.pipeline.config import TransformRule
+from sparkcdc.pipeline.evolution import Segment
+from sparkcdc.sinks.base import SinkColumn, SinkTable
 
 # ------------------------------------------------------------------------ split_top_level
 
@@ -164,3 +168,91 @@ def test_widest_of_exact_numerics_holds_both(a: str, b: str) -> None:
     if wanted <= 38:  # else capped, as Spark's DecimalType.bounded does
         assert precision - scale >= max(ea[0] - ea[1], eb[0] - eb[1])
         assert precision == wanted or (a in _DIGITS and b in _DIGITS)
+
+
+# ------------------------------------------------------------------------------ described
+
+AT3 = Column.from_mysql("at", "datetime", "datetime(3)", False)
+AT3_NULL = Column.from_mysql("at", "datetime", "datetime(3)", True)
+AT6 = Column.from_mysql("at", "datetime", "datetime(6)", False)
+ID = Column.from_mysql("id", "int", "int(11)", False)
+
+
+def _segment(source: str, columns: tuple[Column, ...], mapping: dict[str, str]) -> Segment:
+    database, table = source.split(".")
+    return Segment(source, None, None, TableSchema(database, table, columns, ("id",)), mapping)
+
+
+def _rule(projection: str) -> TransformRule:
+    return TransformRule(**{"source-table": "db.a", "projection": projection})
+
+
+SINK = SinkTable(
+    "db.t", (SinkColumn("id", "INT", False), SinkColumn("at", "TIMESTAMP_NTZ")), ("id",), ()
+)
+
+
+@pytest.mark.parametrize(
+    ("segments", "rules", "expected"),
+    [
+        # one source table, passed through: described by its column
+        ([_segment("db.a", (ID, AT3), {"id": "id", "at": "at"})], {}, AT3),
+        ([_segment("db.a", (ID, AT3), {"id": "id", "at": "at"})], {"db.a": _rule("*")}, AT3),
+        # a projection that computes the column, or names another column as it
+        (
+            [_segment("db.a", (ID, AT3), {"id": "id", "at": "at"})],
+            {"db.a": _rule("id, at + INTERVAL 1 DAY AS at")},
+            None,
+        ),
+        # merged tables: one definition describes; two (nullability, precision) do not
+        (
+            [
+                _segment("db.a", (ID, AT3), {"id": "id", "at": "at"}),
+                _segment("db.b", (ID, AT3), {"id": "id", "at": "at"}),
+            ],
+            {},
+            AT3,
+        ),
+        (
+            [
+                _segment("db.a", (ID, AT3), {"id": "id", "at": "at"}),
+                _segment("db.b", (ID, AT3_NULL), {"id": "id", "at": "at"}),
+            ],
+            {},
+            None,
+        ),
+        (
+            [
+                _segment("db.a", (ID, AT3), {"id": "id", "at": "at"}),
+                _segment("db.a", (ID, AT6), {"id": "id", "at": "at"}),  # a type change
+            ],
+            {},
+            None,
+        ),
+        # a segment (rows before an ADD COLUMN) that does not feed the column: NULL there
+        (
+            [
+                _segment("db.a", (ID,), {"id": "id"}),
+                _segment("db.a", (ID, AT3), {"id": "id", "at": "at"}),
+            ],
+            {},
+            None,
+        ),
+        # fed from another column (lenient kept a renamed column): not this one's values
+        ([_segment("db.a", (ID, AT3), {"id": "id"})], {}, None),
+    ],
+)
+def test_described_names_the_source_column_every_row_holds(
+    segments: list[Segment], rules: dict[str, TransformRule], expected: Column | None
+) -> None:
+    assert described(SINK, segments, rules).columns[1].source == expected
+
+
+def test_described_leaves_a_column_of_another_spark_type_undescribed() -> None:
+    # the sink kept STRING (ignore / an excluded change): to_sink casts, values may differ
+    sink = SinkTable(
+        "db.t", (SinkColumn("id", "INT", False), SinkColumn("at", "STRING")), ("id",), ()
+    )
+    segment = _segment("db.a", (ID, AT3), {"id": "id", "at": "at"})
+    assert described(sink, [segment], {}).columns[1].source is None
+    assert described(sink, [segment], {}).columns[0].source == ID
