@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -44,6 +45,8 @@ def _run(args: argparse.Namespace) -> int:
         f"sparkcdc: {summary.batches} batch(es), {summary.total_rows} change row(s) written "
         f"to {config.sink.type} ({', '.join(summary.sink_tables)})"
     )
+    if summary.stopped_by is not None:  # as a shell reports a signal: 128 + its number
+        return 128 + signal.Signals[summary.stopped_by].value
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkcdc.errors import SchemaChangedError, SinkError, SparkCdcError
 from sparkcdc.model.options import SourceOptions
@@ -34,6 +34,11 @@ from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
 from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, sink_class
 from sparkcdc.spark.streams import query_error
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from sparkcdc.spark.source import BatchHold
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,7 @@ class RunSummary:
     sink_tables: tuple[str, ...] = ()
     last_offset: dict[str, Any] | None = None
     event_lag_s: float | None = None  # commit of the last batch's newest change → its write
+    stopped_by: str | None = None  # the signal that stopped the run ("SIGINT", "SIGTERM")
 
     @property
     def total_rows(self) -> int:
@@ -397,6 +403,10 @@ def _run_once(
         append_snapshot=config.pipeline.existing_sink_rows != "keep",
     )
     target = server_position(settings) if available_now else None
+    from sparkcdc.spark.source import BatchHold
+
+    hold = BatchHold(config.state_location)
+    hold.clear()  # one an earlier run left (stopped hard after setting it)
     reader = spark.readStream.format("mysql-cdc")
     for key, value in config.source_options().items():
         reader = reader.option(key, value)
@@ -412,11 +422,14 @@ def _run_once(
     last_server_check = 0.0
     server_pos: BinlogPosition | None = None
     stop = StopRequests()
+    at_once = False
     try:
         while query.isActive:
             if stop.requested:
+                summary.stopped_by = stop.requested
                 log.info(
-                    "stopping on request (%s); the next run goes on from the last committed batch",
+                    "stopping on request (%s) after the batch in flight (again: at once); the "
+                    "next run goes on from the last committed batch",
                     stop.requested,
                 )
                 break
@@ -454,12 +467,20 @@ def _run_once(
             log.info("the query was stopped during a batch; the next run replays that batch")
         elif failure is not None:
             raise query_error(failure)
-    except KeyboardInterrupt:
-        log.info("stopping on request; the next run goes on from the last committed batch")
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once
+        at_once = True
+        summary.stopped_by = "SIGINT"
+        log.info("stopping at once; the next run goes on from the last committed batch")
     finally:
-        stop.close()
+        try:
+            if query.isActive and not at_once:
+                _settle(query, hold)
+        except KeyboardInterrupt:
+            summary.stopped_by = "SIGINT"
         if query.isActive:
             query.stop()
+        stop.close()
+        hold.clear()
         progress.finish()
         sink.close()
         write_status(
@@ -522,6 +543,16 @@ class StopRequests:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+def _settle(query: StreamingQuery, hold: BatchHold) -> None:
+    """Let the query's trigger in flight end with no new batch after it, so that stopping
+    it interrupts no batch: set the hold (triggers that start after it plan nothing), then
+    wait until no trigger runs. A trigger that began before the hold finishes its batch;
+    one that begins after it returns at once."""
+    hold.set()
+    while query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.05)
 
 
 def stopped_mid_batch(failure: BaseException) -> bool:

@@ -278,6 +278,38 @@ def stream_id(options: SourceOptions) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
 
 
+class BatchHold:
+    """A request that the source plan no new batch, kept as a file under the query's
+    ``state.location`` (``hold/requested``): while it is there, ``latestOffset`` answers
+    with the offset Spark has, so the query idles between triggers.
+
+    The pipeline runner sets it before it stops a query, and waits for the trigger in
+    flight to end: ``query.stop()`` during a batch cancels the batch's Spark jobs, and the
+    sink's writer then fails with an ``InterruptedException`` (a Java and a Python stack on
+    the console) in a run that did nothing wrong. It clears the hold when it starts.
+
+    >>> hold = BatchHold("/tmp/sparkcdc-doctest-hold")
+    >>> hold.set(); hold.held
+    True
+    >>> hold.clear(); hold.held
+    False
+    """
+
+    def __init__(self, state_location: str) -> None:
+        self.store = StateStore.open(state_location, "hold")
+        self.path = self.store.path("requested")
+
+    @property
+    def held(self) -> bool:
+        return self.store.exists(self.path)
+
+    def set(self) -> None:
+        self.store.overwrite(self.path, b"")
+
+    def clear(self) -> None:
+        self.store.delete(self.path)
+
+
 _LAST_END = ("offsets", "last-end.json")
 _VERSIONS = ("schema", "versions.json")
 T = TypeVar("T")
@@ -538,6 +570,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
     def latestOffset(self, *args: Any) -> dict[str, Any]:
         # Spark 4.1 calls latestOffset(); 4.2+ passes (start, limit).
         base = args[0] if args and isinstance(args[0], dict) else self._base()
+        if self.options.state_location and BatchHold(self.options.state_location).held:
+            return base  # no new data: the query idles between batches until stopped
         identity = _identity(base)
         failover: dict[str, Any] | None = None
         if self.options.scan_startup_mode == "snapshot":
