@@ -81,8 +81,11 @@ def _seed(server: DevServer) -> None:
             )
 
 
-def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
-    """Sample data in a private MariaDB, synced into a local Delta table, checked, shown."""
+def run_demo(
+    seconds: float = 20.0, workdir: str | None = None, spark_log: str | None = None
+) -> None:
+    """Sample data in a private MariaDB, synced into a local Delta table, checked, shown
+    (``spark_log``: where Spark's own log goes; None: the console)."""
     import os
 
     from sparkcdc.pipeline.config import load_pipeline
@@ -114,10 +117,10 @@ def run_demo(seconds: float = 20.0, workdir: str | None = None) -> None:
     writer = threading.Thread(target=_write_changes, args=(server, stop, seconds), daemon=True)
     writer.start()
     print(f"1) snapshot + live changes (writing inserts/updates/deletes for {seconds:.0f}s)")
-    first = run_pipeline(config, available_now=True)
+    first = run_pipeline(config, available_now=True, spark_log=spark_log)
     writer.join()
     print("2) the same pipeline again, from its checkpoint: the changes written since")
-    second = run_pipeline(config, available_now=True)
+    second = run_pipeline(config, available_now=True, spark_log=spark_log)
     print(
         f"   {first.total_rows + second.total_rows} change rows in "
         f"{first.batches + second.batches} batches written to Delta"

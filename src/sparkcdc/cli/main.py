@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from sparkcdc.errors import ConfigError, SinkError, SourceError, SparkCdcError
@@ -31,7 +33,11 @@ EXIT_SINK = 4
 def _demo(args: argparse.Namespace) -> int:
     from sparkcdc.cli.demo import run_demo
 
-    run_demo(seconds=args.seconds, workdir=args.workdir)
+    spark_log = None
+    if not args.verbose:
+        spark_log = os.path.join(tempfile.gettempdir(), "sparkcdc-demo-spark.log")
+        print(f"Spark's own log: {spark_log}")
+    run_demo(seconds=args.seconds, workdir=args.workdir, spark_log=spark_log)
     return EXIT_OK
 
 
@@ -40,7 +46,10 @@ def _run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.runner import run_pipeline
 
     config = load_pipeline(args.file)
-    summary = run_pipeline(config, available_now=args.available_now)
+    spark_log = None if args.verbose else _spark_log(config.checkpoint)
+    if spark_log is not None:
+        logging.getLogger("sparkcdc").info("Spark's own log: %s", spark_log)
+    summary = run_pipeline(config, available_now=args.available_now, spark_log=spark_log)
     print(
         f"sparkcdc: {summary.batches} batch(es), {summary.total_rows} change row(s) written "
         f"to {config.sink.type} ({', '.join(summary.sink_tables)})"
@@ -48,6 +57,18 @@ def _run(args: argparse.Namespace) -> int:
     if summary.stopped_by is not None:  # as a shell reports a signal: 128 + its number
         return 128 + signal.Signals[summary.stopped_by].value
     return EXIT_OK
+
+
+def _spark_log(checkpoint: str) -> str:
+    """Where a run's JVM logs go: beside its checkpoint when that is a local directory."""
+    from pathlib import Path
+
+    if "://" in checkpoint:
+        name = "".join(c if c.isalnum() else "_" for c in checkpoint.rstrip("/"))[-80:]
+        return str(Path(tempfile.gettempdir()) / f"sparkcdc-{name}.log")
+    folder = Path(checkpoint) / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / "spark.log")
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -280,14 +280,16 @@ def run_pipeline(
     spark: Any = None,
     on_batch: Callable[[int, dict[str, int]], None] | None = None,
     max_seconds: float | None = None,
+    spark_log: str | None = None,
 ) -> RunSummary:
     """Run ``config`` until stopped, or (``available_now``) until caught up with the source.
 
     ``spark``: an existing session (it must have the connector jars, see
     ``spark_session(connectors=True)``); by default one is made with
-    ``local[pipeline.parallelism]``. When the source stops because rows after a schema
-    change need the new schema read (a binlog without column metadata), the pipeline starts
-    again from its checkpoint, as a typed stream's ``await_restarting`` does.
+    ``local[pipeline.parallelism]``, whose JVM logs go to the file ``spark_log`` if given
+    (else to the console, as Spark's defaults say). When the source stops because rows
+    after a schema change need the new schema read (a binlog without column metadata), the
+    pipeline starts again from its checkpoint, as a typed stream's ``await_restarting`` does.
     """
     started = time.monotonic()
     restarts = 0
@@ -295,7 +297,7 @@ def run_pipeline(
         spent = time.monotonic() - started
         left = None if max_seconds is None else max(0.0, max_seconds - spent)
         try:
-            return _run_once(config, available_now, out, spark, on_batch, left)
+            return _run_once(config, available_now, out, spark, on_batch, left, spark_log)
         except SchemaChangedError as exc:
             if restarts >= MAX_SCHEMA_RESTARTS:
                 raise
@@ -303,7 +305,7 @@ def run_pipeline(
             log.info("%s; restarting the pipeline to read the new schema", exc)
 
 
-def pipeline_session(config: PipelineConfig, spark: Any = None) -> Any:
+def pipeline_session(config: PipelineConfig, spark: Any = None, log_file: str | None = None) -> Any:
     """``spark`` (or a new ``local[pipeline.parallelism]`` session) set up for the pipeline:
     the mysql-cdc source registered, the sink's and the file's Spark settings applied.
 
@@ -320,6 +322,7 @@ def pipeline_session(config: PipelineConfig, spark: Any = None) -> Any:
             f"local[{config.pipeline.parallelism}]",
             connectors=True,
             conf={"spark.ui.showConsoleProgress": bars, **conf},
+            log_file=log_file,
         )
         spark.sparkContext.setLogLevel("WARN")
     else:
@@ -336,6 +339,7 @@ def _run_once(
     spark: Any,
     on_batch: Callable[[int, dict[str, int]], None] | None,
     max_seconds: float | None,
+    spark_log: str | None = None,
 ) -> RunSummary:
     from pyspark.errors import StreamingQueryException
 
@@ -351,7 +355,7 @@ def _run_once(
     for finding in findings:
         log.warning("%s", finding)
     cls = sink_class(config.sink.type)
-    spark = pipeline_session(config, spark)
+    spark = pipeline_session(config, spark, spark_log)
     identity = open_checkpoint(config.checkpoint, config.state_location)
     history = SchemaHistory(config.checkpoint)
     saved = history.latest()

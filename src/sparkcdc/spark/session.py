@@ -32,6 +32,10 @@ _DEFAULT_CONF = {
 }
 
 
+# the JVM's logging when spark_session(log_file=...): everything to that file, nothing on the
+# console (the command line says what happens, in its own words)
+_LOG_CONFIG = Path(__file__).with_name("log4j2-file.properties")
+
 # Delta and Iceberg SQL (MERGE INTO, ALTER TABLE) need their session extensions; Delta's
 # catalog serves `delta.`/path/`` tables and plain tables stored as Delta.
 _CONNECTOR_CONF = {
@@ -156,11 +160,14 @@ def spark_session(
     jars: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
     connectors: bool = False,
+    log_file: str | None = None,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
     With ``connectors=True`` the pinned connector jars are on its classpath and the Delta
-    and Iceberg SQL extensions are on (what the pipeline sinks need).
+    and Iceberg SQL extensions are on (what the pipeline sinks need). With ``log_file``,
+    a JVM this call starts logs (warnings and errors, stacks included) to that file and
+    nothing to the console (``log4j2-file.properties`` beside this module).
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
@@ -170,7 +177,18 @@ def spark_session(
         jars = [*connector_jars(), *jars]
         conf = {**_CONNECTOR_CONF, **(conf or {})}
     defaults = {**_DEFAULT_CONF, "spark.driver.memory": driver_memory()}
-    for key, value in {**defaults, **(conf or {})}.items():
+    settings = {**defaults, **(conf or {})}
+    if log_file is not None:
+        settings["spark.driver.extraJavaOptions"] = " ".join(
+            o
+            for o in (
+                settings.get("spark.driver.extraJavaOptions"),
+                f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
+                f"-Dsparkcdc.log.file={Path(log_file).absolute()}",
+            )
+            if o
+        )
+    for key, value in settings.items():
         builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))

@@ -278,6 +278,38 @@ def stream_id(options: SourceOptions) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
 
 
+_SOURCE_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+_SHUTDOWN_ERRORS = (EOFError, BrokenPipeError, ConnectionResetError)
+
+
+def _quiet_runner_shutdown() -> None:
+    """In the process that runs this source for Spark (pyspark's streaming source runner),
+    drop the traceback Python prints at exit when the JVM closed the runner's socket on
+    stopping the query: the runner reads EOF, fails to report it over the closed socket,
+    and a chain of EOFError / BrokenPipeError reaches the console of a run that ended well.
+    Any other exception is printed as before; so is this chain in any other process."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is None or spec.name != _SOURCE_RUNNER:
+        return
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        chain: BaseException | None = exc
+        while chain is not None and isinstance(chain, _SHUTDOWN_ERRORS):
+            chain = chain.__context__
+        if chain is None:
+            return  # only the closed socket: nothing went wrong
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+
+
+_quiet_runner_shutdown()
+
+
 class BatchHold:
     """A request that the source plan no new batch, kept as a file under the query's
     ``state.location`` (``hold/requested``): while it is there, ``latestOffset`` answers
