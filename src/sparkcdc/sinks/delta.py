@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
@@ -36,7 +37,6 @@ from sparkcdc.sinks.base import (
     fill_statement,
     final_states,
     merge_statement,
-    quote,
     read_spark_table,
     sink_rows,
     spark_error_text,
@@ -76,15 +76,16 @@ class DeltaSink(Sink):
         """The table's directory (path mode), else None (catalog mode)."""
         if self._options.path is None:
             return None
-        parts = [p for p in table.name.split(".") if p]
+        # each dotted part one encoded segment: a table named '../../x' stays under sink.path
+        parts = [path_segment(p) for p in table.name.split(".") if p]
         return str(Path(self._options.path, *parts))
 
     def identifier(self, table: SinkTable) -> str:
         """How Spark SQL names the table."""
         location = self.location(table)
         if location is not None:
-            return f"delta.{quote(location)}"
-        return ".".join(quote(p) for p in table.name.split("."))
+            return f"delta.{quote_spark(location)}"
+        return ".".join(quote_spark(p) for p in table.name.split("."))
 
     def open(self, tables: Sequence[SinkTable]) -> None:
         for table in tables:
@@ -93,7 +94,7 @@ class DeltaSink(Sink):
                 if location is not None:
                     Path(location).mkdir(parents=True, exist_ok=True)
                 elif table.namespace:
-                    self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.namespace)}")
+                    self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
                 if self._exists(table):
                     continue
                 properties = self._options.tblproperties(TABLE_PROPERTIES)
@@ -229,13 +230,16 @@ class DeltaSink(Sink):
             self._alter(
                 table,
                 f"add column {column.name}",
-                f"ADD COLUMNS ({quote(column.name)} {column.spark_type})",
+                f"ADD COLUMNS ({quote_spark(column.name)} {column.spark_type})",
             )
 
     def drop_column(self, table: SinkTable, name: str) -> None:
         if name.lower() in self._columns(table):
             self._alter(
-                table, f"drop column {name}", self._column_mapping(), f"DROP COLUMN {quote(name)}"
+                table,
+                f"drop column {name}",
+                self._column_mapping(),
+                f"DROP COLUMN {quote_spark(name)}",
             )
 
     def rename_column(self, table: SinkTable, old: str, new: str) -> None:
@@ -245,7 +249,7 @@ class DeltaSink(Sink):
                 table,
                 f"rename column {old} to {new}",
                 self._column_mapping(),
-                f"RENAME COLUMN {quote(old)} TO {quote(new)}",
+                f"RENAME COLUMN {quote_spark(old)} TO {quote_spark(new)}",
             )
 
     def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
@@ -261,9 +265,9 @@ class DeltaSink(Sink):
         try:
             rewritten = current.select(
                 *[
-                    F.col(quote(f.name)).cast(spark_type).alias(f.name)
+                    F.col(quote_spark(f.name)).cast(spark_type).alias(f.name)
                     if f.name == field.name
-                    else F.col(quote(f.name))
+                    else F.col(quote_spark(f.name))
                     for f in current.schema
                 ]
             )
