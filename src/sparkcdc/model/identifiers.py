@@ -10,7 +10,7 @@ directories). Pure functions, no I/O: every layer may use them.
 >>> quote_spark("a.b")
 '`a.b`'
 >>> path_segment("app.orders"), path_segment("../../x")
-('app.orders', '%2E.%2F..%2Fx')
+('app.orders', '~2E.~2F..~2Fx')
 """
 
 from __future__ import annotations
@@ -75,41 +75,45 @@ def quote_ansi(name: str, *, pyformat: bool = False) -> str:
 def path_segment(name: str) -> str:
     """``name`` as one segment of a path: ASCII letters, digits and ``_ - . $`` as they are
     (so the paths of such names are the ones earlier versions wrote), a leading ``.`` and
-    every other character as ``%XX`` of its UTF-8 bytes. Different names give different
-    segments, and no segment is ``.``, ``..`` or holds a ``/``; a name whose segment would
-    pass 200 bytes is cut there and ends in ``~`` and a digest of the whole name.
+    every other character as ``~XX`` per UTF-8 byte. Different names give different segments,
+    and no segment is ``.``, ``..`` or holds a ``/``. The escape is ``~``, not ``%``: readers
+    that take paths as URLs (delta-rs, object stores) would decode ``%2F`` into a ``/``. A
+    name whose segment would pass 200 bytes is cut there and ends in ``~~`` and a digest of
+    the whole name (``~~`` is in no other segment).
 
     >>> path_segment("orders"), path_segment("a b/c"), path_segment("100%"), path_segment("é")
-    ('orders', 'a%20b%2Fc', '100%25', '%C3%A9')
+    ('orders', 'a~20b~2Fc', '100~25', '~C3~A9')
     """
     out = []
     for i, char in enumerate(name):
         if char in _PLAIN and not (i == 0 and char == "."):
             out.append(char)
         else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+            out.extend(f"~{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
     segment = "".join(out)
     if len(segment) > _MAX_SEGMENT_BYTES:
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        head = segment[: _MAX_SEGMENT_BYTES - len(digest) - 1]
-        # never cut a %XX in two (the digest keeps the segments apart; this keeps them readable)
-        cut = head.rfind("%", len(head) - 2)
-        segment = f"{head[:cut] if cut >= 0 else head}~{digest}"
-    return segment or "%"
+        head = segment[: _MAX_SEGMENT_BYTES - len(digest) - 2]
+        # never cut a ~XX in two (the digest keeps the segments apart; this keeps them readable)
+        cut = head.rfind("~", len(head) - 2)
+        segment = f"{head[:cut] if cut >= 0 else head}~~{digest}"
+    return segment or "~"
 
 
 def name_of_path_segment(segment: str) -> str:
     """The name :func:`path_segment` encoded (names too long to keep whole cannot be told).
 
-    >>> name_of_path_segment("%2E.%2F..%2Fx")
+    >>> name_of_path_segment("~2E.~2F..~2Fx")
     '../../x'
     """
-    if segment == "%":
+    if segment == "~":
         return ""
+    if "~~" in segment:
+        raise ValueError(f"{segment!r} is the cut segment of a long name: it cannot be decoded")
     raw = bytearray()
     i = 0
     while i < len(segment):
-        if segment[i] == "%":
+        if segment[i] == "~":
             raw.append(int(segment[i + 1 : i + 3], 16))
             i += 3
         else:

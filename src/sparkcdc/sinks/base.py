@@ -426,8 +426,16 @@ class TableOptions(SinkOptions):
     def tblproperties(self, defaults: Mapping[str, str]) -> str:
         """The TBLPROPERTIES clause of a table this sink creates: its ``defaults``, the
         file's ``table.properties.*`` over them."""
-        chosen = {**defaults, **self.table_properties}
-        return ", ".join(f"{sql_text(k)} = {sql_text(v)}" for k, v in chosen.items())
+        return properties_text({**defaults, **self.table_properties})
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    """Table properties as Spark SQL's TBLPROPERTIES lists them.
+
+    >>> print(properties_text({"a.b": "1"}))
+    'a.b' = '1'
+    """
+    return ", ".join(f"{sql_text(k)} = {sql_text(v)}" for k, v in properties.items())
 
 
 def sql_text(value: str) -> str:

@@ -37,6 +37,7 @@ from sparkcdc.sinks.base import (
     fill_statement,
     final_states,
     merge_statement,
+    properties_text,
     read_spark_table,
     sink_rows,
     spark_error_text,
@@ -54,6 +55,13 @@ log = logging.getLogger(__name__)
 # Delta 3.1+ merges, updates and deletes with deletion vectors (delta-spark 4.x here); a
 # table written with them needs reader 3 / writer 7, which delta-rs 1.x reads
 TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+# Delta refuses these characters in column names unless the table maps columns by name
+_UNMAPPED_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
+COLUMN_MAPPING_PROPERTIES = {
+    "delta.columnMapping.mode": "name",
+    "delta.minReaderVersion": "2",
+    "delta.minWriterVersion": "5",
+}
 
 
 class DeltaOptions(TableOptions):
@@ -97,7 +105,10 @@ class DeltaSink(Sink):
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
                 if self._exists(table):
                     continue
-                properties = self._options.tblproperties(TABLE_PROPERTIES)
+                defaults = TABLE_PROPERTIES
+                if any(_UNMAPPED_NAME_CHARACTERS.intersection(c) for c in table.column_names):
+                    defaults = {**TABLE_PROPERTIES, **COLUMN_MAPPING_PROPERTIES}
+                properties = self._options.tblproperties(defaults)
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
                     f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
@@ -220,10 +231,7 @@ class DeltaSink(Sink):
 
     def _column_mapping(self) -> str:
         # renaming and dropping columns needs Delta's column mapping (name mode)
-        return (
-            "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
-            "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
-        )
+        return f"SET TBLPROPERTIES ({properties_text(COLUMN_MAPPING_PROPERTIES)})"
 
     def add_column(self, table: SinkTable, column: SinkColumn) -> None:
         if column.name.lower() not in self._columns(table):

@@ -39,7 +39,7 @@ class StateStore:
     >>> store = StateStore.open("/tmp/sparkcdc-doctest-state", "s1")
     >>> store.path("plan", "app.t", "meta.json").endswith("/s1/plan/app.t/meta.json")
     True
-    >>> store.table_path("plan", "app.../x", "meta.json").endswith("/plan/app...%2Fx/meta.json")
+    >>> store.table_path("plan", "app.../x", "meta.json").endswith("/plan/app...~2Fx/meta.json")
     True
     """
 
