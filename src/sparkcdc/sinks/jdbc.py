@@ -545,7 +545,8 @@ class JdbcSink(Sink):
 
     def has_rows(self, table: SinkTable) -> bool:
         d = self._dialect
-        ref = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        # run without parameters: no '%' doubling
+        ref = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
         with self._lock:
             conn = self._connection()
             try:
@@ -646,8 +647,11 @@ class JdbcSink(Sink):
             (*plan.columns, DELETED),
             (*plan.converters, None),
         )
+        # the loader takes columns by position; Spark 4's mapInArrow fails on input column
+        # names holding a backtick (INVALID_ATTRIBUTE_NAME_SYNTAX), so they go in unnamed
+        positional = frame.toDF(*[f"_c{i}" for i in range(len(frame.columns))])
         try:
-            counts = frame.mapInArrow(loader, "rows BIGINT").collect()
+            counts = positional.mapInArrow(loader, "rows BIGINT").collect()
         except Exception as exc:  # the task's error, wrapped by Spark
             raise SinkError(
                 f"jdbc sink: loading {where} into its staging table failed: "
@@ -659,8 +663,9 @@ class JdbcSink(Sink):
         """The target table's rows, read over the sink's own connection (the sink table's
         declared Spark types; a TIMESTAMP stored as a UTC wall time read back as UTC)."""
         d = self._dialect
-        target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
-        names = ", ".join(d.ident(c) for c in table.column_names)
+        # run without parameters: no '%' doubling
+        target = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
+        names = ", ".join(d.ddl_ident(c) for c in table.column_names)
         with self._lock:
             conn = self._connection()
             cur = conn.cursor()
