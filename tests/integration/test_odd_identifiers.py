@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipelines import fresh_database, pipeline_env
+from pipelines import fresh_database, iceberg_block, pipeline_env
 from psycopg import sql as pgsql
 
 from sparkcdc.devpostgres import DevPostgres
@@ -227,6 +227,25 @@ def test_odd_names_into_postgresql(
         conn.execute(drop)
     assert found == source_rows(source)
     assert_private_state(tmp_path / "checkpoint")
+
+
+def test_odd_names_into_iceberg(spark: Any, server: DevServer, source: Any, tmp_path: Path) -> None:
+    block, catalog = iceberg_block(tmp_path)
+    config = pipeline(server, tmp_path, "odd-iceberg", block)
+    run_twice(config, spark, source)
+
+    found: dict[int, list[tuple[Any, ...]]] = {}
+    for table in TABLES:
+        # the sink table is 'odd_names.<table>': its last dot separates namespace and name
+        namespace, _, name = f"{DATABASE}.{table}".rpartition(".")
+        parts = (catalog, *[p for p in namespace.split(".") if p], name)
+        frame = spark.table(".".join(quote_spark(p) for p in parts))
+        found.update(
+            by_table([tuple(r) for r in frame.select(*map(quote_spark, COLUMNS)).collect()])
+        )
+    assert found == source_rows(source)
+    warehouse = tmp_path / "warehouse"
+    assert_nothing_outside(tmp_path, warehouse, tmp_path / "checkpoint")
 
 
 def test_odd_names_to_the_console(
