@@ -61,6 +61,10 @@ class SinkError(SparkCdcError):
     """A sink refused or lost a write."""
 
 
+class PrivateDirectoryError(SparkCdcError):
+    """A local directory sparkcdc keeps code or state in is not this user's alone."""
+
+
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """Return the candidate closest to ``name``, or None if nothing is near.
 

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from sparkcdc.model.identifiers import quote_spark
+
 Converter = Callable[[Any], Any]
 log = logging.getLogger(__name__)
 
@@ -152,7 +154,7 @@ class TableSchema:
         return tuple(c.name for c in self.columns)
 
     def spark_ddl(self) -> str:
-        return ", ".join(f"`{c.name}` {c.spark_type}" for c in self.columns)
+        return ", ".join(f"{quote_spark(c.name)} {c.spark_type}" for c in self.columns)
 
 
 def schema_to_json(schema: TableSchema) -> dict[str, Any]:

@@ -76,15 +76,6 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def quote_name(name: str) -> str:
-    """A MySQL identifier in backticks.
-
-    >>> quote_name("odd`name")
-    '`odd``name`'
-    """
-    return "`" + name.replace("`", "``") + "`"
-
-
 def unique_keys(conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
     """The column lists of the table's unique indexes (its primary key among them)."""
     with conn.cursor() as cur:

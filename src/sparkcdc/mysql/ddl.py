@@ -22,6 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import Column, TableSchema, tinyint1_column, with_tinyint1
 from sparkcdc.model.schema_change import (
     AddColumn,
@@ -342,13 +343,10 @@ def create_table_statement(schema: TableSchema) -> str:
     'CREATE TABLE `db`.`t` (`id` int(11) NOT NULL, PRIMARY KEY (`id`))'
     """
 
-    def quote(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
     columns = [
-        f"{quote(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
+        f"{quote_mysql(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
         for c in schema.columns
     ]
     if schema.primary_key:
-        columns.append(f"PRIMARY KEY ({', '.join(quote(k) for k in schema.primary_key)})")
-    return f"CREATE TABLE {quote(schema.database)}.{quote(schema.table)} ({', '.join(columns)})"
+        columns.append(f"PRIMARY KEY ({', '.join(quote_mysql(k) for k in schema.primary_key)})")
+    return f"CREATE TABLE {quote_mysql_table(schema.database, schema.table)} ({', '.join(columns)})"

@@ -37,9 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.model.schema import Column, bit_width, spark_decimal
-from sparkcdc.mysql.catalog import quote_name
-from sparkcdc.sinks.base import quote
 
 _INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
 _MYSQL_INTEGER_TYPES = frozenset(
@@ -81,7 +80,7 @@ def spark_value(column: str, spark_type: str) -> str:
     >>> spark_value("b", "BINARY")
     'HEX(`b`)'
     """
-    c = quote(column)
+    c = quote_spark(column)
     t = spark_type.upper()
     if t in _INTEGRAL or t == "BOOLEAN" or t.startswith("DECIMAL") or t == "DATE":
         return f"CAST({c} AS STRING)"
@@ -120,12 +119,13 @@ def spark_bucket(key_text: str, buckets: int) -> str:
 def mysql_value(column: Column, sink_type: str) -> str | None:
     """MariaDB SQL: the canonical text of what the pipeline writes from ``column`` into a
     sink column of ``sink_type``; None where no exact SQL form is known (verify then reads
-    the rows into Spark). Expects the session ``time_zone = '+00:00'``.
+    the rows into Spark). Expects the session ``time_zone = '+00:00'``; the text is for
+    statements run with parameters (a ``%`` in a column name is doubled).
 
     >>> mysql_value(Column.from_mysql("n", "bigint", "bigint(20) unsigned", True), "DECIMAL(20,0)")
     'CAST(`n` AS CHAR)'
     """
-    c = quote_name(column.name)
+    c = quote_mysql(column.name, pyformat=True)
     data_type, own, sink = column.data_type, column.spark_type, sink_type.upper()
     if sink != own:
         return _mysql_widened(column, sink)
@@ -160,7 +160,7 @@ def mysql_value(column: Column, sink_type: str) -> str | None:
 def _mysql_widened(column: Column, sink: str) -> str | None:
     """A column merged into a wider sink type (``widest_type``): integers into a wider
     integer or a DECIMAL, decimals into a wider DECIMAL, FLOAT into DOUBLE."""
-    c = quote_name(column.name)
+    c = quote_mysql(column.name, pyformat=True)
     own = column.spark_type
     decimal = spark_decimal(sink)
     numeric = own in _INTEGRAL or own.startswith("DECIMAL")

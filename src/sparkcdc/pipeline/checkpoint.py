@@ -16,11 +16,12 @@ wrote. A checkpoint made before run ids existed keeps its sinks' old ids (run id
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from sparkcdc.files import make_private_dirs, write_private
 
 RUN_ID_FILE = "sparkcdc-run-id"
 SPARK_DIR = "spark"
@@ -58,6 +59,9 @@ def open_checkpoint(checkpoint: str, state_location: str | None = None) -> Check
     schema history, and its source state when that lives in the checkpoint."""
     if has_planned_batches(checkpoint):
         return CheckpointIdentity(run_id(checkpoint), new_stream=False)
+    # Spark's files, the schema history and the staged chunks below hold the stream's state
+    # and rows: only this user may read them (Spark writes its own files with the umask's mode)
+    make_private_dirs(checkpoint)
     root = Path(checkpoint)
     owned = [root / SCHEMA_DIR]
     if state_location is not None and Path(state_location) == root / SOURCE_STATE_DIR:
@@ -65,9 +69,5 @@ def open_checkpoint(checkpoint: str, state_location: str | None = None) -> Check
     for directory in owned:
         shutil.rmtree(directory, ignore_errors=True)
     new_id = uuid.uuid4().hex
-    run_file = spark_checkpoint(checkpoint) / RUN_ID_FILE
-    run_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = run_file.with_suffix(".tmp")
-    tmp.write_text(new_id + "\n")
-    os.replace(tmp, run_file)
+    write_private(spark_checkpoint(checkpoint) / RUN_ID_FILE, new_id + "\n")
     return CheckpointIdentity(new_id, new_stream=True)

@@ -21,10 +21,10 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits, spark_decimal
 from sparkcdc.model.text import split_top_level
-from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.pipeline.evolution import (
     ColumnFill,
@@ -44,7 +44,6 @@ from sparkcdc.sinks.base import (
     TABLE,
     SinkColumn,
     SinkTable,
-    quote,
     spark_error_text,
     spark_type_name,
 )
@@ -151,7 +150,7 @@ def _column_value(
     text = _from_text(F.col("_text").getItem(column.name), column)
     if struct is None or column.name not in struct[1]:
         return text
-    field = F.col(quote(struct[0])).getField(column.name)
+    field = F.col(quote_spark(struct[0])).getField(column.name)
     if struct[1][column.name] != carrier_type(column):
         message = (
             f"{where}: column {column.name} arrived as {struct[1][column.name]} where the "
@@ -208,9 +207,11 @@ def apply_transform(
     if rule.projection:
         items: list[str] = []
         for item in split_top_level(rule.projection):
-            items.extend(quote(c) for c in data_columns) if item == "*" else items.append(item)
+            items.extend(quote_spark(c) for c in data_columns) if item == "*" else items.append(
+                item
+            )
         return with_meta.selectExpr(*METADATA_COLUMNS, *items)
-    return with_meta.select(*METADATA_COLUMNS, *[quote(c) for c in data_columns])
+    return with_meta.select(*METADATA_COLUMNS, *[quote_spark(c) for c in data_columns])
 
 
 def passes_through(rule: TransformRule | None, columns: Sequence[str]) -> bool:
@@ -435,7 +436,7 @@ def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> Da
     def value(column: SinkColumn) -> SparkColumn:
         if column.name not in fed:
             return F.lit(None).cast(column.spark_type)
-        source = F.col(quote(fed[column.name]))
+        source = F.col(quote_spark(fed[column.name]))
         if types[fed[column.name]] == column.spark_type:
             return source
         return source.try_cast(column.spark_type)
@@ -701,7 +702,7 @@ class BatchWriter:
             self.sink.spark, [("+I", None, 0, database, name, None, t) for t in texts]
         )
         schema = TableSchema(database, name, tuple(columns), tuple(c.name for c in keys))
-        return source_changes(frame, schema).select(*[quote(n) for n in names])
+        return source_changes(frame, schema).select(*[quote_spark(n) for n in names])
 
     def _read_back(self, fill: ColumnFill, table: SinkTable, state: SchemaState) -> None:
         """Read the column back from the source, by key, and set it in the sink rows of
@@ -732,10 +733,10 @@ class BatchWriter:
                 frame = self._typed_frame(fill, key_columns, rows)
                 frame = frame.select(
                     *[
-                        F.col(quote(c.name)).alias(k)
+                        F.col(quote_spark(c.name)).alias(k)
                         for c, k in zip(key_columns, table.primary_key, strict=True)
                     ],
-                    F.col(quote(fill.column.name))
+                    F.col(quote_spark(fill.column.name))
                     .try_cast(fill.target.spark_type)
                     .alias(fill.target.name),
                 )
@@ -784,9 +785,10 @@ def _read_column(
     wanted = [*keys, column]
     selected = [*[by_name[o] for o in order], *wanted]
     converters = [sql_converter(c) for c in selected]
-    names = ", ".join(quote_name(c.name) for c in selected)
-    table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
-    ordered = ", ".join(quote_name(o) for o in order)
+    # the statement runs with parameters (pymysql formats it with %)
+    names = ", ".join(quote_mysql(c.name, pyformat=True) for c in selected)
+    table = quote_mysql_table(schema.database, schema.table, pyformat=True)
+    ordered = ", ".join(quote_mysql(o, pyformat=True) for o in order)
     after: tuple[Any, ...] | None = None
     conn = sql_connection(settings)
     try:

@@ -77,7 +77,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -85,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SinkError
+from sparkcdc.files import write_private
 from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
     AddColumn,
@@ -218,7 +218,6 @@ class SchemaHistory:
         return (self.root / f"{batch_id + 1:012d}.json").exists()
 
     def save(self, batch_id: int, state: SchemaState) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
         data = {
             "sources": {
                 q: [
@@ -243,10 +242,7 @@ class SchemaHistory:
                 for name, s in state.sinks.items()
             },
         }
-        path = self.root / f"{batch_id + 1:012d}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
+        write_private(self.root / f"{batch_id + 1:012d}.json", json.dumps(data, indent=1))
 
     def _load(self, number: int) -> SchemaState:
         data = json.loads((self.root / f"{number:012d}.json").read_text())
@@ -296,10 +292,7 @@ class Divergences:
             for e in self.all()
             if (e["sink_table"], e["column"], e["seq"]) != (sink_table, column, seq)
         ]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([*known, entry], indent=1))
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps([*known, entry], indent=1))
 
 
 # ---------------------------------------------------------------------------- segments

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.catalog import estimated_rows, quote_name, unique_keys
+from sparkcdc.mysql.catalog import estimated_rows, unique_keys
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.config import PipelineConfig
 
@@ -89,11 +90,11 @@ def declared_key_findings(
     name = schema.qualified_name
     listed = ", ".join(keys)
     if estimated_rows(conn, schema.database, schema.table) <= DUPLICATE_SCAN_ROWS:
-        columns = ", ".join(quote_name(k) for k in keys)
+        columns = ", ".join(quote_mysql(k) for k in keys)
         with conn.cursor() as cur:
             cur.execute(
                 f"SELECT {columns}, COUNT(*) FROM "
-                f"{quote_name(schema.database)}.{quote_name(schema.table)} "
+                f"{quote_mysql_table(schema.database, schema.table)} "
                 f"GROUP BY {columns} HAVING COUNT(*) > 1 LIMIT 3"
             )
             shared = cur.fetchall()

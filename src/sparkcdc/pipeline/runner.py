@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkcdc.errors import SchemaChangedError, SinkError, SparkCdcError
+from sparkcdc.files import write_private
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.pipeline.checkpoint import open_checkpoint
@@ -246,11 +247,7 @@ def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
 
 
 def write_status(checkpoint: str, status: dict[str, Any]) -> None:
-    path = Path(checkpoint) / STATUS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(status, indent=1, default=str))
-    os.replace(tmp, path)
+    write_private(Path(checkpoint) / STATUS_FILE, json.dumps(status, indent=1, default=str))
 
 
 def committed_offset(checkpoint: str) -> tuple[int, dict[str, Any]] | None:

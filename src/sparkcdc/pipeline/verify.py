@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.catalog import quote_name
 from sparkcdc.pipeline import canonical as cn
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.sinks.base import METADATA_COLUMNS, SinkTable
@@ -139,7 +139,8 @@ class SqlSide:
     ) -> None:
         self.settings, self.schema, self.member = settings, schema, member
         self.values, self.keys, self.parallelism = values, keys, parallelism
-        self.table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
+        # every statement runs with parameters (pymysql formats it with %)
+        self.table = quote_mysql_table(schema.database, schema.table, pyformat=True)
         self.key_text = cn.mysql_row_text([values[i] for i in keys])
         self.hash = cn.mysql_hash(cn.mysql_row_text(values))
         self._chunks: list[tuple[str, list[Any]]] | None = None
@@ -165,23 +166,26 @@ class SqlSide:
             self._chunks = [chunk_where(splitter.key_column, c) for c in ranges]
         return self._chunks
 
-    def _each_chunk(self, sql: str) -> list[tuple[Any, ...]]:
-        """``sql`` (with ``{where}``) run per chunk, ``parallelism`` chunks at a time."""
+    def _each_chunk(self, sql: Callable[[str], str]) -> list[tuple[Any, ...]]:
+        """``sql(where)`` run per chunk, ``parallelism`` chunks at a time (a function of the
+        WHERE clause, not a format string: names may hold braces)."""
 
         def run(chunk: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
             where, params = chunk
             with self._connect() as conn, conn.cursor() as cur:
-                cur.execute(sql.format(where=where), params)
+                cur.execute(sql(where), params)
                 return list(cur.fetchall())
 
         with ThreadPoolExecutor(self.parallelism) as pool:
             return [row for rows in pool.map(run, self.chunks()) for row in rows]
 
     def buckets(self, n: int) -> Sums:
-        sql = (
-            f"SELECT b, COUNT(*), SUM(h) FROM (SELECT {cn.mysql_bucket(self.key_text, n)} AS b, "
-            f"{self.hash} AS h FROM {self.table} {{where}}) AS r GROUP BY b"
-        )
+        def sql(where: str) -> str:
+            return (
+                f"SELECT b, COUNT(*), SUM(h) FROM (SELECT {cn.mysql_bucket(self.key_text, n)} "
+                f"AS b, {self.hash} AS h FROM {self.table} {where}) AS r GROUP BY b"
+            )
+
         sums: Sums = {}
         for bucket, count, total in self._each_chunk(sql):
             rows, hashes = sums.get(int(bucket), (0, 0))
@@ -189,14 +193,19 @@ class SqlSide:
         return sums
 
     def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
-        raw = [quote_name(self.schema.primary_key[i]) for i in range(len(self.keys))]
+        raw = [
+            quote_mysql(self.schema.primary_key[i], pyformat=True) for i in range(len(self.keys))
+        ]
         keys = [self.values[i] for i in self.keys]
         wanted = ", ".join(str(b) for b in sorted(buckets))
-        sql = (
-            f"SELECT * FROM (SELECT {self.key_text}, {self.hash}, "
-            f"{cn.mysql_bucket(self.key_text, n)} AS b, {', '.join(keys)}, {', '.join(raw)} "
-            f"FROM {self.table} {{where}}) AS r WHERE b IN ({wanted})"
-        )
+
+        def sql(where: str) -> str:
+            return (
+                f"SELECT * FROM (SELECT {self.key_text}, {self.hash}, "
+                f"{cn.mysql_bucket(self.key_text, n)} AS b, {', '.join(keys)}, {', '.join(raw)} "
+                f"FROM {self.table} {where}) AS r WHERE b IN ({wanted})"
+            )
+
         width = len(keys)
         return {
             str(row[0]): Digest(
@@ -215,7 +224,7 @@ class SqlSide:
         ]
         if not mine:
             return {}
-        key = ", ".join(quote_name(k) for k in self.schema.primary_key)
+        key = ", ".join(quote_mysql(k, pyformat=True) for k in self.schema.primary_key)
         row = "(" + ", ".join("%s" for _ in self.schema.primary_key) + ")"
         fields = ", ".join(cn.mysql_field(v) for v in self.values)
         out: dict[str, tuple[str, ...]] = {}

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column
 
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ class SinkTable:
     def spark_ddl(self) -> str:
         """``\\`id\\` BIGINT NOT NULL, ...`` for CREATE TABLE / createDataFrame."""
         return ", ".join(
-            f"`{c.name}` {c.spark_type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
+            f"{quote_spark(c.name)} {c.spark_type}{'' if c.nullable else ' NOT NULL'}"
+            for c in self.columns
         )
 
 
@@ -318,7 +320,7 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     from pyspark.sql import functions as F
 
     rank = F.when(F.col(OP) == "-U", 0).otherwise(1)
-    window = Window.partitionBy(*[F.col(f"`{k}`") for k in key_columns]).orderBy(
+    window = Window.partitionBy(*[F.col(quote_spark(k)) for k in key_columns]).orderBy(
         F.col(SEQ).desc(), rank.desc()
     )
     return (
@@ -333,10 +335,10 @@ def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
     """``MERGE INTO`` applying :func:`final_states` rows (in ``source_view``) to ``target``:
     delete keys whose last change deletes them, update the others, insert new ones."""
     columns = table.column_names
-    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
-    assignments = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
-    names = ", ".join(quote(c) for c in columns)
-    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    on = " AND ".join(f"t.{quote_spark(k)} <=> s.{quote_spark(k)}" for k in table.primary_key)
+    assignments = ", ".join(f"t.{quote_spark(c)} = s.{quote_spark(c)}" for c in columns)
+    names = ", ".join(quote_spark(c) for c in columns)
+    values = ", ".join(f"s.{quote_spark(c)}" for c in columns)
     return (
         f"MERGE INTO {target} t USING {source_view} s ON {on} "
         f"WHEN MATCHED AND s.{DELETED} THEN DELETE "
@@ -347,13 +349,13 @@ def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
 
 def sink_rows(frame: DataFrame, table: SinkTable) -> DataFrame:
     """The sink table's columns of a change frame, in order (metadata columns dropped)."""
-    return frame.select(*[quote(c) for c in table.column_names])
+    return frame.select(*[quote_spark(c) for c in table.column_names])
 
 
 def fill_statement(target: str, value_view: str, column: str) -> str:
     """``MERGE INTO`` setting ``column`` to the one value in ``value_view`` (column ``v``)
     where it is NULL (Spark SQL; Delta's and Iceberg's UPDATE take no subquery)."""
-    c = quote(column)
+    c = quote_spark(column)
     return (
         f"MERGE INTO {target} t USING {value_view} s ON t.{c} IS NULL "
         f"WHEN MATCHED THEN UPDATE SET t.{c} = s.v"
@@ -362,8 +364,8 @@ def fill_statement(target: str, value_view: str, column: str) -> str:
 
 def update_statement(target: str, rows_view: str, table: SinkTable, column: str) -> str:
     """``MERGE INTO`` setting ``column`` from ``rows_view`` in the rows of its keys only."""
-    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in table.primary_key)
-    c = quote(column)
+    on = " AND ".join(f"t.{quote_spark(k)} <=> s.{quote_spark(k)}" for k in table.primary_key)
+    c = quote_spark(column)
     return (
         f"MERGE INTO {target} t USING {rows_view} s ON {on} "
         f"WHEN MATCHED THEN UPDATE SET t.{c} = s.{c}"
@@ -433,8 +435,16 @@ class TableOptions(SinkOptions):
     def tblproperties(self, defaults: Mapping[str, str]) -> str:
         """The TBLPROPERTIES clause of a table this sink creates: its ``defaults``, the
         file's ``table.properties.*`` over them."""
-        chosen = {**defaults, **self.table_properties}
-        return ", ".join(f"{sql_text(k)} = {sql_text(v)}" for k, v in chosen.items())
+        return properties_text({**defaults, **self.table_properties})
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    """Table properties as Spark SQL's TBLPROPERTIES lists them.
+
+    >>> print(properties_text({"a.b": "1"}))
+    'a.b' = '1'
+    """
+    return ", ".join(f"{sql_text(k)} = {sql_text(v)}" for k, v in properties.items())
 
 
 def sql_text(value: str) -> str:
@@ -469,8 +479,3 @@ def spark_type_name(data_type: Any) -> str:
     """A Spark data type as sink tables spell it (``INT``, ``DECIMAL(10,2)``, ...)."""
     text: str = data_type.simpleString().upper()
     return "INT" if text == "INTEGER" else text
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier in backquotes."""
-    return "`" + name.replace("`", "``") + "`"

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable, quote
+from sparkcdc.model.identifiers import quote_spark
+from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,7 +35,7 @@ class ConsoleSink(SchemalessSink):
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
-        shown = changes.select(*METADATA_COLUMNS[:3], *table.column_names)
+        shown = changes.select(*METADATA_COLUMNS[:3], *[quote_spark(c) for c in table.column_names])
         if self.options.truncate:
             shown = _cut(shown)
         shown.show(self.options.rows, truncate=self.options.truncate)
@@ -50,9 +51,9 @@ def _cut(frame: DataFrame) -> DataFrame:
 
     return frame.select(
         *[
-            F.substring(quote(f.name), 1, SHOWN + 1).alias(f.name)
+            F.substring(quote_spark(f.name), 1, SHOWN + 1).alias(f.name)
             if isinstance(f.dataType, StringType | BinaryType)
-            else quote(f.name)
+            else quote_spark(f.name)
             for f in frame.schema.fields
         ]
     )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
@@ -36,7 +37,7 @@ from sparkcdc.sinks.base import (
     fill_statement,
     final_states,
     merge_statement,
-    quote,
+    properties_text,
     read_spark_table,
     sink_rows,
     spark_error_text,
@@ -54,6 +55,13 @@ log = logging.getLogger(__name__)
 # Delta 3.1+ merges, updates and deletes with deletion vectors (delta-spark 4.x here); a
 # table written with them needs reader 3 / writer 7, which delta-rs 1.x reads
 TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+# Delta refuses these characters in column names unless the table maps columns by name
+_UNMAPPED_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
+COLUMN_MAPPING_PROPERTIES = {
+    "delta.columnMapping.mode": "name",
+    "delta.minReaderVersion": "2",
+    "delta.minWriterVersion": "5",
+}
 
 
 class DeltaOptions(TableOptions):
@@ -76,15 +84,16 @@ class DeltaSink(Sink):
         """The table's directory (path mode), else None (catalog mode)."""
         if self._options.path is None:
             return None
-        parts = [p for p in table.name.split(".") if p]
+        # each dotted part one encoded segment: a table named '../../x' stays under sink.path
+        parts = [path_segment(p) for p in table.name.split(".") if p]
         return str(Path(self._options.path, *parts))
 
     def identifier(self, table: SinkTable) -> str:
         """How Spark SQL names the table."""
         location = self.location(table)
         if location is not None:
-            return f"delta.{quote(location)}"
-        return ".".join(quote(p) for p in table.name.split("."))
+            return f"delta.{quote_spark(location)}"
+        return ".".join(quote_spark(p) for p in table.name.split("."))
 
     def open(self, tables: Sequence[SinkTable]) -> None:
         for table in tables:
@@ -93,10 +102,13 @@ class DeltaSink(Sink):
                 if location is not None:
                     Path(location).mkdir(parents=True, exist_ok=True)
                 elif table.namespace:
-                    self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.namespace)}")
+                    self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
                 if self._exists(table):
                     continue
-                properties = self._options.tblproperties(TABLE_PROPERTIES)
+                defaults = TABLE_PROPERTIES
+                if any(_UNMAPPED_NAME_CHARACTERS.intersection(c) for c in table.column_names):
+                    defaults = {**TABLE_PROPERTIES, **COLUMN_MAPPING_PROPERTIES}
+                properties = self._options.tblproperties(defaults)
                 self.spark.sql(
                     f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
                     f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
@@ -219,23 +231,23 @@ class DeltaSink(Sink):
 
     def _column_mapping(self) -> str:
         # renaming and dropping columns needs Delta's column mapping (name mode)
-        return (
-            "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
-            "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
-        )
+        return f"SET TBLPROPERTIES ({properties_text(COLUMN_MAPPING_PROPERTIES)})"
 
     def add_column(self, table: SinkTable, column: SinkColumn) -> None:
         if column.name.lower() not in self._columns(table):
             self._alter(
                 table,
                 f"add column {column.name}",
-                f"ADD COLUMNS ({quote(column.name)} {column.spark_type})",
+                f"ADD COLUMNS ({quote_spark(column.name)} {column.spark_type})",
             )
 
     def drop_column(self, table: SinkTable, name: str) -> None:
         if name.lower() in self._columns(table):
             self._alter(
-                table, f"drop column {name}", self._column_mapping(), f"DROP COLUMN {quote(name)}"
+                table,
+                f"drop column {name}",
+                self._column_mapping(),
+                f"DROP COLUMN {quote_spark(name)}",
             )
 
     def rename_column(self, table: SinkTable, old: str, new: str) -> None:
@@ -245,7 +257,7 @@ class DeltaSink(Sink):
                 table,
                 f"rename column {old} to {new}",
                 self._column_mapping(),
-                f"RENAME COLUMN {quote(old)} TO {quote(new)}",
+                f"RENAME COLUMN {quote_spark(old)} TO {quote_spark(new)}",
             )
 
     def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
@@ -261,9 +273,9 @@ class DeltaSink(Sink):
         try:
             rewritten = current.select(
                 *[
-                    F.col(quote(f.name)).cast(spark_type).alias(f.name)
+                    F.col(quote_spark(f.name)).cast(spark_type).alias(f.name)
                     if f.name == field.name
-                    else F.col(quote(f.name))
+                    else F.col(quote_spark(f.name))
                     for f in current.schema
                 ]
             )

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.sinks.base import (
     TABLE_PROPERTIES_PREFIX,
     Sink,
@@ -52,7 +53,6 @@ from sparkcdc.sinks.base import (
     final_states,
     gather_prefixed,
     merge_statement,
-    quote,
     read_spark_table,
     sink_rows,
     update_statement,
@@ -236,7 +236,7 @@ class IcebergSink(Sink):
     def identifier(self, table: SinkTable) -> str:
         """How Spark SQL names the table: ``catalog.namespace.table``, quoted."""
         parts = (self._options.catalog_name, *self.namespace(table), table.short_name)
-        return ".".join(quote(p) for p in parts)
+        return ".".join(quote_spark(p) for p in parts)
 
     @property
     def batch_property(self) -> str:
@@ -252,7 +252,9 @@ class IcebergSink(Sink):
         self._configure(self.spark)
         properties = options.tblproperties(TABLE_PROPERTIES)
         for table in tables:
-            namespace = ".".join(quote(p) for p in (options.catalog_name, *self.namespace(table)))
+            namespace = ".".join(
+                quote_spark(p) for p in (options.catalog_name, *self.namespace(table))
+            )
             try:
                 self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
                 if not self._listed(namespace, table):
@@ -395,7 +397,7 @@ class IcebergSink(Sink):
             self._alter(
                 table,
                 f"add column {column.name}",
-                f"ALTER TABLE {self.identifier(table)} ADD COLUMN {quote(column.name)} "
+                f"ALTER TABLE {self.identifier(table)} ADD COLUMN {quote_spark(column.name)} "
                 f"{column.spark_type}",
             )
 
@@ -404,7 +406,7 @@ class IcebergSink(Sink):
             self._alter(
                 table,
                 f"drop column {name}",
-                f"ALTER TABLE {self.identifier(table)} DROP COLUMN {quote(name)}",
+                f"ALTER TABLE {self.identifier(table)} DROP COLUMN {quote_spark(name)}",
             )
 
     def rename_column(self, table: SinkTable, old: str, new: str) -> None:
@@ -413,7 +415,8 @@ class IcebergSink(Sink):
             self._alter(
                 table,
                 f"rename column {old} to {new}",
-                f"ALTER TABLE {self.identifier(table)} RENAME COLUMN {quote(old)} TO {quote(new)}",
+                f"ALTER TABLE {self.identifier(table)} RENAME COLUMN {quote_spark(old)} "
+                f"TO {quote_spark(new)}",
             )
 
     def alter_column_type(self, table: SinkTable, name: str, spark_type: str) -> None:
@@ -422,7 +425,8 @@ class IcebergSink(Sink):
         self._alter(
             table,
             f"change the type of column {name} to {spark_type}",
-            f"ALTER TABLE {self.identifier(table)} ALTER COLUMN {quote(name)} TYPE {spark_type}",
+            f"ALTER TABLE {self.identifier(table)} ALTER COLUMN {quote_spark(name)} "
+            f"TYPE {spark_type}",
         )
 
     def fill_column(self, table: SinkTable, column: SinkColumn, value: Any) -> None:

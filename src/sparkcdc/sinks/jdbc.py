@@ -47,6 +47,7 @@ import pymysql
 from pydantic import Field, SecretStr, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError
+from sparkcdc.model.identifiers import quote_ansi, quote_mysql, quote_spark
 from sparkcdc.sinks.base import (
     DELETED,
     Sink,
@@ -56,7 +57,6 @@ from sparkcdc.sinks.base import (
     SinkTable,
     final_states,
 )
-from sparkcdc.sinks.base import quote as spark_quote
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -274,16 +274,15 @@ class _Dialect(ABC):
     those run without (DDL and the staging statements)."""
 
     family: ClassVar[Family]
-    quote_char: ClassVar[str]
+
+    @abstractmethod
+    def quote(self, name: str, *, pyformat: bool) -> str: ...
 
     def ident(self, name: str) -> str:
-        # '%' doubled: these strings run with parameters in %s style (both drivers)
-        q = self.quote_char
-        return q + name.replace(q, q + q).replace("%", "%%") + q
+        return self.quote(name, pyformat=True)
 
     def ddl_ident(self, name: str) -> str:
-        q = self.quote_char
-        return q + name.replace(q, q + q) + q
+        return self.quote(name, pyformat=False)
 
     @abstractmethod
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection: ...
@@ -356,8 +355,10 @@ class _Dialect(ABC):
 
 class _MySqlDialect(_Dialect):
     family = "mysql"
-    quote_char = "`"
     staging_table = "TABLE"
+
+    def quote(self, name: str, *, pyformat: bool) -> str:
+        return quote_mysql(name, pyformat=pyformat)
 
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
         return pymysql.connect(
@@ -422,10 +423,12 @@ class _MySqlDialect(_Dialect):
 
 class _PostgresDialect(_Dialect):
     family = "postgresql"
-    quote_char = '"'
     # UNLOGGED: no WAL for rows that live for one batch (a crash empties the table, and the
     # replay refills it anyway)
     staging_table = "UNLOGGED TABLE"
+
+    def quote(self, name: str, *, pyformat: bool) -> str:
+        return quote_ansi(name, pyformat=pyformat)
 
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
         return psycopg.connect(
@@ -542,7 +545,8 @@ class JdbcSink(Sink):
 
     def has_rows(self, table: SinkTable) -> bool:
         d = self._dialect
-        ref = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
+        # run without parameters: no '%' doubling
+        ref = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
         with self._lock:
             conn = self._connection()
             try:
@@ -562,7 +566,7 @@ class JdbcSink(Sink):
             return True
         plan = self._plan(table)
         final = final_states(changes, table.primary_key)
-        frame = final.select(*[spark_quote(c) for c in plan.columns], DELETED)
+        frame = final.select(*[quote_spark(c) for c in plan.columns], DELETED)
         return self._stage_and_apply(table, plan, frame, batch_id, append=False)
 
     def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
@@ -571,7 +575,7 @@ class JdbcSink(Sink):
         if rows.isEmpty():
             return True
         plan = self._plan(table)
-        frame = rows.select(*[spark_quote(c) for c in plan.columns], F.lit(False).alias(DELETED))
+        frame = rows.select(*[quote_spark(c) for c in plan.columns], F.lit(False).alias(DELETED))
         return self._stage_and_apply(table, plan, frame, batch_id, append=True)
 
     def _plan(self, table: SinkTable) -> _TablePlan:
@@ -643,8 +647,11 @@ class JdbcSink(Sink):
             (*plan.columns, DELETED),
             (*plan.converters, None),
         )
+        # the loader takes columns by position; Spark 4's mapInArrow fails on input column
+        # names holding a backtick (INVALID_ATTRIBUTE_NAME_SYNTAX), so they go in unnamed
+        positional = frame.toDF(*[f"_c{i}" for i in range(len(frame.columns))])
         try:
-            counts = frame.mapInArrow(loader, "rows BIGINT").collect()
+            counts = positional.mapInArrow(loader, "rows BIGINT").collect()
         except Exception as exc:  # the task's error, wrapped by Spark
             raise SinkError(
                 f"jdbc sink: loading {where} into its staging table failed: "
@@ -656,8 +663,9 @@ class JdbcSink(Sink):
         """The target table's rows, read over the sink's own connection (the sink table's
         declared Spark types; a TIMESTAMP stored as a UTC wall time read back as UTC)."""
         d = self._dialect
-        target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
-        names = ", ".join(d.ident(c) for c in table.column_names)
+        # run without parameters: no '%' doubling
+        target = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
+        names = ", ".join(d.ddl_ident(c) for c in table.column_names)
         with self._lock:
             conn = self._connection()
             cur = conn.cursor()
@@ -785,7 +793,7 @@ class JdbcSink(Sink):
     def update_column(self, table: SinkTable, column: SinkColumn, rows: DataFrame) -> None:
         d = self._dialect
         keys = table.primary_key
-        arrow = rows.select(*[spark_quote(c) for c in (*keys, column.name)]).toArrow()
+        arrow = rows.select(*[quote_spark(c) for c in (*keys, column.name)]).toArrow()
         if arrow.num_rows == 0:
             return
         types = {c.name: c.spark_type for c in table.columns}

@@ -96,6 +96,7 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import fraction_digits, spark_decimal
 from sparkcdc.mysql.tablemeta import labels as enum_labels
 from sparkcdc.sinks.base import (
@@ -109,7 +110,6 @@ from sparkcdc.sinks.base import (
     SinkOptions,
     SinkTable,
     gather_prefixed,
-    quote,
 )
 
 if TYPE_CHECKING:
@@ -388,8 +388,10 @@ def kafka_messages(
     """
     from pyspark.sql import functions as F
 
-    image = F.struct(*[F.col(quote(c)) for c in table.column_names])
-    pk = F.struct(*[F.col(quote(c)) for c in table.primary_key]) if table.primary_key else None
+    image = F.struct(*[F.col(quote_spark(c)) for c in table.column_names])
+    pk = (
+        F.struct(*[F.col(quote_spark(c)) for c in table.primary_key]) if table.primary_key else None
+    )
     base = changes.select(
         F.col(OP).alias("op"),
         F.col(OP_TS).alias("op_ts"),
@@ -403,7 +405,7 @@ def kafka_messages(
     encoding = JsonEncoding.from_options(options)
     if options.value_format == "changelog-json":
         data = encoding.image(F.col("image"), table.columns)
-        value = encoding.obj([("data", data), ("op", _quoted(F.col("op")))])
+        value = encoding.obj([("data", data), ("op", _json_string(F.col("op")))])
         frame = base.select("seq", "rank", "pk", value.alias("value"))
     else:
         frame = _paired(base, table, options.value_format, encoding, inserts)
@@ -483,7 +485,7 @@ def _paired(
             [
                 ("before", before),
                 ("after", after),
-                ("op", _quoted(kind_col)),
+                ("op", _json_string(kind_col)),
                 ("source", source),
                 ("ts_ms", write_ms),
             ]
@@ -499,7 +501,7 @@ def _paired(
             [
                 ("data", _array(F.coalesce(after, before))),
                 ("old", F.when(kind_col == "u", _array(before))),
-                ("type", _quoted(kind_name)),
+                ("type", _json_string(kind_name)),
                 ("database", namespace),
                 ("table", short_name),
                 ("pkNames", F.lit(json.dumps(list(table.primary_key), ensure_ascii=False))),
@@ -510,7 +512,7 @@ def _paired(
     return messages.select("seq", "rank", "pk", text.alias("value"))
 
 
-def _quoted(text: Column) -> Column:
+def _json_string(text: Column) -> Column:
     """A JSON string of a text column whose values need no escaping (op codes, kinds)."""
     from pyspark.sql import functions as F
 
@@ -578,14 +580,14 @@ class JsonEncoding:
             return _time_micros(value).cast("string")
         if spark_type.startswith("DECIMAL"):
             if self.schemas:
-                return _quoted(_decimal_base64(value))
+                return _json_string(_decimal_base64(value))
             return value.cast("string")  # plain, the column's scale: what MySQL prints
         if spark_type in ("TIMESTAMP", "TIMESTAMP_NTZ"):
             if self.schemas and spark_type == "TIMESTAMP_NTZ":  # MicroTimestamp
                 return _ntz_micros(value).cast("string")
             zoned = spark_type == "TIMESTAMP"
             iso = self.schemas or self.timestamp_format == "ISO-8601"
-            return _quoted(timestamp_text(value, zoned=zoned, iso=iso))
+            return _json_string(timestamp_text(value, zoned=zoned, iso=iso))
         if spark_type == "DATE" and self.schemas:  # io.debezium.time.Date: epoch days
             return F.unix_date(value).cast("string")
         # the rest as Spark writes JSON (strings escaped, binary as base64): "[v]" unwrapped

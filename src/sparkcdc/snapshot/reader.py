@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pymysql
 
 from sparkcdc.errors import SchemaChangedError, SnapshotError
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import (
     PLUGIN_TEXT_TYPES,
@@ -43,7 +44,7 @@ from sparkcdc.model.schema import (
     with_tinyint1,
 )
 from sparkcdc.mysql.binlog_range import SchemaChange
-from sparkcdc.mysql.catalog import load_schema, quote_name
+from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, prepared_xa, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
@@ -137,7 +138,8 @@ def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
     >>> chunk_where("id", ChunkRange("a.t", 1, 10, None))
     ('WHERE `id` >= %s', [10])
     """
-    k = quote_name(key_column)
+    # the clause runs with parameters (or is formatted with them for connectorx)
+    k = quote_mysql(key_column, pyformat=True)
     if chunk.start is None and chunk.end is None:
         return "", []
     if chunk.start is None:
@@ -150,8 +152,8 @@ def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
 def select_pymysql(conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange) -> pa.Table:
     """The chunk's rows over a pymysql streaming (unbuffered) cursor."""
     where, params = chunk_where(key_column, chunk)
-    names = ", ".join(quote_name(c.name) for c in schema.columns)
-    table = f"{quote_name(schema.database)}.{quote_name(schema.table)}"
+    names = ", ".join(quote_mysql(c.name, pyformat=True) for c in schema.columns)
+    table = quote_mysql_table(schema.database, schema.table, pyformat=True)
     converters = [sql_converter(c) for c in schema.columns]
     target = arrow_schema(schema.columns)
     batches: list[pa.RecordBatch] = []
@@ -180,7 +182,7 @@ def connectorx_available() -> bool:
 
 
 def _cx_expr(column: Column) -> str:
-    name = quote_name(column.name)
+    name = quote_mysql(column.name)
     # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
     # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
     # wider ones come as text
@@ -230,7 +232,7 @@ def select_connectorx(
     if params:
         where = where % tuple(conn.escape(p) for p in params)
     exprs = ", ".join(_cx_expr(c) for c in schema.columns)
-    sql = f"SELECT {exprs} FROM {quote_name(schema.database)}.{quote_name(schema.table)} {where}"
+    sql = f"SELECT {exprs} FROM {quote_mysql_table(schema.database, schema.table)} {where}"
     user = urllib.parse.quote(settings.user, safe="")
     password = urllib.parse.quote(settings.password, safe="")
     url = f"mysql://{user}:{password}@{settings.host}:{settings.port}/{schema.database}"

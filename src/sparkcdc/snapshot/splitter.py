@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sparkcdc.errors import ConfigError, SnapshotError, did_you_mean
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.mysql.catalog import estimated_rows
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
@@ -142,8 +143,9 @@ class SqlSplitQueries:
         # the server compares values of a collation Python cannot order (keys.py)
         self._collation = None if python_orders(collation) else collation
         self._sort_key = key_sort_key(None if self._collation else collation)
-        self._table = f"`{schema.database}`.`{schema.table}`"
-        self._key = f"`{key_column}`"
+        # every statement runs with parameters (pymysql then formats it with %)
+        self._table = quote_mysql_table(schema.database, schema.table, pyformat=True)
+        self._key = quote_mysql(key_column, pyformat=True)
         self._db, self._name = schema.database, schema.table
         column = next(c for c in schema.columns if c.name == key_column)
         self._convert = sql_converter(column)
@@ -161,7 +163,7 @@ class SqlSplitQueries:
 
     def bounds(self) -> tuple[KeyValue, KeyValue] | None:
         with self._conn.cursor() as cur:
-            cur.execute(f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}")
+            cur.execute(f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}", ())
             row = cur.fetchone()
         if row is None or row[0] is None:
             return None
@@ -432,7 +434,7 @@ class ChunkSplitter:
 
     def _plan_path(self, name: str) -> str:
         assert self._store is not None
-        return self._store.path("plan", self.table, name)
+        return self._store.table_path("plan", self.table, name)
 
     def _load(self) -> None:
         if self._store is None:
@@ -444,7 +446,7 @@ class ChunkSplitter:
         self._plan, self._complete = [], False
         if self._meta["mode"] != "query":
             return  # empty / even plans follow from meta alone
-        for name in self._store.list(self._store.path("plan", self.table)):
+        for name in self._store.list(self._store.table_path("plan", self.table)):
             if not name.startswith("chunks-"):
                 continue
             data = self._store.read(self._plan_path(name))

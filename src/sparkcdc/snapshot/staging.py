@@ -1,6 +1,7 @@
 """First-writer-wins staging of corrected chunks: what makes a chunk read replayable.
 
-Layout under ``<state>/<stream-id>/chunks/<db>.<table>/``:
+Layout under ``<state>/<stream-id>/chunks/<db>.<table>/`` (the name encoded as one path
+segment, ``StateStore.table_path``):
 
 - ``<index>.arrow``: one Arrow IPC file holding the chunk's rows *and* its metadata
   (table, range, LW, HW, row count, the schema the rows were read with) in the schema's
@@ -95,7 +96,7 @@ class ChunkStaging:
         self.store = store
 
     def _base(self, chunk: ChunkRange) -> str:
-        return self.store.path("chunks", chunk.table, f"{chunk.index:06d}")
+        return self.store.table_path("chunks", chunk.table, f"{chunk.index:06d}")
 
     def stage(self, result: ChunkResult) -> StagedChunk:
         """Stage ``result`` unless a result for the chunk is staged already; return the winner."""

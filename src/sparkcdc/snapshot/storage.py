@@ -25,14 +25,21 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.files import make_private_dirs, open_private
+from sparkcdc.model.identifiers import path_segment
 
 
 @dataclass(frozen=True)
 class StateStore:
     """A directory of the state location: ``<state.location>/<stream-id>``.
 
+    Staged chunks hold whole tables' rows: on a local filesystem the directories it makes are
+    0700 and its files 0600 (remote filesystems keep their own access control).
+
     >>> store = StateStore.open("/tmp/sparkcdc-doctest-state", "s1")
     >>> store.path("plan", "app.t", "meta.json").endswith("/s1/plan/app.t/meta.json")
+    True
+    >>> store.table_path("plan", "app.../x", "meta.json").endswith("/plan/app...~2Fx/meta.json")
     True
     """
 
@@ -65,6 +72,11 @@ class StateStore:
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
+    def table_path(self, area: str, table: str, *parts: str) -> str:
+        """A path of a table's own directory under ``area``: the table's (qualified) name is
+        one encoded segment (``model.identifiers.path_segment``), so no name leaves it."""
+        return self.path(area, path_segment(table), *parts)
+
     def exists(self, path: str) -> bool:
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 
@@ -91,7 +103,10 @@ class StateStore:
 
     def _directory_of(self, path: str) -> str:
         directory = path.rpartition("/")[0]
-        self.fs.create_dir(directory, recursive=True)
+        if self.is_local:
+            make_private_dirs(directory)
+        else:
+            self.fs.create_dir(directory, recursive=True)
         return directory
 
     def delete(self, path: str) -> None:
@@ -129,7 +144,7 @@ class StateStore:
 def _temp_file(directory: str, data: bytes, *, sync: bool) -> str:
     """A new uniquely named file in ``directory`` holding ``data`` (local filesystems)."""
     temp = f"{directory}/.tmp-{uuid.uuid4().hex}"
-    with open(temp, "wb") as out:
+    with os.fdopen(open_private(temp), "wb") as out:
         out.write(data)
         if sync:
             out.flush()

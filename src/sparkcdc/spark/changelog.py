@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaChangedError, SourceError
 from sparkcdc.model.events import EnvelopeOp, RowKind
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import (
     Column,
     TableSchema,
@@ -321,10 +322,6 @@ def value_text(value: Any) -> str:
     return str(_json_default(value))
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 class _Layout:
     """Where each value of one TABLE_MAP's (or chunk's) images goes in the tables shape:
     ``typed[i]`` is the image position of the struct's field i (None: not in the image, or
@@ -406,8 +403,8 @@ class TablesBuilder:
 
     def spark_ddl(self) -> str:
         tables = [
-            f"{_quoted(table_column(i, t.database, t.table))} STRUCT<"
-            + ", ".join(f"{_quoted(c.name)}: {carrier_type(c)}" for c in t.columns)
+            f"{quote_spark(table_column(i, t.database, t.table))} STRUCT<"
+            + ", ".join(f"{quote_spark(c.name)}: {carrier_type(c)}" for c in t.columns)
             + ">"
             for i, t in enumerate(self._schemas)
         ]

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.files import ensure_private_dir, open_private
 
 _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -108,7 +109,6 @@ def _local_launcher() -> str | None:
     """
     import hashlib
     import importlib.util
-    import tempfile
 
     import pyspark
 
@@ -138,19 +138,32 @@ done
 unset IFS
 PYTHONPATH=$keep exec '{sys.executable}' "$@"
 """
-    folder = Path(tempfile.gettempdir()) / f"sparkcdc-{os.getuid()}"
     digest = hashlib.sha256(f"{sys.executable}\0{home}".encode()).hexdigest()[:16]
-    path = folder / f"python-{digest}"
     try:
+        # a predictable name under a shared /tmp: refuse a directory another user could write
+        folder = Path(launcher_dir())
+        path = folder / f"python-{digest}"
         if not path.is_file() or path.read_text() != script:
-            folder.mkdir(mode=0o700, exist_ok=True)
             temp = path.with_suffix(f".{os.getpid()}")
-            temp.write_text(script)
-            temp.chmod(0o755)
+            with os.fdopen(open_private(temp, exclusive=False), "w") as out:
+                out.write(script)
+            temp.chmod(0o700)
             temp.replace(path)
     except OSError:
         return None
     return str(path)
+
+
+def launcher_dir() -> str:
+    """``<tmp>/sparkcdc-<uid>``: made 0700, or checked to be this user's alone.
+
+    Raises PrivateDirectoryError when it exists and is not (owned by another user, writable
+    by group or others, a symbolic link).
+    """
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / f"sparkcdc-{os.getuid()}"
+    return ensure_private_dir(folder, "the Python launcher Spark runs")
 
 
 def spark_session(

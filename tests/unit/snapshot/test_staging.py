@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
+import os
+import stat
 import threading
 from pathlib import Path
 
@@ -91,3 +94,29 @@ def test_pyarrow_filesystem_uri(tmp_path: Path) -> None:
     assert store.write_once(store.path("a", "b.json"), b"1")
     assert not store.write_once(store.path("a", "b.json"), b"2")
     assert store.read(store.path("a", "b.json")) == b"1"
+
+
+def test_staged_chunks_are_private_files_in_private_directories(tmp_path: Path) -> None:
+    previous = os.umask(0)  # the modes must not depend on a lenient umask
+    try:
+        staging = ChunkStaging(StateStore.open(str(tmp_path / "state"), "s"))
+        staging.stage(result(100, 3))
+    finally:
+        os.umask(previous)
+    chunks = tmp_path / "state" / "s" / "chunks" / "db.t"
+    assert sorted(p.name for p in chunks.iterdir()) == ["000003.arrow", "000003.meta.json"]
+    for path in chunks.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for path in (tmp_path / "state", tmp_path / "state" / "s", chunks.parent, chunks):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+
+
+def test_a_table_named_to_climb_out_stays_in_its_state_directory(tmp_path: Path) -> None:
+    staging = ChunkStaging(StateStore.open(str(tmp_path / "state"), "s"))
+    staging.stage(result(100, 3))
+    escaping = ChunkRange("db.../../../../x", 3, 10, "x")
+    staging.stage(dataclasses.replace(result(100, 3), chunk=escaping))
+    assert staging.load(escaping) is not None
+    tables = sorted(p.name for p in (tmp_path / "state" / "s" / "chunks").iterdir())
+    assert tables == ["db...~2F..~2F..~2F..~2Fx", "db.t"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
