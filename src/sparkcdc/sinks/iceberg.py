@@ -496,6 +496,15 @@ class IcebergSink(Sink):
     def _advice(self, exc: BaseException) -> str:
         options = self._options
         text = _reason(exc)
+        if any(e in text for e in _LINKAGE_ERRORS):
+            # e.g. iceberg-spark-runtime-4.1 on Spark 4.2: "class ...SparkView can not
+            # implement org.apache.spark.sql.connector.catalog.View" (a class there)
+            return (
+                f"Iceberg's Spark runtime on the classpath was built for another Spark line "
+                f"than this session's (Spark {self.spark.version}). Iceberg publishes "
+                "iceberg-spark-runtime for Spark up to 4.1 (see DESIGN.md, 'Spark lines'): run "
+                "the iceberg sink on the Spark line jars/pom.xml pins"
+            )
         if "No suitable driver" in text or (
             options.catalog_type == "jdbc" and "Failed to connect" in text
         ):
@@ -507,6 +516,10 @@ class IcebergSink(Sink):
         if options.catalog_type == "jdbc":
             return "Check the catalog database and catalog.properties.warehouse"
         return "Check catalog.properties.warehouse and that it can be written"
+
+
+# the JVM's errors when a jar meets classes other than those it was compiled against
+_LINKAGE_ERRORS = ("IncompatibleClassChangeError", "NoSuchMethodError", "AbstractMethodError")
 
 
 def safe_uri(uri: str) -> str:

@@ -131,9 +131,12 @@ class SnapshotCoordinator:
     def initial(self) -> dict[str, dict[str, Any]]:
         return {t: SnapshotProgress().to_offset() for t in self.schemas}
 
-    def advance(self, current: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """The snapshot part of the next offset: up to ``chunks_per_batch`` more chunks."""
-        budget = self.settings.chunks_per_batch or None
+    def advance(
+        self, current: dict[str, dict[str, Any]], chunks: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The snapshot part of the next offset: up to ``chunks`` more chunks (by default
+        ``chunks_per_batch``; 0: every remaining chunk)."""
+        budget = (self.settings.chunks_per_batch if chunks is None else chunks) or None
         out: dict[str, dict[str, Any]] = {}
         for table in self.schemas:
             progress = SnapshotProgress.from_offset(current.get(table, {"next": 0, "prev": 0}))

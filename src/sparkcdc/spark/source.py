@@ -52,6 +52,7 @@ from sparkcdc.spark.changelog import (
     TypedChangelogBuilder,
     typed_ddl,
 )
+from sparkcdc.spark.compat import AvailableNowBase, chunk_budget, default_read_limit
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,19 @@ def _snapshot_running(offset: dict[str, Any]) -> bool:
     )
 
 
+def _same_server(a: ServerIdentity | None, b: ServerIdentity | None) -> bool:
+    return a == b or (a is not None and b is not None and a.same_server(b))
+
+
+@dataclass(frozen=True)
+class AvailableNowTarget:
+    """Where a ``Trigger.AvailableNow`` run stops reading the binlog: the server's binlog
+    end when the run started (``prepareForTriggerAvailableNow``)."""
+
+    position: BinlogPosition
+    identity: ServerIdentity
+
+
 def _distance(start: BinlogPosition, end: BinlogPosition) -> str:
     """How far ``end`` is ahead of ``start``, for progress lines."""
     if start.file == end.file:
@@ -412,7 +426,7 @@ def spread(items: Sequence[T], parts: int) -> list[Sequence[T]]:
     return runs
 
 
-class MySqlCdcStreamReader(DataSourceStreamReader):
+class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: ignore[misc]
     def __init__(
         self,
         options: SourceOptions,
@@ -438,6 +452,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         self._located: dict[str, BinlogPosition] = {}
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._versions: TableVersions | None = None  # binlog without column metadata only
+        self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -599,11 +614,90 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         return self._initial_offset()
 
-    def latestOffset(self, *args: Any) -> dict[str, Any]:
-        # Spark 4.1 calls latestOffset(); 4.2+ passes (start, limit).
-        base = args[0] if args and isinstance(args[0], dict) else self._base()
+    # -- admission control and Trigger.AvailableNow (PySpark >= 4.2, spark/compat.py) ----
+
+    def getDefaultReadLimit(self) -> Any:
+        """``chunks-per-batch`` chunks a batch, as Spark's ``ReadMaxRows`` of that many
+        chunks' rows; the binlog is never cut (a batch ends where the server was when it was
+        planned, DESIGN.md §2), so a stream without a snapshot reads all available."""
+        chunks = self.options.chunks_per_batch if self.snapshot else 0
+        return default_read_limit(chunks, self.options.chunk_size)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """A ``Trigger.AvailableNow`` run starts: note what is available now.
+
+        Available now is the binlog up to the server's end at this moment, T, and every row
+        the captured tables hold, that is, for a table under snapshot, *all* its chunks. The
+        chunk plan is computed lazily and may not exist yet, but it needs not: its chunks
+        cover the whole key range (the first is ``(-inf, c1)``, the last ``[cn, +inf)``),
+        whatever their boundaries turn out to be, so "every chunk planned at start" is "the
+        snapshot complete". Tables that match the patterns now (newly-added-table) are
+        looked for once, here; a table created later waits for the next run.
+
+        The run then takes bounded batches (the read limit, ``chunks-per-batch``) as any
+        trigger does, each batch's binlog end B_k taken when it is planned, so that every
+        chunk task of it has LW >= B_k (DESIGN.md §2). Chunks read after T are read as they
+        are when read: their rows are the table at their HW > T (a lock-free snapshot cannot
+        read the past). Stopping the binlog at T would then leave the sink at no single
+        point in time (those keys at their HW, the rest at T), so the batch after the last
+        chunks reads the binlog to where the server is when it is planned, past every
+        chunk's HW: the run ends on one consistent cut of the source, and it does end, since
+        that position is fixed once the last chunk is read. Tables past their snapshot read
+        the binlog up to T and no further; once no chunk is left and the binlog is at T (or
+        past it), ``latestOffset`` returns its start and Spark stops the query.
+        """
+        with sql_connection(self.settings) as conn:
+            view = self._view(conn)
+        self._target = AvailableNowTarget(self._stamp(view, view.end), view.identity)
+        if self.snapshot and self.options.newly_added_table and not self.plan.typed:
+            self._discovered_at = 0.0
+            self._discover()
+        log.info("mysql-cdc: Trigger.AvailableNow reads up to %s on %s", view.end, view.where())
+
+    def _chunks_pending(self, base: dict[str, Any]) -> bool:
+        """Whether ``base``'s successor still has chunks to read or filter by."""
+        snapshot = base.get("snapshot")
+        if snapshot is None:
+            return False
+        return _snapshot_running(base) or any(t not in snapshot for t in self.coordinator.schemas)
+
+    def _caught_up(self, base: dict[str, Any], target: AvailableNowTarget) -> bool:
+        """Everything the AvailableNow run started with is read once ``base`` is read."""
+        if self._chunks_pending(base):
+            return False
+        if self.options.scan_startup_mode == "snapshot":
+            return True
+        return _same_server(_identity(base), target.identity) and _position(base) >= (
+            target.position
+        )
+
+    def _target_on(self, view: ServerView) -> BinlogPosition:
+        """The run's binlog target as a place on the server of ``view``: a server that
+        took over since the run started is read to its end as of now."""
+        target = self._target
+        assert target is not None
+        if not _same_server(target.identity, view.identity):
+            log.warning(
+                "mysql-cdc: the source moved from %s to %s during a Trigger.AvailableNow run; "
+                "the run reads up to %s there",
+                target.identity,
+                view.where(),
+                view.end,
+            )
+            target = AvailableNowTarget(self._stamp(view, view.end), view.identity)
+            self._target = target
+        return target.position
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        # PySpark 4.1 calls latestOffset(); 4.2 passes the batch's start and a read limit
+        base = start if start is not None else self._base()
         if self.options.state_location and BatchHold(self.options.state_location).held:
             return base  # no new data: the query idles between batches until stopped
+        if self._target is not None and self._caught_up(base, self._target):
+            return base  # Spark ends the AvailableNow run
+        chunks = chunk_budget(limit, self.options.chunks_per_batch, self.options.chunk_size)
         identity = _identity(base)
         failover: dict[str, Any] | None = None
         if self.options.scan_startup_mode == "snapshot":
@@ -614,6 +708,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
             here, moved = self._locate(base, view)
             # the end carries its GTID set, so a failover can be followed from it
             position = self._stamp(view, view.end)
+            if self._target is not None and not self._chunks_pending(base):
+                position = min(position, self._target_on(view))  # the run's binlog ends there
             position = replace(position, seq_file_base=here.seq_file_base)
             position = max(position, here)
             identity = view.identity
@@ -624,9 +720,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader):
         if snapshot is None:
             self._planned = _offset(position, identity=identity, failover=failover)
             return self._planned
-        if self.options.newly_added_table and not self.plan.typed:  # typed: one fixed table
+        # typed: one fixed table; AvailableNow: the tables found when the run started
+        if self.options.newly_added_table and not self.plan.typed and self._target is None:
             self._discover()
-        advanced = self.coordinator.advance(snapshot)
+        advanced = self.coordinator.advance(snapshot, chunks)
         if any(not SnapshotProgress.from_offset(p).pure_binlog for p in advanced.values()):
             log.info(
                 "mysql-cdc progress: %s; binlog at %s (%s behind the server)",

@@ -1,0 +1,81 @@
+"""What differs between the PySpark lines the source runs on, in one place.
+
+PySpark 4.1 drives a Python stream reader with ``latestOffset()`` alone: no start offset,
+no read limit, and under ``Trigger.AvailableNow`` Spark wraps the source
+(``AvailableNowDataStreamWrapper``), asks ``latestOffset()`` once and runs one batch to it.
+
+PySpark 4.2 (``pyspark.sql.streaming.datasource``) adds admission control and AvailableNow
+for Python sources. Measured on 4.2.1 (``python_streaming_source_runner.check_support_func``
+and the JVM's ``PythonMicroBatchStreamWithTriggerAvailableNow``):
+
+- a reader whose ``latestOffset`` takes parameters is driven as ``SupportsAdmissionControl``:
+  Spark asks ``getDefaultReadLimit()`` once and calls ``latestOffset(start, limit)`` with it
+  before every batch; ``Trigger.Once`` passes ``ReadAllAvailable`` instead;
+- a reader that is also a ``SupportsTriggerAvailableNow`` gets
+  ``prepareForTriggerAvailableNow()`` once when an AvailableNow query starts (before
+  ``initialOffset``), then bounded batches with the default limit until ``latestOffset``
+  returns its ``start`` unchanged; one without the mixin is wrapped as on 4.1 and gets a
+  single ``latestOffset(start, ReadAllAvailable())``;
+- only Spark's built-in limits cross to Python (``ReadAllAvailable``, ``ReadMinRows``,
+  ``ReadMaxRows``, ``ReadMaxFiles``, ``ReadMaxBytes``): a source cannot define "chunks".
+
+The source expresses ``scan.incremental.snapshot.chunks-per-batch`` as ``ReadMaxRows`` of
+that many chunks' rows (``chunk.size`` each, the most rows a chunk is cut to hold), and reads
+a limit back as a number of chunks here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_streaming: Any
+try:  # PySpark >= 4.2
+    _streaming = importlib.import_module("pyspark.sql.streaming.datasource")
+except ImportError:  # PySpark 4.1: no read limits, no AvailableNow for Python sources
+    _streaming = None
+
+ADMISSION_CONTROL = _streaming is not None
+
+
+class _NoAvailableNow:
+    """PySpark 4.1 has no ``SupportsTriggerAvailableNow``: a plain base in its place."""
+
+
+# the reader's second base: Spark 4.2 sees it with isinstance and then calls
+# prepareForTriggerAvailableNow(); on 4.1 nothing calls that method
+AvailableNowBase: type = (
+    _streaming.SupportsTriggerAvailableNow if _streaming is not None else _NoAvailableNow
+)
+
+
+def default_read_limit(chunks_per_batch: int, chunk_size: int) -> Any:
+    """The read limit that says ``chunks_per_batch`` chunks (0: every remaining chunk).
+
+    Only called by PySpark >= 4.2 (``getDefaultReadLimit``).
+    """
+    assert _streaming is not None
+    if chunks_per_batch == 0:
+        return _streaming.ReadAllAvailable()
+    return _streaming.ReadMaxRows(chunks_per_batch * chunk_size)
+
+
+def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int) -> int:
+    """How many snapshot chunks a batch planned under ``limit`` may take (0: all remaining).
+
+    ``limit`` is None on PySpark 4.1 (no admission control): the configured
+    ``chunks_per_batch``. ``ReadAllAvailable`` (``Trigger.Once``, or a source option of 0):
+    every remaining chunk. ``ReadMaxRows(n)``: ``n // chunk_size`` chunks, at least one, so
+    every batch makes progress. Any other built-in limit has no meaning for chunks of rows;
+    the configured number holds.
+
+    >>> chunk_budget(None, 8, 400)
+    8
+    """
+    if limit is None or _streaming is None:
+        return chunks_per_batch
+    if isinstance(limit, _streaming.ReadAllAvailable):
+        return 0
+    if isinstance(limit, _streaming.ReadMaxRows):
+        return max(1, int(limit.max_rows) // max(1, chunk_size))
+    return chunks_per_batch

@@ -1,0 +1,165 @@
+"""Trigger.AvailableNow keeps Spark's contract: one run reads everything available when it
+starts (the whole snapshot and the binlog), in bounded batches, then stops by itself; other
+triggers still get at most ``chunks-per-batch`` chunks a batch (issue 16).
+
+PySpark 4.1 gives Python sources neither admission control nor AvailableNow: there a run is
+one batch of ``chunks-per-batch`` chunks, and the first test is expected to fail."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_snapshot_stream import check_against_source, ordered
+from test_stream import options
+from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload, random_row
+
+from sparkcdc.devserver import DevServer
+from sparkcdc.spark.compat import ADMISSION_CONTROL
+
+pytestmark = pytest.mark.integration
+
+ROWS_PER_TABLE = 20_000
+CHUNK_SIZE = 400
+DEFAULT_CHUNKS_PER_BATCH = 8  # scan.incremental.snapshot.chunks-per-batch's default
+
+
+def load(sql: Any, rows: int, seed: int) -> None:
+    """``items``, ``skus`` (string key) and ``order_lines`` (composite key), ``rows`` each."""
+    rng = random.Random(seed)
+    for ddl in (ITEMS_DDL, SKUS_DDL, LINES_DDL):
+        sql.execute(ddl)
+    step = 2_000
+    for first in range(1, rows + 1, step):
+        keys = range(first, min(first + step, rows + 1))
+        sql.executemany(
+            "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", [random_row(rng, k) for k in keys]
+        )
+        sql.executemany(
+            "INSERT INTO skus VALUES (%s,%s,%s)",
+            [(f"s{k:07d}", rng.randint(0, 99), rng.choice(["x", None])) for k in keys],
+        )
+        sql.executemany(
+            "INSERT INTO order_lines VALUES (%s,%s,%s)",
+            [(1 + (k - 1) // 5, 1 + (k - 1) % 5, rng.randint(0, 9999) / 100) for k in keys],
+        )
+
+
+def run_available_now(spark: Any, opts: dict[str, str], checkpoint: Path, on_batch: Any) -> Any:
+    reader = spark.readStream.format("mysql-cdc")
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+@pytest.mark.xfail(
+    not ADMISSION_CONTROL,
+    reason="PySpark 4.1 runs Trigger.AvailableNow as one batch of chunks-per-batch chunks",
+    strict=True,
+)
+def test_one_available_now_run_copies_the_whole_snapshot_under_writes(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    load(sql, ROWS_PER_TABLE, seed=61)
+    stop = threading.Event()
+    workload = MultiWorkload(dev_server.connection(database), seed=62, key_space=ROWS_PER_TABLE)
+    writer = threading.Thread(target=workload.run, args=(600, stop, 1_000_000), daemon=True)
+    batches: dict[int, list[dict[str, Any]]] = {}
+    ops_when_stopped: list[int] = []
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+        if len(batches) == 3:
+            # the writes end during the run, so the source is still after it; every batch
+            # from here on is planned after the last write
+            stop.set()
+            writer.join()
+            ops_when_stopped.append(workload.operations)
+
+    opts = options(
+        dev_server,
+        database,
+        "items|skus|order_lines",
+        **{
+            "server-id": "5800-5809",
+            "scan.startup.mode": "initial",
+            "state.location": str(tmp_path / "state"),
+            "scan.incremental.snapshot.chunk.size": str(CHUNK_SIZE),
+        },
+    )
+    writer.start()  # writes run before and while the run starts and reads its first batches
+    query = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    try:
+        assert query.awaitTermination(900), "the AvailableNow run did not stop by itself"
+    finally:
+        stop.set()
+        writer.join()
+        query.stop()
+    assert query.exception() is None
+    # bounded batches: 150 chunks of at most 400 rows (a few more where the writes inserted
+    # into a chunk read later), eight a batch, so 19 batches with snapshot rows at least
+    snapshot_rows = [sum(r["op"] == "r" for r in batches[b]) for b in sorted(batches)]
+    assert sum(1 for n in snapshot_rows if n) >= -(-3 * ROWS_PER_TABLE // CHUNK_SIZE // 8), (
+        f"one run read {sum(snapshot_rows)} snapshot rows in batches {snapshot_rows}"
+    )
+    assert max(snapshot_rows) <= DEFAULT_CHUNKS_PER_BATCH * CHUNK_SIZE * 1.1, snapshot_rows
+    assert ops_when_stopped and ops_when_stopped[0] > 0, "no write ran during the run"
+    rows = ordered(batches)
+    ops = {r["op"] for r in rows}
+    assert {"r", "c", "u", "d"} <= ops, ops
+    check_against_source(rows, dev_server, database)
+
+
+def test_a_processing_time_trigger_reads_chunks_per_batch_chunks_a_batch(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """Admission control (4.2) or not (4.1), a batch takes ``chunks-per-batch`` chunks."""
+    sql.execute(ITEMS_DDL)
+    rng = random.Random(71)
+    sql.executemany(
+        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        [random_row(rng, k) for k in range(1, 4_001)],
+    )  # ids 1..4000: ten chunks of exactly 400 keys
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    reader = spark.readStream.format("mysql-cdc")
+    opts = options(
+        dev_server,
+        database,
+        "items",
+        **{
+            "server-id": "5810-5819",
+            "scan.startup.mode": "initial",
+            "state.location": str(tmp_path / "state"),
+            "scan.incremental.snapshot.chunk.size": str(CHUNK_SIZE),
+            "scan.incremental.snapshot.chunks-per-batch": "3",
+            "changelog.shape": "envelope",
+        },
+    )
+    for key, value in opts.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    snapshot_rows = [sum(r["op"] == "r" for r in batches[b]) for b in sorted(batches)]
+    assert [n for n in snapshot_rows if n] == [1200, 1200, 1200, 400], snapshot_rows
