@@ -57,27 +57,29 @@ COLUMNS = {  # name → DDL; the Java type JsonConverter gives for the declared 
     "e": "ENUM('a','b','ü')",
     "j": "JSON",
     "b1": "BIT(1)",
+    "dt3": "DATETIME(3)",  # milliseconds, exact up to year 9999 (no double on the way)
 }
 SNAPSHOT_ROWS = [
     "(1, 0, -128, 0, -8388608, -2147483648, -9223372036854775808, 0, 0, -999.99, -1.5e300,"
     " '1000-01-01 00:00:00', '1000-01-01 00:00:00', '1970-01-01 00:00:01', '1000-01-01',"
-    " '-838:59:59', 1901, '', '', '', 'a', '[]', b'0')",
+    " '-838:59:59', 1901, '', '', '', 'a', '[]', b'0', '1000-01-01 00:00:00.000')",
     "(2, 1, 127, 65535, 8388607, 2147483647, 9223372036854775807, 18446744073709551615,"
     " 99999999999999999999.9999999999, 999.99, 1e20,"
     " '9999-12-31 23:59:59.999999', '9999-12-31 23:59:59', '2038-01-19 03:14:07.999999',"
     " '9999-12-31', '838:59:59.000001', 2155, 'ü€😀 \"q\" \\\\ \\n', 'ñ', x'00ff10',"
-    " 'ü', '{\"k\": [1, \"ü\"]}', b'1')",
+    " 'ü', '{\"k\": [1, \"ü\"]}', b'1', '9999-12-31 23:59:59.002')",
     "(3, 2, -1, 1, 0, 0, 0, 1, -0.0000000001, 0.5, 0.1,"
     " '2024-02-29 12:30:45.5', '2024-02-29 12:30:45', '2024-05-01 12:00:00.120000',"
-    " '2024-02-29', '00:00:00.5', 2024, 'x', 'y', x'', 'b', 'null', b'0')",
+    " '2024-02-29', '00:00:00.5', 2024, 'x', 'y', x'', 'b', 'null', b'0',"
+    " '2024-02-29 12:30:45.123')",
     "(4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
 ]
 BINLOG_STATEMENTS = [
     "INSERT INTO wide VALUES (5, -1, 5, 5, 5, 5, 5, 12345678901234567890,"
     " -12345678901234567890.1234567890, -0.01, 2.5, '2001-02-03 04:05:06.000007',"
     " '2001-02-03 04:05:06', '2001-02-03 04:05:06.7', '2001-02-03', '-00:00:00.000001',"
-    " 2001, 'новый', '日本語', x'ff', 'a', '{}', b'1')",
+    " 2001, 'новый', '日本語', x'ff', 'a', '{}', b'1', '1969-12-31 23:59:59.999')",
     "INSERT INTO wide (id, d) VALUES (6, 1)",
     "UPDATE wide SET c = 'changed ✓', d = 0.0000000001, ts = '2030-06-15 08:00:00' WHERE id = 2",
     "UPDATE wide SET id = 30 WHERE id = 3",  # a key change: delete 3, insert 30
@@ -174,6 +176,7 @@ DEBEZIUM_NAMES: dict[str, str | None] = {
     "d": "org.apache.kafka.connect.data.Decimal",
     "dt": "io.debezium.time.MicroTimestamp",  # DATETIME(6)
     "dt0": "io.debezium.time.Timestamp",  # DATETIME: milliseconds
+    "dt3": "io.debezium.time.Timestamp",
     "ts": "io.debezium.time.ZonedTimestamp",
     "day": "io.debezium.time.Date",
     "tm": "io.debezium.time.MicroTime",

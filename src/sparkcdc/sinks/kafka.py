@@ -574,8 +574,7 @@ class JsonEncoding:
         spark_type = column.spark_type
         logical = source_logical(column) if self.schemas else None
         if logical is not None and logical["name"] == "io.debezium.time.Timestamp":
-            micros = _ntz_micros(value)  # whole milliseconds: DATETIME(0..3)
-            return ((micros - F.pmod(micros, F.lit(1000))) / 1000).cast("long").cast("string")
+            return _ntz_epoch(value, 3).cast("string")  # DATETIME(0..3): whole milliseconds
         if logical is not None and logical["name"] == "io.debezium.time.MicroTime":
             return _time_micros(value).cast("string")
         if spark_type.startswith("DECIMAL"):
@@ -584,7 +583,7 @@ class JsonEncoding:
             return value.cast("string")  # plain, the column's scale: what MySQL prints
         if spark_type in ("TIMESTAMP", "TIMESTAMP_NTZ"):
             if self.schemas and spark_type == "TIMESTAMP_NTZ":  # MicroTimestamp
-                return _ntz_micros(value).cast("string")
+                return _ntz_epoch(value, 6).cast("string")
             zoned = spark_type == "TIMESTAMP"
             iso = self.schemas or self.timestamp_format == "ISO-8601"
             return _json_string(timestamp_text(value, zoned=zoned, iso=iso))
@@ -602,7 +601,7 @@ def timestamp_text(value: Column, *, zoned: bool, iso: bool) -> Column:
     ``Z``; computed from epoch microseconds, so that no session time zone takes part."""
     from pyspark.sql import functions as F
 
-    micros = F.unix_micros(value) if zoned else _ntz_micros(value)
+    micros = F.unix_micros(value) if zoned else _ntz_epoch(value, 6)
     of_day = F.pmod(micros, F.lit(MICROS_PER_DAY))
     day = ((micros - of_day) / MICROS_PER_DAY).cast("long")
     fraction = F.pmod(of_day, F.lit(1_000_000))
@@ -623,15 +622,20 @@ def timestamp_text(value: Column, *, zoned: bool, iso: bool) -> Column:
     )
 
 
-def _ntz_micros(value: Column) -> Column:
-    """Microseconds since 1970-01-01T00:00 of a TIMESTAMP_NTZ's wall-clock value (no zone)."""
+def _ntz_epoch(value: Column, digits: int) -> Column:
+    """Units of 10^-``digits`` s (3: milliseconds, 6: microseconds) since 1970-01-01T00:00
+    of a TIMESTAMP_NTZ's wall-clock value (no zone), the fraction cut to ``digits``. Long
+    arithmetic only: dividing epoch microseconds goes through a double, which past 2^53
+    (year 2255) rounds, and 125 of the 1,000 milliseconds of 9999-12-31 23:59:59 would come
+    out one less."""
     from pyspark.sql import functions as F
 
+    per_second = 10**digits
     seconds = F.hour(value) * 3600 + F.minute(value) * 60 + F.second(value)
     return (
-        F.unix_date(F.to_date(value)).cast("long") * MICROS_PER_DAY
-        + seconds.cast("long") * 1_000_000
-        + F.date_format(value, "SSSSSS").cast("long")
+        F.unix_date(F.to_date(value)).cast("long") * (86_400 * per_second)
+        + seconds.cast("long") * per_second
+        + F.date_format(value, "S" * digits).cast("long")
     )
 
 
