@@ -630,7 +630,7 @@ def _ntz_epoch(value: Column, digits: int) -> Column:
     out one less."""
     from pyspark.sql import functions as F
 
-    per_second = 10**digits
+    per_second: int = 10**digits
     seconds = F.hour(value) * 3600 + F.minute(value) * 60 + F.second(value)
     return (
         F.unix_date(F.to_date(value)).cast("long") * (86_400 * per_second)
