@@ -14,11 +14,20 @@ from typing import Any
 
 import pytest
 from test_snapshot_stream import check_against_source, ordered
-from test_stream import options
-from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload, random_row
+from test_stream import changelog, options
+from workload import (
+    ITEMS_DDL,
+    LINES_DDL,
+    SKUS_DDL,
+    MultiWorkload,
+    Workload,
+    random_row,
+    source_state,
+)
 
 from sparkcdc.devserver import DevServer
 from sparkcdc.spark.compat import ADMISSION_CONTROL
+from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +126,66 @@ def test_one_available_now_run_copies_the_whole_snapshot_under_writes(
     ops = {r["op"] for r in rows}
     assert {"r", "c", "u", "d"} <= ops, ops
     check_against_source(rows, dev_server, database)
+
+
+@pytest.mark.xfail(
+    not ADMISSION_CONTROL,
+    reason="PySpark 4.1 runs Trigger.AvailableNow as one batch of chunks-per-batch chunks",
+    strict=True,
+)
+def test_a_run_stops_while_writes_go_on_and_the_next_run_goes_on_from_it(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """What arrives after the start is not waited for: the run ends while the writes never
+    pause, and the next run from its checkpoint takes up exactly where it ended."""
+    sql.execute(ITEMS_DDL)
+    rng = random.Random(81)
+    sql.executemany(
+        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        [random_row(rng, k) for k in range(1, 4_001)],
+    )  # ten chunks of 400 keys
+    stop = threading.Event()
+    workload = Workload(dev_server.connection(database), seed=82, key_space=4_000)
+    writer = threading.Thread(target=workload.run, args=(600, stop, 1_000_000), daemon=True)
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    opts = options(
+        dev_server,
+        database,
+        "items",
+        **{
+            "server-id": "5820-5829",
+            "scan.startup.mode": "initial",
+            "state.location": str(tmp_path / "state"),
+            "scan.incremental.snapshot.chunk.size": str(CHUNK_SIZE),
+            "scan.incremental.snapshot.chunks-per-batch": "3",
+        },
+    )
+    writer.start()
+    try:
+        first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+        assert first.awaitTermination(600), "the run waited for writes made after its start"
+        assert writer.is_alive() and workload.operations > 0, "the writes stopped before the run"
+        assert first.exception() is None
+        first_run = sorted(batches)
+    finally:
+        stop.set()
+        writer.join()
+    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert second.awaitTermination(600) and second.exception() is None
+    # ten chunks, three a batch, all in the first run (the writes delete and move keys, so
+    # a chunk holds at most its 400 keys)
+    snapshot_rows = [sum(r["_op_ts"] is None for r in batches[b]) for b in first_run]
+    assert len([n for n in snapshot_rows if n]) == 4, snapshot_rows
+    assert max(snapshot_rows) <= 3 * CHUNK_SIZE, snapshot_rows
+    log = changelog(batches)
+    assert {r["_op"] for r in log} == {"+I", "-U", "+U", "-D"}
+    result = replay(log, ["id"])
+    assert result.violations == [], result.violations[:10]
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
 
 
 def test_a_processing_time_trigger_reads_chunks_per_batch_chunks_a_batch(
