@@ -20,7 +20,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from itertools import repeat
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -168,15 +169,6 @@ class _ImageMapper:
         self.positions: list[int | None] = [index.get(n) for n in wanted]
         self.converters = [value_converter(c) for c in schema.columns]
 
-    def __call__(self, image: Sequence[Any]) -> list[Any]:
-        out: list[Any] = []
-        for pos, convert in zip(self.positions, self.converters, strict=True):
-            value = None if pos is None else image[pos]
-            if value is not None and convert is not None:
-                value = convert(value)
-            out.append(value)
-        return out
-
 
 class TypedChangelogBuilder:
     """Builds typed-changelog record batches for one table.
@@ -242,33 +234,51 @@ class TypedChangelogBuilder:
             yield pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
     def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
-        rows: list[list[Any]] = []
+        pending = _Pending(len(self.schema.columns))
         for change in changes:
             if isinstance(change, SchemaChange):
                 self._schema_change(change)
                 continue
             mapper = self._mapper(change.table_map, change.position.seq() < self.schema_seq)
-            ts = change.timestamp * 1_000_000
-            meta_db, meta_table = change.database, change.table
-            index = 0
-            for before, after in change.rows:
-                parts: tuple[tuple[RowKind, tuple[object, ...] | None], ...]
-                if change.kind is RowsKind.INSERT:
-                    parts = ((RowKind.INSERT, after),)
-                elif change.kind is RowsKind.DELETE:
-                    parts = ((RowKind.DELETE, before),)
-                else:
-                    parts = ((RowKind.UPDATE_BEFORE, before), (RowKind.UPDATE_AFTER, after))
-                for kind, image in parts:
-                    assert image is not None
-                    seq = change.position.seq(change.first_row + index)
-                    index += 1
-                    rows.append([kind.value, ts, seq, meta_db, meta_table, *mapper(image)])
-            if len(rows) >= BATCH_ROWS:
-                yield record_batch(rows, self.arrow_schema)
-                rows = []
-        if rows:
-            yield record_batch(rows, self.arrow_schema)
+            images, ops = row_images(change)
+            # each image its own seq: an update's +U orders after its -U
+            seqs = change.position.seqs(change.first_row, len(images))
+            pending.add(ops, change.timestamp * 1_000_000, seqs, images, mapper)
+            pending.name(change.database, change.table, len(images))
+            if len(pending) >= BATCH_ROWS:
+                yield self._flush(pending)
+        if len(pending):
+            yield self._flush(pending)
+
+    def _flush(self, rows: _Pending) -> pa.RecordBatch:
+        meta = [rows.ops, rows.ts, rows.seqs, rows.databases, rows.tables]
+        arrays = [
+            pa.array(values, type=field.type)
+            for values, field in zip([*meta, *rows.columns], self.arrow_schema, strict=True)
+        ]
+        rows.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+def row_images(change: RowChanges) -> tuple[list[Sequence[Any]], list[str]]:
+    """The row images of one ROWS event in stream order, and the op of each: an update
+    gives its before image (``-U``), then its after image (``+U``)."""
+    n = len(change.rows)
+    if change.kind is RowsKind.INSERT:
+        images = [after for _, after in change.rows]
+        ops = [RowKind.INSERT.value] * n
+    elif change.kind is RowsKind.DELETE:
+        images = [before for before, _ in change.rows]
+        ops = [RowKind.DELETE.value] * n
+    else:
+        images = [image for pair in change.rows for image in pair]
+        ops = [RowKind.UPDATE_BEFORE.value, RowKind.UPDATE_AFTER.value] * n
+    if None in images:
+        raise SourceError(
+            f"a {change.kind.value} of {change.database}.{change.table} at binlog position "
+            f"{change.position} lacks a row image the event kind must have"
+        )
+    return cast(list[Sequence[Any]], images), ops
 
 
 # --------------------------------------------------------------------------- tables shape
@@ -335,29 +345,20 @@ class _Layout:
         same: Callable[[int, Column], bool],
     ) -> None:
         index = {n: i for i, n in enumerate(names) if n is not None}
-        self.typed: list[int | None] = []
+        self.positions: list[int | None] = []  # the typed fields' image positions
         self.converters: list[Callable[[Any], Any] | None] = []
         typed_positions: set[int] = set()
         for column in fields:
             pos = index.get(column.name)
             if pos is not None and not same(pos, column):
                 pos = None
-            self.typed.append(pos)
+            self.positions.append(pos)
             self.converters.append(None if pos is None else _carrier_converter(column))
             if pos is not None:
                 typed_positions.add(pos)
         self.text = [
             (i, str(n)) for i, n in enumerate(names) if n is not None and i not in typed_positions
         ]
-
-    def values(self, image: Sequence[Any]) -> list[Any]:
-        out: list[Any] = []
-        for pos, convert in zip(self.typed, self.converters, strict=True):
-            value = None if pos is None else image[pos]
-            if value is not None and convert is not None:
-                value = convert(value)
-            out.append(value)
-        return out
 
     def text_of(self, image: Sequence[Any]) -> list[tuple[str, str]] | None:
         if not self.text:
@@ -492,7 +493,7 @@ class TablesBuilder:
                 pa.nulls(n, arrow_type(carrier_type(c)))
                 if pos is None
                 else _carrier_array(batch.column(pos), c)
-                for pos, c in zip(layout.typed, columns, strict=True)
+                for pos, c in zip(layout.positions, columns, strict=True)
             ]
             text = _text_array(batch, layout.text, n)
             meta = [
@@ -514,19 +515,15 @@ class TablesBuilder:
             if rows is None:
                 rows = pending[key] = _Pending(len(self._struct_fields(key)))
             layout = self._layout(change.table_map)
-            ts = change.timestamp * 1_000_000
-            for index, (before, after) in enumerate(change.rows):
-                seq = change.position.seq(change.first_row + index)
-                if change.kind is RowsKind.INSERT:
-                    assert after is not None
-                    rows.add(RowKind.INSERT.value, ts, seq, layout, after)
-                elif change.kind is RowsKind.DELETE:
-                    assert before is not None
-                    rows.add(RowKind.DELETE.value, ts, seq, layout, before)
-                else:
-                    assert before is not None and after is not None
-                    rows.add(RowKind.UPDATE_BEFORE.value, ts, seq, layout, before)
-                    rows.add(RowKind.UPDATE_AFTER.value, ts, seq, layout, after)
+            images, ops = row_images(change)
+            seqs = change.position.seqs(change.first_row, len(change.rows))
+            if change.kind is RowsKind.UPDATE:  # an update's two rows share its seq
+                seqs = [seq for seq in seqs for _ in range(2)]
+            rows.add(ops, change.timestamp * 1_000_000, seqs, images, layout)
+            if layout.text:
+                rows.text.extend(layout.text_of(image) for image in images)
+            else:
+                rows.text.extend(repeat(None, len(images)))
             if len(rows) >= BATCH_ROWS:
                 yield self._flush(key, rows)
         for key, rows in pending.items():
@@ -550,7 +547,7 @@ class TablesBuilder:
 
 
 class _Pending:
-    """One table's rows not yet in a record batch, column by column."""
+    """Rows not yet in a record batch, column by column."""
 
     def __init__(self, width: int) -> None:
         self.width = width
@@ -560,19 +557,44 @@ class _Pending:
         self.ops: list[str] = []
         self.ts: list[int] = []
         self.seqs: list[int] = []
-        self.text: list[list[tuple[str, str]] | None] = []
+        self.databases: list[str] = []  # the typed changelog's
+        self.tables: list[str] = []
+        self.text: list[list[tuple[str, str]] | None] = []  # the tables shape's
         self.columns: list[list[Any]] = [[] for _ in range(self.width)]
 
     def __len__(self) -> int:
         return len(self.ops)
 
-    def add(self, op: str, ts: int, seq: int, layout: _Layout, image: Sequence[Any]) -> None:
-        self.ops.append(op)
-        self.ts.append(ts)
-        self.seqs.append(seq)
-        self.text.append(layout.text_of(image))
-        for values, value in zip(self.columns, layout.values(image), strict=True):
-            values.append(value)
+    def add(
+        self,
+        ops: Sequence[str],
+        ts: int,
+        seqs: Sequence[int],
+        images: Sequence[Sequence[Any]],
+        layout: _ImageMapper | _Layout,
+    ) -> None:
+        """One event's rows: ``images`` (table-map order) go to the columns as ``layout``
+        places and converts them, a column at a time (no Python call per row)."""
+        n = len(images)
+        if not n:
+            return
+        self.ops.extend(ops)
+        self.ts.extend(repeat(ts, n))
+        self.seqs.extend(seqs)
+        by_position = list(zip(*images, strict=True))
+        for values, pos, convert in zip(
+            self.columns, layout.positions, layout.converters, strict=True
+        ):
+            if pos is None:
+                values.extend(repeat(None, n))
+            elif convert is None:
+                values.extend(by_position[pos])
+            else:
+                values.extend([None if v is None else convert(v) for v in by_position[pos]])
+
+    def name(self, database: str, table: str, n: int) -> None:
+        self.databases.extend(repeat(database, n))
+        self.tables.extend(repeat(table, n))
 
 
 def _array(values: Any, arrow: pa.DataType) -> pa.Array:
