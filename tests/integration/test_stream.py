@@ -116,11 +116,14 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
+@pytest.mark.parametrize("partitions", ["1", "3"])
 def test_changelog_replays_to_the_source(
-    spark: Any, dev_server: DevServer, database: str, sql: Any
+    spark: Any, dev_server: DevServer, database: str, sql: Any, partitions: str
 ) -> None:
+    """Also when three partitions decode each batch's binlog range between them."""
     sql.execute(ITEMS_DDL)
-    query, batches = start_collecting(spark, options(dev_server, database, "items"))
+    opts = options(dev_server, database, "items", **{"scan.binlog.partitions": partitions})
+    query, batches = start_collecting(spark, opts)
     try:
         workload = Workload(dev_server.connection(database), seed=1)
         for _ in range(300):
@@ -280,14 +283,17 @@ def worker_errors(log: Path) -> str:
     return "\n".join(picked[:30] or lines[-30:])
 
 
+@pytest.mark.parametrize("partitions", ["1", "3"])
 def test_available_now_and_kill_restart_lose_and_duplicate_nothing(
-    dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+    dev_server: DevServer, database: str, sql: Any, tmp_path: Path, partitions: str
 ) -> None:
+    """Also with the binlog range decoded by three partitions: a replayed batch yields the
+    same rows."""
     sql.execute(ITEMS_DDL)
     config = {
         "out": str(tmp_path / "out"),
         "checkpoint": str(tmp_path / "checkpoint"),
-        "options": options(dev_server, database, "items"),
+        "options": options(dev_server, database, "items", **{"scan.binlog.partitions": partitions}),
     }
     out = Path(config["out"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

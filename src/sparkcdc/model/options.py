@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.tables import TableFilter
@@ -126,6 +134,9 @@ class SourceOptions(BaseModel):
         None, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
     )
     newly_added_table: bool = Field(False, alias="scan.newly-added-table.enabled")
+    # Spark partitions that decode one batch's binlog range: a number, or "auto" (by the
+    # range's size and the session's parallelism; spark/source.py binlog_shares)
+    binlog_partitions: str = Field("1", alias="scan.binlog.partitions")
     # TINYINT(1) as BOOLEAN (0 false, else true), or kept a number (model/schema.py)
     tinyint1_as_boolean: bool = Field(True, alias="treat-tinyint1-as-boolean.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)
@@ -141,6 +152,11 @@ class SourceOptions(BaseModel):
                 if key in data and isinstance(data[key], str):
                     data = {**data, key: parse_duration(data[key])}
         return data
+
+    @field_validator("binlog_partitions", mode="before")
+    @classmethod
+    def _partitions_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _startup(self) -> SourceOptions:
@@ -163,6 +179,13 @@ class SourceOptions(BaseModel):
                 "or use scan.startup.mode=latest-offset to stream only new changes"
             )
         ServerIdRange.parse(self.server_id)  # fail early on a bad range
+        if self.binlog_partitions != "auto" and not (
+            self.binlog_partitions.isdigit() and int(self.binlog_partitions) >= 1
+        ):
+            raise ValueError(
+                f"scan.binlog.partitions={self.binlog_partitions!r}: use a number of Spark "
+                "partitions (1 or more) or 'auto'"
+            )
         try:
             self.table_filter()  # fail early on a bad or missing pattern
         except ConfigError as exc:
@@ -182,7 +205,7 @@ class SourceOptions(BaseModel):
         """Validate raw string options (from Spark or YAML) into the model.
 
         >>> SourceOptions.from_options({"hostname": "h", "username": "u",
-        ...     "database-name": "app"}).port
+        ...     "database-name": "app", "scan.startup.mode": "latest-offset"}).port
         3306
         """
         known = option_names()

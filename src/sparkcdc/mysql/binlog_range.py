@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.decoder import BinlogDecoder
+from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
 from sparkcdc.mysql.events import (
     BinlogEvent,
     EventHeader,
@@ -351,6 +351,42 @@ def _no_table(database: str, table: str) -> bool:
     return False
 
 
+@dataclass
+class Share:
+    """Which part of a range one of ``count`` readers decodes (``index`` 0 .. count-1).
+
+    Every reader reads every event of the range and follows everything that is state
+    (TABLE_MAPs, schema changes, XA groups, file rotations), but decodes only every
+    ``count``-th ROWS event (or compressed transaction), counted from the range's start,
+    from the ``index``-th on; schema-change rows are reader 0's. Between them the readers
+    yield each change of the range exactly once, with the ``seq`` one reader gives it.
+    Reading is cheap, decoding is not (DESIGN.md, "Parallel binlog reading").
+
+    >>> share = Share(1, 3)
+    >>> [share.takes() for _ in range(6)]
+    [False, True, False, False, True, False]
+    """
+
+    index: int = 0
+    count: int = 1
+    _seen: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"share {self.index} of {self.count} does not exist")
+
+    @property
+    def first(self) -> bool:
+        """Reader 0: the one that yields the range's schema changes."""
+        return self.index == 0
+
+    def takes(self) -> bool:
+        """Whether this reader decodes the next unit of the range (counts it)."""
+        mine = self._seen % self.count == self.index
+        self._seen += 1
+        return mine
+
+
 def read_range(
     settings: ConnectionSettings,
     server_id: int,
@@ -361,8 +397,11 @@ def read_range(
     *,
     rows: bool = True,
     on_xa: Callable[[str, BinlogPosition], None] | None = None,
+    share: Share | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
+
+    ``share``: this reader's part of the range when several read it (:class:`Share`).
 
     ``rows=False``: only their schema changes (no row is decoded).
 
@@ -399,6 +438,7 @@ def read_range(
             rows=rows,
             on_xa=on_xa,
             check_format=check_format,
+            share=share,
         )
 
 
@@ -412,6 +452,7 @@ def changes_of_events(
     rows: bool = True,
     on_xa: Callable[[str, BinlogPosition], None] | None = None,
     check_format: Callable[[str, EventHeader], None] | None = None,
+    share: Share | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
@@ -424,10 +465,18 @@ def changes_of_events(
     current_file = start.file
     reached = start
     base = start.seq_file_base
+    share = share or Share()
     for raw in events:
-        _ts, _type, _server, size, log_pos, _flags = EVENT_HEADER.unpack_from(raw, 0)
+        _ts, type_code, _server, size, log_pos, _flags = EVENT_HEADER.unpack_from(raw, 0)
         if log_pos:  # artificial events the server sends at dump start have none
             metadata.here = BinlogPosition(current_file, log_pos - size, seq_file_base=base)
+            if share.count > 1 and type_code in ROWS_EVENT_TYPES and not share.takes():
+                if metadata.here >= end:
+                    return
+                reached = BinlogPosition(current_file, log_pos)
+                if decoder.rows_of_captured_table(raw):  # another reader's rows
+                    metadata.xa.rows()
+                continue
         event = decoder.decode(raw)
         header = event.header
         if isinstance(event, RotateEvent):
@@ -449,15 +498,21 @@ def changes_of_events(
             if on_xa is not None and (event.xa_prepare or event.xa_complete):
                 on_xa("prepare" if event.xa_prepare else "complete", here)
         elif isinstance(event, TransactionPayloadEvent):
+            # decoded by every reader (it holds the TABLE_MAPs and XA state of its
+            # transaction), delivered by one
+            mine = share.takes()
             first_row = 0
             for inner in event.events:
                 for change in _changes(inner, here, header.timestamp, metadata, table_filter):
                     if isinstance(change, RowChanges):
                         change.first_row = first_row
                         first_row += _images(change)
-                    yield change
+                    if mine:
+                        yield change
         else:
-            yield from _changes(event, here, header.timestamp, metadata, table_filter)
+            for change in _changes(event, here, header.timestamp, metadata, table_filter):
+                if share.first or isinstance(change, RowChanges):
+                    yield change
     if reached < end:
         raise ProtocolError(
             f"the binlog ended at {reached} before the batch end {end}; the server's binlog "

@@ -188,6 +188,7 @@ _ROWS_KINDS: dict[int, RowsKind] = {
     # start with value_options and may log JSON values as diffs (rowcodec applies them)
     EventType.PARTIAL_UPDATE_ROWS: RowsKind.UPDATE,
 }
+ROWS_EVENT_TYPES = frozenset(_ROWS_KINDS)  # the type codes of ROWS events
 _ROWS_V2_TYPES = frozenset(
     {
         EventType.PARTIAL_UPDATE_ROWS,
@@ -759,15 +760,30 @@ class BinlogDecoder:
             return self._tables[mapped.table_id][0]
         return event
 
-    def _rows(self, header: EventHeader, data: bytes) -> RowsEvent:
+    def rows_of_captured_table(self, buf: bytes | memoryview) -> bool:
+        """Whether a ROWS event (not decoded) changes a table the filter captures, by the
+        TABLE_MAP its table id names: what a reader that leaves the event to another
+        reader (a share of the range) needs to know of it."""
+        data = bytes(buf) if not isinstance(buf, bytes) else buf
+        header = EventHeader(*EVENT_HEADER.unpack_from(data, 0))
+        table_id, _ = self._rows_table_id(header, data)
+        entry = self._tables.get(table_id)
+        return entry is not None and entry[1].included
+
+    def _rows_table_id(self, header: EventHeader, data: bytes) -> tuple[int, int]:
+        """A ROWS event's table id, and where its post-header ends."""
         type_code = header.type_code
-        kind = _ROWS_KINDS[type_code]
         default_post = _ROWS_V2_POST_HEADER if type_code in _ROWS_V2_TYPES else _ROWS_V1_POST_HEADER
         post = self._post_header_length(type_code, default_post)
         pos = EVENT_HEADER_SIZE
         id_bytes = _OLD_TABLE_ID_BYTES if post == _OLD_TABLE_MAP_POST_HEADER else _TABLE_ID_BYTES
-        table_id = int.from_bytes(data[pos : pos + id_bytes], "little")
-        pos += post
+        return int.from_bytes(data[pos : pos + id_bytes], "little"), pos + post
+
+    def _rows(self, header: EventHeader, data: bytes) -> RowsEvent:
+        type_code = header.type_code
+        kind = _ROWS_KINDS[type_code]
+        table_id, pos = self._rows_table_id(header, data)
+        post = pos - EVENT_HEADER_SIZE
         if post == _ROWS_V2_POST_HEADER:
             # v2: the extra-data length (which counts its own 2 bytes) ends the post-header
             (extra_len,) = _ROWS_EXTRA_LEN.unpack_from(data, pos - _ROWS_EXTRA_LEN.size)

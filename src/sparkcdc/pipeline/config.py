@@ -197,6 +197,10 @@ class PipelineConfig(BaseModel):
             # about SNAPSHOT_BATCH_ROWS rows per batch (executors stream them; Spark spills)
             per_batch = max(8, SNAPSHOT_BATCH_ROWS // self.source.chunk_size)
             options["scan.incremental.snapshot.chunks-per-batch"] = str(per_batch)
+        if "binlog_partitions" not in self.source.model_fields_set:
+            # every sink orders a batch's rows of a key by _seq, so the binlog range may be
+            # decoded by several partitions (spark/source.py binlog_shares)
+            options["scan.binlog.partitions"] = "auto"
         options["changelog.shape"] = "tables"
         options["state.location"] = self.state_location
         return options

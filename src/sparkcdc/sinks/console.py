@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from sparkcdc.model.identifiers import quote_spark
-from sparkcdc.sinks.base import METADATA_COLUMNS, SchemalessSink, SinkOptions, SinkTable
+from sparkcdc.sinks.base import METADATA_COLUMNS, OP, SEQ, SchemalessSink, SinkOptions, SinkTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,7 +35,13 @@ class ConsoleSink(SchemalessSink):
     def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
-        shown = changes.select(*METADATA_COLUMNS[:3], *[quote_spark(c) for c in table.column_names])
+        from pyspark.sql import functions as F
+
+        # in commit order (a batch's binlog may be decoded by several partitions); an
+        # update's -U before its +U
+        shown = changes.orderBy(SEQ, F.when(F.col(OP) == "-U", 0).otherwise(1)).select(
+            *METADATA_COLUMNS[:3], *[quote_spark(c) for c in table.column_names]
+        )
         if self.options.truncate:
             shown = _cut(shown)
         shown.show(self.options.rows, truncate=self.options.truncate)

@@ -31,7 +31,7 @@ from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json, with_tinyint1
 from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import SchemaChange, read_range
+from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.tablemeta import TableVersions
@@ -215,6 +215,8 @@ class BinlogRangePartition(InputPartition):
     key_columns: str = ""  # {table: chunk key column}
     tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
     versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
+    share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
+    shares: int = 1  # ... of this many
 
 
 @dataclass(frozen=True)
@@ -386,6 +388,40 @@ def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
             "checkpoint (it was reused by another query or cleaned): give each query its own "
             "state.location, or start over with a new checkpoint and an empty state.location"
         )
+
+
+SHARE_BYTES = 4 << 20  # binlog bytes a partition decodes under scan.binlog.partitions=auto
+
+
+def binlog_shares(
+    setting: str,
+    begin: BinlogPosition,
+    stop: BinlogPosition,
+    parallelism: int,
+    server_ids: ServerIdRange,
+) -> int:
+    """How many Spark partitions decode the binlog range ``[begin, stop)`` of one batch.
+
+    ``setting`` is ``scan.binlog.partitions``: a number, or ``auto``: one partition per
+    ``SHARE_BYTES`` of binlog, up to the session's parallelism (a range that spans binlog
+    files counts as large), so that small batches stay one partition (each one more opens a
+    replication connection and reads the whole range again; only decoding is shared). Never
+    more than the ``server-id`` range has ids: each partition is a replica of its own.
+
+    >>> ids = ServerIdRange(5400, 5408)
+    >>> a, b = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 4 + 9 * SHARE_BYTES)
+    >>> binlog_shares("auto", a, b, 2, ids), binlog_shares("auto", a, a, 2, ids)
+    (2, 1)
+    >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401))
+    2
+    """
+    if setting != "auto":
+        wanted = int(setting)
+    elif begin.file != stop.file:
+        wanted = parallelism
+    else:
+        wanted = min(parallelism, (stop.pos - begin.pos) // SHARE_BYTES)
+    return max(1, min(wanted, server_ids.size))
 
 
 def tasks_per_table(counts: Sequence[int], parallelism: int, per_task: int | None) -> list[int]:
@@ -784,16 +820,22 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             if self._added:  # executors know the tables of the query's start only
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
             versions = self.table_versions(begin)
-            parts.append(
+            shares = binlog_shares(
+                self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
+            )
+            parts.extend(
                 BinlogRangePartition(
                     json.dumps(_offset(begin)),
                     json.dumps(_offset(stop)),
-                    self.server_ids.pick(0),
+                    self.server_ids.pick(index),  # a replication connection each
                     flt,
                     keys,
                     tables,
                     "" if versions is None else json.dumps(versions.to_json()),
+                    index,
+                    shares,
                 )
+                for index in range(shares)
             )
         if snapshot is not None:
             coordinator = self.coordinator
@@ -901,8 +943,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
+        share = Share(partition.share, partition.shares)
         changes: Any = read_range(
-            self.settings, partition.server_id, start, end, includes, versions
+            self.settings, partition.server_id, start, end, includes, versions, share=share
         )
         if not partition.filter_state:
             yield from self.plan.builder().batches(changes)
@@ -1035,6 +1078,15 @@ class MySqlCdcDataSource(DataSource):
         self.server_ids = ServerIdRange.parse(
             self.source_options.server_id, 1 + max(self.source_options.chunks_per_batch, 8)
         )
+        wanted = self.source_options.binlog_partitions
+        if wanted != "auto" and int(wanted) > self.server_ids.size:
+            raise ConfigError(
+                f"scan.binlog.partitions={wanted} needs as many replication connections, each "
+                f"with a server id of its own, but server-id {self.server_ids} has "
+                f"{self.server_ids.size}: give server-id a range of at least {wanted} ids "
+                f"(e.g. '{self.server_ids.low}-{self.server_ids.low + int(wanted)}'), or fewer "
+                "partitions"
+            )
         self._plan: CapturePlan | None = None
 
     @classmethod

@@ -24,8 +24,8 @@ from tests.unit.mysql.test_decoder_mysql8 import event, mysql8_fde, payload_even
 from sparkcdc.errors import ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, changes_of_events
-from sparkcdc.mysql.constants import EventType
+from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, Share, changes_of_events
+from sparkcdc.mysql.constants import EVENT_HEADER_SIZE, EventType
 from sparkcdc.mysql.events import RowsKind
 from sparkcdc.mysql.tablemeta import TableVersions
 
@@ -199,3 +199,90 @@ def test_an_xa_rollback_prepared_before_the_read_stops_only_a_read_that_delivers
     completed: list[str] = []
     on_xa = lambda kind, at: completed.append(kind)  # noqa: E731
     assert list(changes_of_events(events, START, end, orders, on_xa=on_xa)) == []
+
+
+# ---------------------------------------------------------------- shares of one range
+
+
+def _positioned(*bodies: tuple[int, bytes]) -> list[bytes]:
+    """Events (type code, body) one after another from position 4: each ends where the
+    next begins, as in a binlog file."""
+    out, pos = [mysql8_fde()], 4
+    for type_code, body in bodies:
+        pos += EVENT_HEADER_SIZE + len(body)
+        out.append(event(type_code, body, log_pos=pos))
+    return out
+
+
+def _query(text: str) -> tuple[int, bytes]:
+    return EventType.QUERY, struct.pack("<IIBHH", 9, 0, 4, 0, 0) + b"shop\0" + text.encode()
+
+
+def _transaction(*images: tuple[RowsKind, bytes]) -> list[tuple[int, bytes]]:
+    codes = {
+        RowsKind.INSERT: EventType.WRITE_ROWS_V2,
+        RowsKind.UPDATE: EventType.UPDATE_ROWS_V2,
+        RowsKind.DELETE: EventType.DELETE_ROWS_V2,
+    }
+    return [
+        _query("BEGIN"),
+        (EventType.TABLE_MAP, table_map_body()),
+        *((codes[kind], rows_body(42, image, kind, v2=True)) for kind, image in images),
+        (EventType.XID, struct.pack("<Q", 77)),
+    ]
+
+
+def _workload() -> list[bytes]:
+    full, null = row_image(FULL_ROW), row_image(NULL_ROW)
+    bodies: list[tuple[int, bytes]] = []
+    for i in range(7):
+        bodies += _transaction(
+            *[(RowsKind.INSERT, full)] * (i % 3 + 1),
+            (RowsKind.UPDATE, full + null),
+            (RowsKind.DELETE, null * (i % 2 + 1)),
+        )
+        if i == 3:
+            bodies.append(_query("ALTER TABLE orders ADD COLUMN extra INT"))
+    return _positioned(*bodies)
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_readers_of_shares_of_a_range_yield_each_change_exactly_once(count: int) -> None:
+    events = _workload()
+    end = BinlogPosition("mysql-bin.000001", struct.unpack_from("<I", events[-1], 13)[0])
+    whole = list(changes_of_events(events, START, end, orders))
+    assert sum(isinstance(c, SchemaChange) for c in whole) == 1
+    parts = [
+        list(changes_of_events(events, START, end, orders, share=Share(i, count)))
+        for i in range(count)
+    ]
+    # every reader decodes some rows; together exactly the whole range's, each once
+    assert all(any(isinstance(c, RowChanges) for c in part) for part in parts)
+    key = lambda c: (c.position, getattr(c, "first_row", -1))  # noqa: E731
+    merged = sorted((c for part in parts for c in part), key=key)
+    assert [(key(c), c.rows if isinstance(c, RowChanges) else c.ddl) for c in merged] == [
+        (key(c), c.rows if isinstance(c, RowChanges) else c.ddl) for c in whole
+    ]
+    # the schema change is reader 0's alone
+    assert [sum(isinstance(c, SchemaChange) for c in part) for part in parts] == [1] + [0] * (
+        count - 1
+    )
+
+
+def test_every_reader_of_a_share_judges_an_xa_rollback_of_captured_rows() -> None:
+    """A reader that leaves an XA transaction's rows to another still knows they touched a
+    captured table: its ROLLBACK stops every reader, not only the one that decoded them."""
+    full = row_image(FULL_ROW)
+    events = _positioned(
+        _query("XA START X'7a',X'',1"),
+        (EventType.TABLE_MAP, table_map_body()),
+        (EventType.WRITE_ROWS_V2, rows_body(42, full, RowsKind.INSERT, v2=True)),
+        (EventType.WRITE_ROWS_V2, rows_body(42, full, RowsKind.INSERT, v2=True)),
+        _query("XA END X'7a',X'',1"),
+        _query("XA PREPARE X'7a',X'',1"),
+        _query("XA ROLLBACK X'7a',X'',1"),
+    )
+    end = BinlogPosition("mysql-bin.000001", struct.unpack_from("<I", events[-1], 13)[0])
+    for index in range(3):
+        with pytest.raises(SourceError, match="rolled back"):
+            list(changes_of_events(events, START, end, orders, share=Share(index, 3)))

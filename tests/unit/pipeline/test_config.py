@@ -315,17 +315,24 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         "server-id": "5400-5404",
         # ~500,000 snapshot rows per batch unless the file says otherwise
         "scan.incremental.snapshot.chunks-per-batch": "5000",
+        # every sink orders a key's rows by _seq: the binlog may be decoded in parallel
+        "scan.binlog.partitions": "auto",
         "changelog.shape": "tables",
         "state.location": "/base/.sparkcdc/p/source-state",
     }
     assert all(isinstance(v, str) for v in options.values())
     again = SourceOptions.from_options(options)
     assert again == c.source.model_copy(
-        update={"changelog_shape": "tables", "chunks_per_batch": 5000}
+        update={"changelog_shape": "tables", "chunks_per_batch": 5000, "binlog_partitions": "auto"}
     )
-    told = {**source, "scan.incremental.snapshot.chunks-per-batch": 3}
+    told = {
+        **source,
+        "scan.incremental.snapshot.chunks-per-batch": 3,
+        "scan.binlog.partitions": 1,
+    }
     options = parse(pipeline(told, pipeline={"name": "p"})).source_options()
     assert options["scan.incremental.snapshot.chunks-per-batch"] == "3"
+    assert options["scan.binlog.partitions"] == "1"
 
 
 def test_source_options_leave_out_unset_options() -> None:
@@ -336,6 +343,7 @@ def test_source_options_leave_out_unset_options() -> None:
         "username",
         "tables",
         "scan.incremental.snapshot.chunks-per-batch",  # the pipeline's own default
+        "scan.binlog.partitions",  # the pipeline's own default too
         "changelog.shape",
         "state.location",
     }
