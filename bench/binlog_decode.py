@@ -10,7 +10,12 @@ mixed-type table, then, in the same run, measures decoded row changes per second
     its decoder turns every row into Python values (one process, pure Python);
   - sparkcdc, decode only: the same events from captured bytes (no network);
   - the reference: python-mysql-replication reading the same range, in a subprocess with a
-    time limit (it is known to loop on MariaDB; a timeout is reported, not hidden).
+    time limit (it is known to loop on MariaDB; a timeout is reported, not hidden);
+  - through Spark, as users read it: ``format("mysql-cdc")`` from the range's start
+    (``specific-offset``), one Trigger.AvailableNow batch of the typed changelog into a
+    ``foreachBatch`` that counts, on ``local[2]``, with ``scan.binlog.partitions`` 1 and 2
+    (``spark_rows_per_s``, ``spark_2_partitions_rows_per_s``, ``partitions_speedup``); the
+    best of ``--spark-runs`` runs each, query start to end (the session is started before).
 The last line printed is one JSON object.
 """
 
@@ -198,10 +203,62 @@ def reference(
     return result
 
 
+def spark_catch_up(
+    server: DevServer, start: BinlogPosition, expected: int, partitions: int, runs: int
+) -> float:
+    """Best seconds of ``runs`` Spark queries reading ``[start, now)`` in one batch."""
+    import tempfile
+
+    from sparkcdc.spark.session import spark_session
+
+    spark = spark_session(
+        "bench-binlog", "local[2]", conf={"spark.ui.showConsoleProgress": "false"}
+    )
+    s = server.settings
+    options = {
+        "hostname": s.host,
+        "port": str(s.port),
+        "username": s.user,
+        "password": s.password,
+        "database-name": DATABASE,
+        "table-name": "events",
+        "server-id": "6640-6643",
+        "scan.startup.mode": "specific-offset",
+        "scan.startup.specific-offset.file": start.file,
+        "scan.startup.specific-offset.pos": str(start.pos),
+        "scan.binlog.partitions": str(partitions),
+    }
+    best = float("inf")
+    for _ in range(runs):
+        counted: list[int] = []
+        reader = spark.readStream.format("mysql-cdc")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        with tempfile.TemporaryDirectory() as checkpoint:
+            began = time.perf_counter()
+            query = (
+                reader.load()
+                .writeStream.foreachBatch(
+                    lambda batch, _id, into=counted: into.append(batch.count())
+                )
+                .option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+            best = min(best, time.perf_counter() - began)
+        changes = sum(counted)  # an update is two rows (-U, +U)
+        if changes < expected:
+            raise SystemExit(f"Spark read {changes} rows of the range, expected >= {expected}")
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--reference-timeout", type=float, default=300.0)
+    parser.add_argument("--spark-runs", type=int, default=2)
+    parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
 
     server = DevServer.from_env()
@@ -223,7 +280,13 @@ def main() -> None:
         decode_s = min(decode_s, time.perf_counter() - began)
     assert decoded == written
 
-    ref = reference(server, start, written, args.reference_timeout)
+    one_s = spark_catch_up(server, start, written, 1, args.spark_runs)
+    two_s = spark_catch_up(server, start, written, 2, args.spark_runs)
+    ref = (
+        {"rows": 0, "seconds": 0.0, "error": "skipped"}
+        if args.skip_reference
+        else reference(server, start, written, args.reference_timeout)
+    )
     ref_rate = ref["rows"] / ref["seconds"] if ref.get("rows") and ref["seconds"] else 0.0
     e2e_rate = e2e_rows / e2e_s
     result = {
@@ -233,6 +296,9 @@ def main() -> None:
         "reference_rows_per_s": round(ref_rate),
         "reference_rows": ref.get("rows", 0),
         "ratio": round(e2e_rate / ref_rate, 2) if ref_rate else None,
+        "spark_rows_per_s": round(written / one_s),
+        "spark_2_partitions_rows_per_s": round(written / two_s),
+        "partitions_speedup": round(one_s / two_s, 2),
         "reference_error": ref.get("error"),
         "python": sys.version.split()[0],
         "implementation": "pure-python",

@@ -80,9 +80,12 @@ def ordered(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.parametrize("partitions", ["1", "2"])
 def test_snapshot_under_concurrent_writes_equals_the_source(
-    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path, partitions: str
 ) -> None:
+    """Also with each batch's binlog decoded by two partitions, each applying the
+    interleaving filter of the batch's start to its share."""
     workload = MultiWorkload(dev_server.connection(database), seed=11, key_space=600)
     prepare(sql, workload, 900)
     stop = threading.Event()
@@ -92,7 +95,9 @@ def test_snapshot_under_concurrent_writes_equals_the_source(
         daemon=True,
     )
     writer.start()  # writes run during the whole snapshot
-    opts = snapshot_options(dev_server, database, tmp_path / "state")
+    opts = snapshot_options(
+        dev_server, database, tmp_path / "state", **{"scan.binlog.partitions": partitions}
+    )
     query, batches = start_collecting(spark, opts, wait=False)
     try:
         wait_for(lambda: len(batches) >= 8, 240, "eight batches of the snapshot")
