@@ -296,8 +296,14 @@ def plan_pipeline(
         for schema in schemas
     ]
     names = dict.fromkeys(s.sink_table for s in sources)
+    empty = _text_rows(spark, [])  # one frame to analyse every transform on
     sink_tables = tuple(
-        sink_frame(spark, name, [(s.schema, s.transform) for s in sources if s.sink_table == name])
+        sink_frame(
+            spark,
+            name,
+            [(s.schema, s.transform) for s in sources if s.sink_table == name],
+            empty,
+        )
         for name in names
     )
     return PipelinePlan(tuple(sources), sink_tables, config.source.tinyint1_as_boolean)
@@ -307,9 +313,12 @@ def sink_frame(
     spark: SparkSession,
     name: str,
     members: Sequence[tuple[TableSchema, TransformRule | None]],
+    empty: DataFrame | None = None,
 ) -> SinkTable:
-    """The sink table that ``members`` (source schemas and their transforms) route into."""
-    empty = _text_rows(spark, [])
+    """The sink table that ``members`` (source schemas and their transforms) route into;
+    ``empty``: an empty tables-shape frame to analyse them on (made here if not given)."""
+    if empty is None:
+        empty = _text_rows(spark, [])
     shapes = []
     for schema, rule in members:
         try:
