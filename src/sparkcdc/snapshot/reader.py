@@ -197,7 +197,7 @@ def _cx_expr(column: Column) -> str:
 
 def _cx_exact_decimal(column: Column) -> bool:
     target = arrow_type(column)
-    return pa.types.is_decimal128(target) and target.precision <= 28 and target.scale <= 10
+    return bool(pa.types.is_decimal128(target)) and target.precision <= 28 and target.scale <= 10
 
 
 def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
