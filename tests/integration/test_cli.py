@@ -243,3 +243,37 @@ def test_a_table_without_a_key_or_chunk_key_stops_validate_and_run_at_once(
         assert result.returncode == 2, (command, result.stderr[-2000:])
         assert "table cli_db.nokey has no primary key" in result.stderr
         assert "scan.incremental.snapshot.chunk.key-column" in result.stderr
+
+
+def test_a_catalog_delta_sink_goes_on_in_the_next_run(pipeline: Path, tmp_path: Path) -> None:
+    """Without sink.path the tables live in the session catalog. Spark's default catalog
+    forgets them when the run ends while their files stay: the next run registers them
+    again instead of failing to create them over their own files."""
+    warehouse = tmp_path / "warehouse"
+    text = pipeline.read_text().replace(f"  path: {tmp_path / 'lake'}\n", "")
+    text += f"  spark.conf:\n    spark.sql.warehouse.dir: {warehouse}\n"
+    pipeline.write_text(text)
+    first = sparkcdc("run", str(pipeline), "--available-now")
+    assert first.returncode == 0, first.stderr[-3000:]
+    source_sql(
+        f"UPDATE {DATABASE}.t SET v = 'changed' WHERE id = 1",
+        f"DELETE FROM {DATABASE}.t WHERE id = 2",
+        f"INSERT INTO {DATABASE}.t VALUES (31, 'new')",
+    )
+    second = sparkcdc("run", str(pipeline), "--available-now")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "3 change row(s) written" in second.stdout, second.stdout
+    log = (tmp_path / "checkpoint" / "logs" / "spark.log").read_text(errors="replace")
+    assert "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION" not in log
+    rows = delta_rows(warehouse / f"{DATABASE}.db" / "t")
+    assert rows[1] == "changed" and 2 not in rows and rows[31] == "new" and len(rows) == 30
+
+
+def delta_rows(path: Path) -> dict[int, str]:
+    """``id -> v`` of a Delta table, read by delta-rs (not Spark)."""
+    import deltalake
+    import pyarrow as pa
+
+    reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path)))
+    frame = pa.table(reader.execute('SELECT "id", "v" FROM t').read_all())
+    return {row["id"]: row["v"] for row in frame.to_pylist()}

@@ -42,6 +42,7 @@ from sparkcdc.sinks.base import (
     sink_rows,
     spark_error_text,
     spark_type_name,
+    sql_text,
     update_statement,
     value_frame,
 )
@@ -103,7 +104,7 @@ class DeltaSink(Sink):
                     Path(location).mkdir(parents=True, exist_ok=True)
                 elif table.namespace:
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
-                if self._exists(table):
+                if self._exists(table) or (location is None and self._adopt(table)):
                     continue
                 defaults = TABLE_PROPERTIES
                 if any(_UNMAPPED_NAME_CHARACTERS.intersection(c) for c in table.column_names):
@@ -131,6 +132,35 @@ class DeltaSink(Sink):
         if location is not None:
             return Path(location, "_delta_log").is_dir()
         return bool(self.spark.catalog.tableExists(self.identifier(table)))
+
+    def _adopt(self, table: SinkTable) -> bool:
+        """Catalog mode: register the Delta table an earlier run left at the table's
+        default location, when this session's catalog does not know it (Spark's in-memory
+        catalog forgets its tables when the session ends; their files stay, and creating
+        the table again there fails). True when there was one."""
+        namespace = table.namespace or "default"
+        info = self.spark.sql(f"DESCRIBE DATABASE {quote_spark(namespace)}").collect()
+        database_location = next((str(r[1]) for r in info if r[0] == "Location"), None)
+        if not database_location:
+            return False
+        name = table.short_name
+        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() != "true":
+            name = name.lower()  # as Spark names a managed table's directory
+        path = f"{database_location.rstrip('/')}/{name}"
+        jvm = self.spark._jvm
+        assert jvm is not None
+        if not jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, path):
+            return False
+        self.spark.sql(
+            f"CREATE TABLE {self.identifier(table)} USING delta LOCATION {sql_text(path)}"
+        )
+        log.info(
+            "delta sink: %s: registered the Delta table at %s in the session catalog (an "
+            "earlier session's catalog had it; this one did not)",
+            table.name,
+            path,
+        )
+        return True
 
     def read_table(self, table: SinkTable) -> DataFrame:
         return read_spark_table(self.spark, self.identifier(table), f"delta sink: {table.name}")
