@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 from sparkcdc.errors import SnapshotError
 from sparkcdc.files import make_private_dirs, open_private
 from sparkcdc.model.identifiers import path_segment
+from sparkcdc.model.text import redacted_uri
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class StateStore:
                 fs, base = pafs.LocalFileSystem(), os.path.abspath(location)
         except Exception as exc:  # pyarrow raises ArrowInvalid / OSError variants
             raise SnapshotError(
-                f"state.location {location!r} is not a path or filesystem URI pyarrow can open: "
-                f"{exc}"
+                f"state.location {redacted_uri(location)!r} is not a path or filesystem URI "
+                f"pyarrow can open: {redacted_uri(str(exc))}"
             ) from None
         return cls(fs, f"{base.rstrip('/')}/{stream_id}")
 

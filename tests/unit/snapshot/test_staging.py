@@ -120,3 +120,12 @@ def test_a_table_named_to_climb_out_stays_in_its_state_directory(tmp_path: Path)
     tables = sorted(p.name for p in (tmp_path / "state" / "s" / "chunks").iterdir())
     assert tables == ["db...~2F..~2F..~2F..~2Fx", "db.t"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_a_state_location_that_cannot_be_opened_is_named_without_its_credentials() -> None:
+    location = "s3a://AKIAEXAMPLE:s3cr3t-value@bucket/state?secret_key=another-secret"
+    with pytest.raises(SnapshotError) as caught:
+        StateStore.open(location, "s1")
+    message = str(caught.value)
+    assert "s3cr3t-value" not in message and "another-secret" not in message
+    assert "s3a://AKIAEXAMPLE:***@bucket/state" in message
