@@ -11,11 +11,14 @@ mixed-type table, then, in the same run, measures decoded row changes per second
   - sparkcdc, decode only: the same events from captured bytes (no network);
   - the reference: python-mysql-replication reading the same range, in a subprocess with a
     time limit (it is known to loop on MariaDB; a timeout is reported, not hidden);
+  - the decoder into Arrow, as the streaming source builds its batches (captured bytes, no
+    network; the typed changelog's record batches): ``decode_rows_per_s``;
   - through Spark, as users read it: ``format("mysql-cdc")`` from the range's start
     (``specific-offset``), one Trigger.AvailableNow batch of the typed changelog into a
-    ``foreachBatch`` that counts, on ``local[2]``, with ``scan.binlog.partitions`` 1 and 2
-    (``spark_rows_per_s``, ``spark_2_partitions_rows_per_s``, ``partitions_speedup``); the
-    best of ``--spark-runs`` runs each, query start to end (the session is started before).
+    ``foreachBatch`` that counts: on ``local[2]`` with ``scan.binlog.partitions=auto``
+    (``stream_changes_per_s``) and ``=1`` (``stream_one_partition_changes_per_s``), and on
+    ``local[1]`` (``local1_changes_per_s``; ``scaling`` = local[2] / local[1]); the best of
+    ``--spark-runs`` runs each, query start to end (each session started before).
 The last line printed is one JSON object.
 """
 
@@ -203,17 +206,43 @@ def reference(
     return result
 
 
+def decode_to_arrow(events: list[bytes], start: BinlogPosition, end: BinlogPosition) -> int:
+    """Rows of the typed changelog's record batches built from captured events."""
+    from sparkcdc.model.schema import Column, TableSchema
+    from sparkcdc.mysql.binlog_range import changes_of_events
+    from sparkcdc.spark.changelog import TypedChangelogBuilder
+
+    columns = (
+        Column.from_mysql("id", "bigint", "bigint", False),
+        Column.from_mysql("user_id", "int", "int unsigned", False),
+        Column.from_mysql("amount", "decimal", "decimal(12,2)", False),
+        Column.from_mysql("score", "double", "double", True),
+        Column.from_mysql("name", "varchar", "varchar(64)", True, charset="utf8mb4"),
+        Column.from_mysql(
+            "status", "enum", "enum('new','paid','shipped','cancelled')", False, charset="utf8mb4"
+        ),
+        Column.from_mysql("created_at", "datetime", "datetime(3)", False),
+        Column.from_mysql("payload", "text", "text", True, charset="utf8mb4"),
+    )
+    builder = TypedChangelogBuilder(TableSchema(DATABASE, "events", columns, ("id",)))
+    changes = changes_of_events(events, start, end, only_bench_table)
+    return sum(batch.num_rows for batch in builder.batches(changes))
+
+
 def spark_catch_up(
-    server: DevServer, start: BinlogPosition, expected: int, partitions: int, runs: int
+    server: DevServer,
+    start: BinlogPosition,
+    expected: int,
+    master: str,
+    partitions: str,
+    runs: int,
 ) -> float:
     """Best seconds of ``runs`` Spark queries reading ``[start, now)`` in one batch."""
     import tempfile
 
     from sparkcdc.spark.session import spark_session
 
-    spark = spark_session(
-        "bench-binlog", "local[2]", conf={"spark.ui.showConsoleProgress": "false"}
-    )
+    spark = spark_session("bench-binlog", master, conf={"spark.ui.showConsoleProgress": "false"})
     s = server.settings
     options = {
         "hostname": s.host,
@@ -226,7 +255,7 @@ def spark_catch_up(
         "scan.startup.mode": "specific-offset",
         "scan.startup.specific-offset.file": start.file,
         "scan.startup.specific-offset.pos": str(start.pos),
-        "scan.binlog.partitions": str(partitions),
+        "scan.binlog.partitions": partitions,
     }
     best = float("inf")
     for _ in range(runs):
@@ -280,8 +309,22 @@ def main() -> None:
         decode_s = min(decode_s, time.perf_counter() - began)
     assert decoded == written
 
-    one_s = spark_catch_up(server, start, written, 1, args.spark_runs)
-    two_s = spark_catch_up(server, start, written, 2, args.spark_runs)
+    arrow_s = float("inf")
+    for _ in range(2):
+        began = time.perf_counter()
+        built = decode_to_arrow(events, start, end)
+        arrow_s = min(arrow_s, time.perf_counter() - began)
+    assert built >= written
+
+    runs = args.spark_runs
+    auto_s = spark_catch_up(server, start, written, "local[2]", "auto", runs)
+    one_s = spark_catch_up(server, start, written, "local[2]", "1", runs)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    local1_s = spark_catch_up(server, start, written, "local[1]", "auto", runs)
     ref = (
         {"rows": 0, "seconds": 0.0, "error": "skipped"}
         if args.skip_reference
@@ -296,9 +339,11 @@ def main() -> None:
         "reference_rows_per_s": round(ref_rate),
         "reference_rows": ref.get("rows", 0),
         "ratio": round(e2e_rate / ref_rate, 2) if ref_rate else None,
-        "spark_rows_per_s": round(written / one_s),
-        "spark_2_partitions_rows_per_s": round(written / two_s),
-        "partitions_speedup": round(one_s / two_s, 2),
+        "decode_rows_per_s": round(written / arrow_s),
+        "stream_changes_per_s": round(written / auto_s),
+        "stream_one_partition_changes_per_s": round(written / one_s),
+        "local1_changes_per_s": round(written / local1_s),
+        "scaling": round(local1_s / auto_s, 2),
         "reference_error": ref.get("error"),
         "python": sys.version.split()[0],
         "implementation": "pure-python",

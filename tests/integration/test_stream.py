@@ -120,14 +120,18 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 def test_changelog_replays_to_the_source(
     spark: Any, dev_server: DevServer, database: str, sql: Any, partitions: str
 ) -> None:
-    """Also when three partitions decode each batch's binlog range between them."""
+    """Also when three partitions decode each batch's binlog range between them, across
+    binlog rotations inside batches."""
     sql.execute(ITEMS_DDL)
     opts = options(dev_server, database, "items", **{"scan.binlog.partitions": partitions})
     query, batches = start_collecting(spark, opts)
     try:
         workload = Workload(dev_server.connection(database), seed=1)
-        for _ in range(300):
-            workload.step()
+        with dev_server.root_connection() as root, root.cursor() as cur:
+            for step in range(300):
+                workload.step()
+                if step % 70 == 69:
+                    cur.execute("FLUSH BINARY LOGS")  # the next batch spans two files
         query.processAllAvailable()
     finally:
         query.stop()
