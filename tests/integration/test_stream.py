@@ -435,3 +435,42 @@ def test_purged_start_position_says_which_exist(
     message = load_error(spark, opts)
     assert "mysql-bin.000000" in message
     assert existing and all(name in message for name in existing), (existing, message[:2000])
+
+
+def test_polls_reuse_one_connection_and_survive_its_loss(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
+    """latestOffset looks at the server at every trigger (here every 200 ms) on one kept
+    connection, not a new login each time; when the server drops it, the next poll opens
+    another and the stream goes on."""
+    sql.execute(ITEMS_DDL)
+    query, batches = start_collecting(spark, options(dev_server, database, "items"))
+
+    def connections() -> int:
+        with dev_server.root_connection() as root, root.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+            return int(cur.fetchone()[1])
+
+    try:
+        before = connections()
+        time.sleep(6)  # ~30 triggers of an idle stream
+        opened = connections() - before - 1  # less the count's own connection
+        assert opened <= 3, f"{opened} logins in 6 s of polling"
+        with dev_server.root_connection() as root, root.cursor() as cur:
+            cur.execute(
+                "SELECT id FROM information_schema.PROCESSLIST WHERE USER = %s "
+                "AND COMMAND = 'Sleep'",
+                (dev_server.settings.user,),
+            )
+            for (thread,) in cur.fetchall():
+                cur.execute(f"KILL CONNECTION {int(thread)}")
+        workload = Workload(dev_server.connection(database), seed=5)
+        for _ in range(20):
+            workload.step()
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    result = replay(changelog(batches), ["id"])
+    assert result.violations == []
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []

@@ -489,11 +489,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._versions: TableVersions | None = None  # binlog without column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
+        self._poll_conn: Any = None  # the driver's connection for latestOffset
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_coordinator"] = None
+        state["_poll_conn"] = None
         return state
 
     @property
@@ -739,8 +741,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if self.options.scan_startup_mode == "snapshot":
             position = _position(base)  # snapshot only: the binlog never advances
         else:
-            with sql_connection(self.settings) as conn:
-                view = self._view(conn)
+            view = self._view(self._poll_connection())
             here, moved = self._locate(base, view)
             # the end carries its GTID set, so a failover can be followed from it
             position = self._stamp(view, view.end)
@@ -1060,7 +1061,28 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if snapshot is not None:
             self.coordinator.release(snapshot)
 
+    def _poll_connection(self) -> Any:
+        """The driver's SQL connection for ``latestOffset``'s look at the server: kept open
+        between polls (a login, and a TLS handshake, saved at every trigger), checked with a
+        ping and opened again when the server dropped it."""
+        conn = self._poll_conn
+        if conn is not None:
+            try:
+                conn.ping(reconnect=False)
+                return conn
+            except Exception:  # closed by the server (wait_timeout, a restart, a failover)
+                self._close_poll_connection()
+        self._poll_conn = sql_connection(self.settings)
+        return self._poll_conn
+
+    def _close_poll_connection(self) -> None:
+        conn, self._poll_conn = self._poll_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def stop(self) -> None:
+        self._close_poll_connection()
         if self._coordinator is not None:
             self._coordinator.close()
 
