@@ -234,6 +234,21 @@ class BinlogClient:
             raise
         return self._stream(start)  # closing it early (``.close()``) closes the connection
 
+    def session_tls_cipher(self) -> str:
+        """Log in and ask the server which TLS cipher this replication session uses
+        (``Ssl_cipher`` of the session: empty when the connection is plain TCP); closes.
+
+        >>> BinlogClient(settings, 5401).session_tls_cipher()        # doctest: +SKIP
+        'TLS_AES_256_GCM_SHA384'
+        """
+        self.close()
+        try:
+            self._connect()
+            rows = self._query("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        finally:
+            self.close()
+        return (rows[0][1] or "") if rows else ""
+
     def close(self) -> None:
         """Send COM_QUIT (best effort) and close the socket; safe to call twice."""
         channel, sock = self._channel, self._sock
