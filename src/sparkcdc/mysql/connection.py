@@ -31,6 +31,7 @@ ER_BAD_DB = 1049
 ER_HOST_NOT_PRIVILEGED = 1130
 # MySQL ER_SECURE_TRANSPORT_REQUIRED; MariaDB ER_SECURE_TRANSPORT_REQUIRED
 ER_SECURE_TRANSPORT_REQUIRED = (3159, 4036)
+CLIENT_SSL = 1 << 11  # capability flag: the server speaks TLS
 # Client-side codes pymysql uses for connection failures.
 CR_SSL_CONNECTION_ERROR = 2026
 CR_CONN_HOST_ERROR = 2003
@@ -196,6 +197,31 @@ def no_tls_error(settings: ConnectionSettings) -> SourceError:
     )
 
 
+def denied_error(
+    settings: ConnectionSettings, message: str, *, offers_tls: bool, used_tls: bool
+) -> SourceError:
+    """A refused login. MariaDB refuses a plain-TCP login to a server with
+    ``require_secure_transport=ON`` as "access denied" (MySQL has its own code): when the
+    login was plain and the server offers TLS, one login over TLS tells the two apart."""
+    if offers_tls and not used_tls:
+        probe = ConnectionSettings(
+            settings.host,
+            settings.port,
+            settings.user,
+            settings.password,
+            settings.connect_timeout_s,
+            settings.read_timeout_s,
+            TlsSettings(mode="required"),
+        )
+        try:
+            sql_connection(probe).close()
+        except SourceError:
+            pass
+        else:
+            return insecure_transport_error(settings, message)
+    return access_denied_error(settings, message)
+
+
 def insecure_transport_error(settings: ConnectionSettings, message: str) -> SourceError:
     return SourceError(
         f"MySQL/MariaDB at {settings.endpoint} refuses connections without TLS "
@@ -244,7 +270,12 @@ def sql_connection(
         if code == CR_AUTH_PLUGIN_ERR:
             raise SourceError(f"cannot log in to {settings.endpoint}: {message}") from None
         if code in (ER_ACCESS_DENIED, ER_HOST_NOT_PRIVILEGED):
-            raise access_denied_error(settings, message) from None
+            raise denied_error(
+                settings,
+                message,
+                offers_tls=bool(getattr(conn, "server_capabilities", 0) & CLIENT_SSL),
+                used_tls=bool(getattr(conn, "_secure", False)),
+            ) from None
         if code == ER_BAD_DB:
             raise SourceError(
                 f"database {database!r} does not exist on {settings.endpoint}; check the "

@@ -44,7 +44,7 @@ from sparkcdc.mysql.connection import (
     ER_SECURE_TRANSPORT_REQUIRED,
     NO_PUBLIC_KEY_MESSAGE,
     ConnectionSettings,
-    access_denied_error,
+    denied_error,
     describe_connect_failure,
     insecure_transport_error,
     no_tls_error,
@@ -353,7 +353,12 @@ class BinlogClient:
                 if error.code in ER_SECURE_TRANSPORT_REQUIRED:
                     raise insecure_transport_error(self.settings, error.message)
                 if error.code in (ER_ACCESS_DENIED, ER_HOST_NOT_PRIVILEGED):
-                    raise access_denied_error(self.settings, error.message)
+                    raise denied_error(
+                        self.settings,
+                        error.message,
+                        offers_tls=bool(hs.capabilities & wire.Capability.SSL),
+                        used_tls=secure,
+                    )
                 raise SourceError(f"login to {self.settings.endpoint} failed: {error}")
             if payload[0] == wire.EOF_HEADER:  # AuthSwitchRequest
                 plugin, nonce = wire.parse_auth_switch(payload)
