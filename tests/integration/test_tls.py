@@ -133,3 +133,93 @@ def test_require_secure_transport_server(secure_server: DevServer) -> None:
             connect()
         assert "enable TLS" in str(raised.value)
         assert "username/password" not in str(raised.value)
+
+
+TLS_PIPELINE = """
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: cdc
+  password: ${{SPARKCDC_TEST_PASSWORD}}
+  tables: {database}.\\.*
+  server-id: 5850-5859
+  scan.incremental.snapshot.chunk.size: 25
+  scan.incremental.snapshot.chunks-per-batch: 4
+  ssl-mode: verify-ca
+  ssl-ca: {source_ca}
+sink:
+  type: jdbc
+  url: jdbc:postgresql://127.0.0.1:{pg_port}/sink_db
+  username: cdc
+  password: ${{SPARKCDC_TEST_PG_PASSWORD}}
+  schema: {schema}
+  sslmode: verify-ca
+  sslrootcert: {sink_ca}
+route:
+  - source-table: {database}.orders_[0-9]+
+    sink-table: {database}.all_orders
+transform:
+  - source-table: {database}.items
+    projection: "*, UPPER(name) AS name_uc, __table_name__ AS src"
+    filter: qty >= 0
+pipeline:
+  name: jdbc-tls
+  checkpoint: {checkpoint}
+  trigger.interval: 200ms
+"""
+
+
+def test_pipeline_into_postgresql_over_tls_equals_the_source(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    import os
+
+    from pipelines import burst, create_shop
+    from test_pipeline_jdbc import DATABASE, SCHEMA, assert_target_equals_source, drop_schema
+
+    from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
+    from sparkcdc.devpostgres import DevPostgres
+    from sparkcdc.devserver import DEV_PASSWORD
+    from sparkcdc.errors import SinkError
+    from sparkcdc.pipeline.config import parse_pipeline
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    pg = DevPostgres.from_env()
+    pg.start()
+    drop_schema(pg)
+    source = create_shop(server, DATABASE)
+    env = {
+        **os.environ,
+        "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD,
+        "SPARKCDC_TEST_PG_PASSWORD": PG_PASSWORD,
+    }
+    other = TlsFiles.under(tmp_path / "other-ca")
+    other.ensure(common_name="not the target's")
+
+    def config(name: str, sink_ca: Path) -> Any:
+        text = TLS_PIPELINE.format(
+            host=server.settings.host,
+            port=server.settings.port,
+            database=DATABASE,
+            pg_port=pg.port,
+            schema=SCHEMA,
+            checkpoint=tmp_path / name,
+            source_ca=server.tls.ca,
+            sink_ca=sink_ca,
+        )
+        return parse_pipeline(text, env=env, base_dir=tmp_path)
+
+    try:
+        # a target whose certificate the given CA did not sign: stopped, naming the cause
+        with pytest.raises(SinkError, match="certificate verify failed"):
+            run_pipeline(config("wrong", other.ca), available_now=True, spark=spark)
+        good = config("checkpoint", pg.tls.ca)
+        run_pipeline(good, available_now=True, spark=spark)
+        burst(source, seed=37)  # after the snapshot: these come from the binlog
+        last = run_pipeline(good, available_now=True, spark=spark)
+        assert last.total_rows > 0
+        assert_target_equals_source(pg, source)
+    finally:
+        source.close()
+        drop_schema(pg)

@@ -143,7 +143,7 @@ NO_PUBLIC_KEY_MESSAGE = (
 )
 
 
-def _connect(tls: TlsSettings, **kwargs: Any) -> pymysql.connections.Connection[Any]:
+def connect_with_tls(tls: TlsSettings, **kwargs: Any) -> pymysql.connections.Connection[Any]:
     """A deferred pymysql connection with ``tls``'s mode and its shared TLS context.
 
     pymysql builds a new TLS context for every connection (~18 ms of loading a CA store,
@@ -240,7 +240,7 @@ def sql_connection(
     >>> conn.cursor().execute("SELECT 1")  # doctest: +SKIP
     1
     """
-    conn = _connect(
+    conn = connect_with_tls(
         settings.tls,
         host=settings.host,
         port=settings.port,
