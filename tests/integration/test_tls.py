@@ -58,11 +58,12 @@ def test_every_mode_on_sql_and_replication_connections(dev_server: DevServer, mo
     settings = settings_for(dev_server, mode=mode, ca=ca)
     # the server's view of each session: which cipher it negotiated
     sql = session_cipher(settings)
-    replication = BinlogClient(settings, 5811).session_tls_cipher()
+    replication = BinlogClient(settings, 5811).session_tls()
     if mode == "disabled":
         assert sql == replication == ""
     else:
-        assert sql.startswith("TLS_") and replication.startswith("TLS_"), (sql, replication)
+        assert sql.startswith("TLS_"), sql
+        assert replication.startswith("TLSv1") and " TLS_" in replication, replication
 
 
 def test_a_wrong_ca_fails_before_anything_is_read(
@@ -74,7 +75,7 @@ def test_a_wrong_ca_fails_before_anything_is_read(
     with pytest.raises(SourceError, match=r"failed verification.*ssl-ca"):
         sql_connection(settings)
     with pytest.raises(SourceError, match=r"failed verification.*ssl-ca"):
-        BinlogClient(settings, 5812).session_tls_cipher()
+        BinlogClient(settings, 5812).session_tls()
     workload = MultiWorkload(dev_server.connection(database), seed=31, key_space=50)
     prepare(sql, workload, 20)
     opts = snapshot_options(dev_server, database, tmp_path / "state")
@@ -122,12 +123,12 @@ def test_require_secure_transport_server(secure_server: DevServer) -> None:
     # the default mode (preferred) logs in over TLS on every connection
     default = settings_for(secure_server)
     assert session_cipher(default).startswith("TLS_")
-    assert BinlogClient(default, 5813).session_tls_cipher().startswith("TLS_")
+    assert BinlogClient(default, 5813).session_tls().startswith("TLSv1")
     # disabled: a message that says to enable TLS, not to check the password
     plain = settings_for(secure_server, mode="disabled")
     for connect in (
         lambda: sql_connection(plain),
-        lambda: BinlogClient(plain, 5814).session_tls_cipher(),
+        lambda: BinlogClient(plain, 5814).session_tls(),
     ):
         with pytest.raises(SourceError, match="require_secure_transport") as raised:
             connect()
@@ -223,3 +224,38 @@ def test_pipeline_into_postgresql_over_tls_equals_the_source(
     finally:
         source.close()
         drop_schema(pg)
+
+
+def test_validate_reports_the_tls_of_each_connection(
+    dev_server: DevServer, secure_server: DevServer, tmp_path: Path
+) -> None:
+    from test_cli import PIPELINE, sparkcdc
+
+    def pipeline(server: DevServer, extra: str) -> Path:
+        path = tmp_path / f"pipeline-{server.port}.yaml"
+        text = PIPELINE.format(
+            host=server.settings.host,
+            port=server.settings.port,
+            database="mysql",
+            lake=tmp_path / "lake",
+            checkpoint=tmp_path / "checkpoint",
+        ).replace("  server-id:", f"{extra}  server-id:")
+        path.write_text(text)
+        return path
+
+    verified = sparkcdc(
+        "validate",
+        str(pipeline(dev_server, f"  ssl-mode: verify-ca\n  ssl-ca: {dev_server.tls.ca}\n")),
+    )
+    out = verified.stdout
+    for connection in ("SQL connections", "replication connection"):
+        line = next(x for x in out.splitlines() if f"source {connection}:" in x)
+        assert "TLS TLSv1" in line and "certificate verified against" in line, out
+    plain = sparkcdc("validate", str(pipeline(dev_server, "  ssl-mode: disabled\n")))
+    assert "source replication connection: plain TCP, not encrypted" in plain.stdout, (
+        plain.stdout + plain.stderr
+    )
+    refused = sparkcdc("validate", str(pipeline(secure_server, "  ssl-mode: disabled\n")))
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "require_secure_transport=ON" in refused.stderr and "enable TLS" in refused.stderr
+    assert "check username/password" not in refused.stderr

@@ -234,20 +234,24 @@ class BinlogClient:
             raise
         return self._stream(start)  # closing it early (``.close()``) closes the connection
 
-    def session_tls_cipher(self) -> str:
-        """Log in and ask the server which TLS cipher this replication session uses
-        (``Ssl_cipher`` of the session: empty when the connection is plain TCP); closes.
+    def session_tls(self) -> str:
+        """Log in and ask the server how this replication session is protected: its
+        ``Ssl_version`` and ``Ssl_cipher`` (empty when the connection is plain TCP); closes.
 
-        >>> BinlogClient(settings, 5401).session_tls_cipher()        # doctest: +SKIP
-        'TLS_AES_256_GCM_SHA384'
+        >>> BinlogClient(settings, 5401).session_tls()        # doctest: +SKIP
+        'TLSv1.3 TLS_AES_256_GCM_SHA384'
         """
         self.close()
         try:
             self._connect()
-            rows = self._query("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            rows = self._query(
+                "SHOW SESSION STATUS WHERE Variable_name IN ('Ssl_version', 'Ssl_cipher')"
+            )
         finally:
             self.close()
-        return (rows[0][1] or "") if rows else ""
+        found = {str(name).lower(): value or "" for name, value in rows}
+        cipher = found.get("ssl_cipher", "")
+        return f"{found.get('ssl_version', '')} {cipher}".strip() if cipher else ""
 
     def close(self) -> None:
         """Send COM_QUIT (best effort) and close the socket; safe to call twice."""
