@@ -88,8 +88,16 @@ def login(certificates: TlsFiles) -> Iterator[Login]:
             try:
                 server.write_packet(_handshake(plugin, server_tls))
                 if server_tls:
-                    request = server.read_packet()
-                    assert len(request) == 32, request  # SSLRequest, not the response
+                    # exactly the SSLRequest's bytes: the ClientHello behind them is TLS's
+                    # to read (a PacketChannel would buffer it)
+                    packet = b""
+                    while len(packet) < 36:
+                        chunk = server_sock.recv(36 - len(packet))
+                        assert chunk, "the client closed the connection"
+                        packet += chunk
+                    assert packet[:4] == b"\x20\x00\x00\x01", packet  # 32 bytes, seq 1
+                    request = packet[4:]
+                    server.seq = 2
                     (caps,) = struct.unpack_from("<I", request)
                     assert caps & wire.Capability.SSL
                     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -98,6 +106,8 @@ def login(certificates: TlsFiles) -> Iterator[Login]:
                 script(server)
             except BaseException as exc:  # reported in the test thread
                 failures.append(exc)
+                with contextlib.suppress(OSError):  # a client waiting for more gives up
+                    server.sock.shutdown(socket.SHUT_RDWR)
 
         thread = threading.Thread(target=serve)
         thread.start()
