@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
+from sparkcdc.devserver import TlsFiles
 from sparkcdc.errors import SinkError
 
 DEFAULT_PORT = 54329
@@ -68,6 +69,7 @@ class DevPostgres:
         """Start (or reuse) the server; make sure user ``cdc`` and database ``sink_db`` exist."""
         if self.is_running():
             self._ensure_user_and_database()
+            self._ensure_tls()
             return self.settings
         if not (self.datadir / "PG_VERSION").exists():
             self._initdb()
@@ -87,6 +89,7 @@ class DevPostgres:
         while time.monotonic() < deadline:
             if self.is_running():
                 self._ensure_user_and_database()
+                self._ensure_tls()
                 return self.settings
             time.sleep(0.2)
         tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
@@ -177,6 +180,36 @@ class DevPostgres:
                 "synchronous_commit = off\n"
                 "full_page_writes = off\n"
             )
+
+    @property
+    def tls(self) -> TlsFiles:
+        """The server's CA and certificate (give ``tls.ca`` as ``sslrootcert``)."""
+        return TlsFiles.under(self.datadir / "tls")
+
+    def _ensure_tls(self) -> None:
+        """TLS on (``ssl = on`` with a certificate of its own CA), reloaded if it was off."""
+        files = self.tls
+        files.ensure()
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(OS_USER)
+            for path in (files.directory, *files.directory.iterdir()):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        files.server_key.chmod(0o600)  # PostgreSQL refuses a key others may read
+        with self.superuser_connection() as conn:
+            if conn.execute("SHOW ssl").fetchone() == ("on",):
+                return
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET ssl_cert_file = {}").format(
+                    sql.Literal(str(files.server_cert))
+                )
+            )
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET ssl_key_file = {}").format(
+                    sql.Literal(str(files.server_key))
+                )
+            )
+            conn.execute("ALTER SYSTEM SET ssl = on")
+            conn.execute("SELECT pg_reload_conf()")
 
     def _run(self, cmd: list[str], *, what: str) -> None:
         if os.geteuid() == 0:

@@ -3,8 +3,9 @@
 It runs from Debian's ``mariadb-server`` binaries with its own data directory,
 socket and port on 127.0.0.1, with the binlog settings CDC needs
 (``log-bin``, ``binlog_format=ROW``, ``binlog_row_image=FULL``,
-``binlog_row_metadata=FULL``). Starting it twice is safe: a running instance
-is reused.
+``binlog_row_metadata=FULL``), and TLS with a certificate of its own CA
+(``tls/ca.pem`` under its directory: give it as ``ssl-ca``). Starting it twice is
+safe: a running instance is reused.
 
     >>> server = DevServer.from_env()          # doctest: +SKIP
     >>> server.start()                         # doctest: +SKIP
@@ -46,9 +47,15 @@ class DevServer:
     """Start, reuse and stop the private MariaDB."""
 
     def __init__(
-        self, base_dir: Path = DEFAULT_DIR, port: int = DEFAULT_PORT, server_id: int = 1
+        self,
+        base_dir: Path = DEFAULT_DIR,
+        port: int = DEFAULT_PORT,
+        server_id: int = 1,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
+        self.extra_args = extra_args  # more mariadbd options, e.g. require-secure-transport
         self.base_dir = base_dir / f"mariadb-{port}"
+        self.tls = TlsFiles.under(self.base_dir / "tls")
         self.port = port
         self.server_id = server_id
         self.datadir = self.base_dir / "data"
@@ -72,6 +79,7 @@ class DevServer:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         if not (self.datadir / "mysql").exists():
             self._install_db()
+        self.tls.ensure()
         args = [
             mariadbd,
             "--no-defaults",
@@ -100,6 +108,10 @@ class DevServer:
             "--sync-binlog=0",
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_general_ci",
+            f"--ssl-ca={self.tls.ca}",
+            f"--ssl-cert={self.tls.server_cert}",
+            f"--ssl-key={self.tls.server_key}",
+            *self.extra_args,
         ]
         if os.geteuid() == 0:
             args.append("--user=root")
@@ -232,6 +244,65 @@ class DevServer:
                 )
                 cur.execute(
                     f"GRANT ALL PRIVILEGES ON *.* TO '{DEV_USER}'@'{host}' WITH GRANT OPTION"
+                )
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA and a server certificate it signed (for 127.0.0.1 and localhost), PEM files.
+
+    >>> files = TlsFiles.under(Path("/tmp/x/tls"))    # doctest: +SKIP
+    >>> files.ensure()                                 # doctest: +SKIP
+    """
+
+    directory: Path
+
+    @classmethod
+    def under(cls, directory: Path) -> TlsFiles:
+        return cls(directory)
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.directory / "ca-key.pem"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.directory / "server-cert.pem"
+
+    @property
+    def server_key(self) -> Path:
+        return self.directory / "server-key.pem"
+
+    def ensure(self, common_name: str = "sparkcdc dev") -> None:
+        """Create the files with ``openssl`` unless they exist."""
+        if self.server_cert.exists() and self.server_key.exists() and self.ca.exists():
+            return
+        openssl = _binary("openssl", "/usr/bin/openssl")
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        d = self.directory
+        san = d / "san.cnf"
+        san.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        steps = [
+            ["genrsa", "-out", str(self.ca_key), "2048"],
+            ["req", "-x509", "-new", "-key", str(self.ca_key), "-sha256", "-days", "3650",
+             "-subj", f"/CN={common_name} CA", "-out", str(self.ca)],
+            ["genrsa", "-out", str(self.server_key), "2048"],
+            ["req", "-new", "-key", str(self.server_key), "-subj", "/CN=127.0.0.1",
+             "-out", str(d / "server.csr")],
+            ["x509", "-req", "-in", str(d / "server.csr"), "-CA", str(self.ca), "-CAkey",
+             str(self.ca_key), "-CAcreateserial", "-days", "3650", "-sha256",
+             "-extfile", str(san), "-out", str(self.server_cert)],
+        ]  # fmt: skip
+        for step in steps:
+            result = subprocess.run([openssl, *step], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise SourceError(
+                    f"openssl {step[0]} failed making the dev server's TLS files in {d}: "
+                    f"{result.stderr[-1000:]}"
                 )
 
 

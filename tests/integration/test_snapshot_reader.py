@@ -11,6 +11,7 @@ import pytest
 from workload import ITEMS_DDL, Workload, random_row
 
 from sparkcdc.devserver import DevServer
+from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.binlog_range import RowChanges, read_range
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
@@ -57,9 +58,12 @@ TYPED_ROWS = [
 ]
 
 
-def settings_of(server: DevServer) -> ConnectionSettings:
+def settings_of(server: DevServer, reader: str = "") -> ConnectionSettings:
+    """The dev server's settings; for the connectorx reader without TLS (connectorx reads
+    only what a plain connection would: see snapshot/reader.py ``_select``)."""
     s = server.settings
-    return ConnectionSettings(s.host, s.port, s.user, s.password)
+    tls = TlsSettings(mode="disabled") if reader == "connectorx" else TlsSettings()
+    return ConnectionSettings(s.host, s.port, s.user, s.password, tls=tls)
 
 
 def whole(table: str) -> ChunkRange:
@@ -72,7 +76,7 @@ def test_snapshot_rows_look_like_binlog_rows(
 ) -> None:
     if reader == "connectorx" and not connectorx_available():
         pytest.skip("connectorx is not installed")
-    settings = settings_of(dev_server)
+    settings = settings_of(dev_server, reader)
     sql.execute(TYPES_DDL)
     conn = sql_connection(settings, database)
     info = server_info(conn)
@@ -228,7 +232,7 @@ def test_chunk_read_throughput(dev_server: DevServer, database: str, sql: Any, r
     """Not a timing assertion: prints rows/s of one big chunk read for the report."""
     if reader == "connectorx" and not connectorx_available():
         pytest.skip("connectorx is not installed")
-    settings = settings_of(dev_server)
+    settings = settings_of(dev_server, reader)
     sql.execute(ITEMS_DDL)
     sql.execute(
         "INSERT INTO items SELECT seq, CONCAT('name-', seq), seq % 1000, seq / 100, seq * 7,"

@@ -28,7 +28,7 @@ def validate(file: str) -> int:
     the statement that fixes it). A wrong file, or a pipeline ``run`` would refuse (see
     :mod:`sparkcdc.pipeline.preflight`), raises ConfigError (exit 2), as ``run`` does.
     """
-    from sparkcdc.mysql.validator import validate_source
+    from sparkcdc.mysql.validator import tls_report, validate_source
     from sparkcdc.pipeline.composer import plan_pipeline
     from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
     from sparkcdc.sinks.base import sink_class
@@ -40,6 +40,8 @@ def validate(file: str) -> int:
     print(f"{file}: the file is valid (pipeline {config.pipeline.name!r}, sink {config.sink.type})")
     options, settings = source_settings(config)
     issues = validate_source(settings)
+    for connection, state in tls_report(settings):
+        print(f"  source {connection}: {state}")
     for issue in issues:
         print(f"  source {issue.severity}: {issue}")
     if any(i.severity == "error" for i in issues):

@@ -25,6 +25,7 @@ from pydantic import (
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.tables import TableFilter
+from sparkcdc.model.tls import DEFAULT_SSL_MODE, TlsSettings
 
 StartupMode = Literal[
     "initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"
@@ -144,6 +145,15 @@ class SourceOptions(BaseModel):
         1000.0, alias="chunk-key.even-distribution.factor.upper-bound", ge=0
     )
 
+    # TLS (model/tls.py): MySQL's --ssl-mode values; Connector/J's VERIFY_CA spelling too
+    ssl_mode: str = Field(DEFAULT_SSL_MODE, alias="ssl-mode")
+    ssl_ca: str | None = Field(None, alias="ssl-ca")
+    ssl_cert: str | None = Field(None, alias="ssl-cert")
+    ssl_key: str | None = Field(None, alias="ssl-key")
+    ssl_key_password: SecretStr | None = Field(None, alias="ssl-key-password")
+    server_public_key_path: str | None = Field(None, alias="server-public-key-path")
+    allow_public_key_retrieval: bool = Field(False, alias="allow-public-key-retrieval")
+
     @model_validator(mode="before")
     @classmethod
     def _durations(cls, data: Any) -> Any:
@@ -187,10 +197,28 @@ class SourceOptions(BaseModel):
                 "partitions (1 or more) or 'auto'"
             )
         try:
+            self.tls_settings()  # fail early on a bad mode or a missing file
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        try:
             self.table_filter()  # fail early on a bad or missing pattern
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return self
+
+    def tls_settings(self) -> TlsSettings:
+        """How every source connection negotiates TLS (model/tls.py)."""
+        return TlsSettings.parse(
+            mode=self.ssl_mode,
+            ca=self.ssl_ca,
+            cert=self.ssl_cert,
+            key=self.ssl_key,
+            key_password=(
+                self.ssl_key_password.get_secret_value() if self.ssl_key_password else None
+            ),
+            server_public_key=self.server_public_key_path,
+            allow_public_key_retrieval=self.allow_public_key_retrieval,
+        )
 
     def table_filter(self) -> TableFilter:
         return TableFilter.from_options(

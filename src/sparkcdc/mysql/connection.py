@@ -14,19 +14,26 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pymysql
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.tls import TlsSettings
 
 # Server error codes (https://mariadb.com/kb/en/mariadb-error-code-reference/).
 ER_ACCESS_DENIED = 1045
 ER_DBACCESS_DENIED = 1044
 ER_BAD_DB = 1049
 ER_HOST_NOT_PRIVILEGED = 1130
+# MySQL ER_SECURE_TRANSPORT_REQUIRED; MariaDB ER_SECURE_TRANSPORT_REQUIRED
+ER_SECURE_TRANSPORT_REQUIRED = (3159, 4036)
+CLIENT_SSL = 1 << 11  # capability flag: the server speaks TLS
 # Client-side codes pymysql uses for connection failures.
+CR_SSL_CONNECTION_ERROR = 2026
 CR_CONN_HOST_ERROR = 2003
 CR_SERVER_LOST = 2013
 
@@ -36,7 +43,8 @@ class ConnectionSettings:
     """Where the source server is and how to log in.
 
     ``connect_timeout_s`` bounds the TCP connect and the wait for the server's greeting;
-    ``read_timeout_s`` bounds every later read.
+    ``read_timeout_s`` bounds every later read. ``tls`` says how every connection
+    negotiates TLS (default: MySQL's ``preferred``).
     """
 
     host: str
@@ -45,6 +53,7 @@ class ConnectionSettings:
     password: str = field(default="", repr=False)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     @property
     def endpoint(self) -> str:
@@ -95,26 +104,130 @@ def _scrub(text: str, settings: ConnectionSettings) -> str:
     return text.replace(settings.password, "***") if settings.password else text
 
 
-_preferred_tls: Any = None  # the TLS context pymysql built for its first connection
+class _Connection(pymysql.connections.Connection):
+    """A pymysql connection that never trusts a server-sent RSA key unless allowed.
 
-
-def _connect(**kwargs: Any) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
-    """``pymysql.connect``, sharing one TLS context between connections.
-
-    Without TLS options pymysql connects in PREFERRED mode (TLS when the server offers it)
-    and builds a new default TLS context for every connection: ~18 ms of loading the CA
-    store, more than a snapshot chunk's read. The first connection's context serves the
-    process's later ones, in the same mode.
+    pymysql asks the server for its public key whenever caching_sha2_password or
+    sha256_password need the password without TLS; a man in the middle answers with
+    their own key and reads the password. Here the key is the pinned file's
+    (``server-public-key-path``), and a key from the server is refused unless
+    ``allow-public-key-retrieval`` is set (MySQL's clients behave the same).
     """
-    global _preferred_tls
-    if _preferred_tls is None:
-        conn = pymysql.connect(**kwargs)
-        if getattr(conn, "ssl", False) and getattr(conn, "_ssl_required", None) is False:
-            _preferred_tls = conn.ctx
-        return conn
-    conn = pymysql.connect(ssl_disabled=True, **kwargs)
-    conn.ssl, conn._ssl_required, conn.ctx = True, False, _preferred_tls
+
+    _tls: TlsSettings = TlsSettings()
+    _pinned_key: bytes | None = None
+
+    @property
+    def server_public_key(self) -> bytes | None:
+        if self._pinned_key is None and not self._tls.allow_public_key_retrieval:
+            raise pymysql.err.OperationalError(CR_AUTH_PLUGIN_ERR, NO_PUBLIC_KEY_MESSAGE)
+        return self._pinned_key
+
+    @server_public_key.setter
+    def server_public_key(self, value: bytes | None) -> None:
+        if value is None or value == self._pinned_key:
+            return
+        if not self._tls.allow_public_key_retrieval:
+            raise pymysql.err.OperationalError(CR_AUTH_PLUGIN_ERR, NO_PUBLIC_KEY_MESSAGE)
+        self._pinned_key = value
+
+
+# pymysql's "authentication plugin error" client code
+CR_AUTH_PLUGIN_ERR = 2061
+NO_PUBLIC_KEY_MESSAGE = (
+    "the server wants the password over RSA (caching_sha2_password full authentication or "
+    "sha256_password) on a connection without TLS, and sparkcdc does not fetch the "
+    "server's public key unverified; use TLS (ssl-mode preferred/required/verify-ca on a "
+    "server with TLS), or give the server's public key file as server-public-key-path, "
+    "or set allow-public-key-retrieval=true if you trust the network"
+)
+
+
+def connect_with_tls(tls: TlsSettings, **kwargs: Any) -> pymysql.connections.Connection[Any]:
+    """A deferred pymysql connection with ``tls``'s mode and its shared TLS context.
+
+    pymysql builds a new TLS context for every connection (~18 ms of loading a CA store,
+    more than a snapshot chunk's read) and knows no ``required``-without-verification
+    mode: the connection gets the context of ``tls`` instead, built once per process,
+    with pymysql's own switch for "TLS or fail" (``_ssl_required``).
+    """
+    conn = _Connection(ssl_disabled=True, defer_connect=True, **kwargs)
+    conn._tls = tls
+    if tls.server_public_key:
+        conn._pinned_key = Path(tls.server_public_key).read_bytes()
+    ctx = tls.context()
+    if ctx is not None:
+        conn.ssl = True
+        conn._ssl_required = tls.requires_tls  # type: ignore[attr-defined]
+        conn.ctx = ctx  # type: ignore[attr-defined]
     return conn
+
+
+def tls_failure(settings: ConnectionSettings, exc: ssl.SSLError) -> SourceError:
+    """The message for a failed TLS handshake (certificate check or protocol)."""
+    tls = settings.tls
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        what = exc.verify_message or str(exc)
+        ca = f"ssl-ca {tls.ca!r}" if tls.ca else "the system's trusted CAs"
+        if "hostname" in what.lower() or "ip address mismatch" in what.lower():
+            hint = (
+                f"the certificate does not name {settings.host!r}: connect by a name it "
+                "holds, or use ssl-mode verify-ca"
+            )
+        else:
+            hint = (
+                f"the certificate is not signed by {ca}: give the CA that signed the "
+                "server's certificate as ssl-ca"
+            )
+        return SourceError(
+            f"the TLS certificate of {settings.endpoint} failed verification "
+            f"(ssl-mode {tls.effective_mode}): {what}; {hint}. Nothing was read"
+        )
+    return SourceError(
+        f"the TLS handshake with {settings.endpoint} failed (ssl-mode {tls.effective_mode}): "
+        f"{exc}; check the server's TLS set-up (ssl_cert/ssl_key) and ssl-cert/ssl-key"
+    )
+
+
+def no_tls_error(settings: ConnectionSettings) -> SourceError:
+    return SourceError(
+        f"ssl-mode {settings.tls.effective_mode} needs TLS but MySQL/MariaDB at "
+        f"{settings.endpoint} does not offer it; configure ssl_cert/ssl_key on the server, "
+        "or use ssl-mode preferred/disabled on a trusted network"
+    )
+
+
+def denied_error(
+    settings: ConnectionSettings, message: str, *, offers_tls: bool, used_tls: bool
+) -> SourceError:
+    """A refused login. MariaDB refuses a plain-TCP login to a server with
+    ``require_secure_transport=ON`` as "access denied" (MySQL has its own code): when the
+    login was plain and the server offers TLS, one login over TLS tells the two apart."""
+    if offers_tls and not used_tls:
+        probe = ConnectionSettings(
+            settings.host,
+            settings.port,
+            settings.user,
+            settings.password,
+            settings.connect_timeout_s,
+            settings.read_timeout_s,
+            TlsSettings(mode="required"),
+        )
+        try:
+            sql_connection(probe).close()
+        except SourceError:
+            pass
+        else:
+            return insecure_transport_error(settings, message)
+    return access_denied_error(settings, message)
+
+
+def insecure_transport_error(settings: ConnectionSettings, message: str) -> SourceError:
+    return SourceError(
+        f"MySQL/MariaDB at {settings.endpoint} refuses connections without TLS "
+        f"(require_secure_transport=ON) and ssl-mode is {settings.tls.mode}: enable TLS "
+        f"(ssl-mode preferred, required or verify-ca) (server says: {message})"
+    )
 
 
 def sql_connection(
@@ -127,7 +240,8 @@ def sql_connection(
     >>> conn.cursor().execute("SELECT 1")  # doctest: +SKIP
     1
     """
-    conn = _connect(
+    conn = connect_with_tls(
+        settings.tls,
         host=settings.host,
         port=settings.port,
         user=settings.user,
@@ -140,15 +254,28 @@ def sql_connection(
         # connect timeout, then switch to the read timeout once logged in.
         read_timeout=settings.connect_timeout_s,
         write_timeout=settings.read_timeout_s,
-        defer_connect=True,
     )
     try:
         conn.connect()
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else 0
         message = _scrub(str(exc.args[1]) if len(exc.args) > 1 else str(exc), settings)
+        original = getattr(exc, "original_exception", None)
+        if isinstance(original, ssl.SSLError):
+            raise tls_failure(settings, original) from None
+        if code == CR_SSL_CONNECTION_ERROR:
+            raise no_tls_error(settings) from None
+        if code in ER_SECURE_TRANSPORT_REQUIRED:
+            raise insecure_transport_error(settings, message) from None
+        if code == CR_AUTH_PLUGIN_ERR:
+            raise SourceError(f"cannot log in to {settings.endpoint}: {message}") from None
         if code in (ER_ACCESS_DENIED, ER_HOST_NOT_PRIVILEGED):
-            raise access_denied_error(settings, message) from None
+            raise denied_error(
+                settings,
+                message,
+                offers_tls=bool(getattr(conn, "server_capabilities", 0) & CLIENT_SSL),
+                used_tls=bool(getattr(conn, "_secure", False)),
+            ) from None
         if code == ER_BAD_DB:
             raise SourceError(
                 f"database {database!r} does not exist on {settings.endpoint}; check the "
@@ -159,7 +286,6 @@ def sql_connection(
                 f"user {settings.user}@{settings.host} may not use database {database!r} on "
                 f"{settings.endpoint}: {message}; GRANT SELECT on it"
             ) from None
-        original = getattr(exc, "original_exception", None)
         if isinstance(original, OSError):
             raise describe_connect_failure(settings, original) from None
         if code in (CR_CONN_HOST_ERROR, CR_SERVER_LOST):

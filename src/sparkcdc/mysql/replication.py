@@ -28,9 +28,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 import zlib
 from collections.abc import Generator
+from pathlib import Path
 from types import TracebackType
 
 from sparkcdc.errors import ConfigError, PositionError, ProtocolError, SourceError
@@ -39,9 +41,14 @@ from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import (
     ER_ACCESS_DENIED,
     ER_HOST_NOT_PRIVILEGED,
+    ER_SECURE_TRANSPORT_REQUIRED,
+    NO_PUBLIC_KEY_MESSAGE,
     ConnectionSettings,
-    access_denied_error,
+    denied_error,
     describe_connect_failure,
+    insecure_transport_error,
+    no_tls_error,
+    tls_failure,
 )
 from sparkcdc.mysql.constants import (
     CHECKSUM_SIZE,
@@ -160,6 +167,9 @@ class BinlogClient:
         self._sock: socket.socket | None = None
         self._channel: wire.PacketChannel | None = None
         self._checksum = False
+        self._secure = False
+        # the TLS cipher of the current connection (None: plain TCP)
+        self.cipher: str | None = None
 
     # -- context manager ---------------------------------------------------------------
 
@@ -224,6 +234,25 @@ class BinlogClient:
             raise
         return self._stream(start)  # closing it early (``.close()``) closes the connection
 
+    def session_tls(self) -> str:
+        """Log in and ask the server how this replication session is protected: its
+        ``Ssl_version`` and ``Ssl_cipher`` (empty when the connection is plain TCP); closes.
+
+        >>> BinlogClient(settings, 5401).session_tls()        # doctest: +SKIP
+        'TLSv1.3 TLS_AES_256_GCM_SHA384'
+        """
+        self.close()
+        try:
+            self._connect()
+            rows = self._query(
+                "SHOW SESSION STATUS WHERE Variable_name IN ('Ssl_version', 'Ssl_cipher')"
+            )
+        finally:
+            self.close()
+        found = {str(name).lower(): value or "" for name, value in rows}
+        cipher = found.get("ssl_cipher", "")
+        return f"{found.get('ssl_version', '')} {cipher}".strip() if cipher else ""
+
     def close(self) -> None:
         """Send COM_QUIT (best effort) and close the socket; safe to call twice."""
         channel, sock = self._channel, self._sock
@@ -250,10 +279,13 @@ class BinlogClient:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._sock = sock
         self._channel = wire.PacketChannel(sock)
+        self.cipher = None
         try:
             # the greeting and the login are bounded by the connect timeout
             self.handshake = wire.parse_handshake(self._channel.read_packet())
-            self._authenticate(self.handshake)
+            self._authenticate(self.handshake, self._start_tls(self.handshake))
+        except ssl.SSLError as exc:
+            raise tls_failure(settings, exc) from None
         except TimeoutError:
             raise SourceError(
                 f"cannot connect to MySQL/MariaDB at {settings.endpoint}: the TCP connection "
@@ -268,9 +300,30 @@ class BinlogClient:
             ) from None
         except OSError as exc:
             raise describe_connect_failure(settings, exc) from None
-        sock.settimeout(settings.read_timeout_s)
+        self._sock.settimeout(settings.read_timeout_s)  # the TLS socket after an upgrade
 
-    def _authenticate(self, hs: wire.Handshake) -> None:
+    def _start_tls(self, hs: wire.Handshake) -> bool:
+        """Upgrade to TLS after the greeting when the mode asks for it: SSLRequest, then the
+        TLS handshake on the same socket. False when the connection stays plain."""
+        tls = self.settings.tls
+        ctx = tls.context()
+        if ctx is None:
+            return False
+        if not hs.capabilities & wire.Capability.SSL:
+            if tls.requires_tls:
+                raise no_tls_error(self.settings)
+            return False  # preferred: plain, as MySQL's clients do
+        channel = self._require_channel()
+        capabilities = wire.CLIENT_CAPABILITIES & (hs.capabilities | wire.Capability.LONG_PASSWORD)
+        channel.write_packet(wire.ssl_request(capabilities))
+        assert self._sock is not None
+        self._sock = ctx.wrap_socket(self._sock, server_hostname=self.settings.host)
+        channel.sock = self._sock
+        cipher = self._sock.cipher()
+        self.cipher = cipher[0] if cipher else None
+        return True
+
+    def _authenticate(self, hs: wire.Handshake, secure: bool = False) -> None:
         channel = self._require_channel()
         missing = wire.REQUIRED_SERVER_CAPABILITIES & ~hs.capabilities
         if missing:
@@ -279,6 +332,9 @@ class BinlogClient:
                 f"{missing!r}; MySQL >= 5.7 or MariaDB >= 10.4 is required"
             )
         capabilities = wire.CLIENT_CAPABILITIES & (hs.capabilities | wire.Capability.LONG_PASSWORD)
+        if secure:
+            capabilities |= wire.Capability.SSL
+        self._secure = secure
         plugin = hs.auth_plugin
         if plugin not in (wire.AuthPlugin.NATIVE, wire.AuthPlugin.CACHING_SHA2):
             plugin = wire.AuthPlugin.NATIVE  # the server switches us if it insists
@@ -298,12 +354,22 @@ class BinlogClient:
                 return
             if wire.is_err(payload):
                 error = wire.parse_err(payload)
+                if error.code in ER_SECURE_TRANSPORT_REQUIRED:
+                    raise insecure_transport_error(self.settings, error.message)
                 if error.code in (ER_ACCESS_DENIED, ER_HOST_NOT_PRIVILEGED):
-                    raise access_denied_error(self.settings, error.message)
+                    raise denied_error(
+                        self.settings,
+                        error.message,
+                        offers_tls=bool(hs.capabilities & wire.Capability.SSL),
+                        used_tls=secure,
+                    )
                 raise SourceError(f"login to {self.settings.endpoint} failed: {error}")
             if payload[0] == wire.EOF_HEADER:  # AuthSwitchRequest
                 plugin, nonce = wire.parse_auth_switch(payload)
-                channel.write_packet(wire.auth_response_for(plugin, password, nonce))
+                if plugin == wire.AuthPlugin.SHA256:
+                    self._sha256(nonce)
+                else:
+                    channel.write_packet(wire.auth_response_for(plugin, password, nonce))
             elif (
                 payload[0] == wire.AUTH_MORE_DATA_HEADER and plugin == wire.AuthPlugin.CACHING_SHA2
             ):
@@ -315,26 +381,61 @@ class BinlogClient:
                 )
 
     def _caching_sha2_more(self, payload: bytes, nonce: bytes) -> None:
-        """AuthMoreData of caching_sha2_password: fast-auth success, or full auth."""
+        """AuthMoreData of caching_sha2_password: fast-auth success, or full auth.
+
+        Full authentication sends the password itself: in clear inside TLS, else encrypted
+        with the server's RSA key (``_rsa_password``).
+        https://dev.mysql.com/doc/dev/mysql-server/latest/page_caching_sha2_authentication_exchanges.html
+        """
         channel = self._require_channel()
         state = payload[1] if len(payload) > 1 else 0
         if state == wire.CachingSha2State.FAST_AUTH_SUCCESS:
             return  # an OK packet follows
         if state != wire.CachingSha2State.PERFORM_FULL_AUTHENTICATION:
             raise ProtocolError(f"unexpected caching_sha2_password state {state}")
-        # Full authentication over plain TCP: ask for the server's RSA public key and
-        # send the password encrypted with it (never in clear text).
-        channel.write_packet(bytes([wire.CachingSha2State.REQUEST_PUBLIC_KEY]))
-        key_packet = channel.read_packet()
-        if wire.is_err(key_packet):
-            raise SourceError(
-                f"login to {self.settings.endpoint} failed: {wire.parse_err(key_packet)}"
-            )
-        if key_packet[:1] != bytes([wire.AUTH_MORE_DATA_HEADER]):
-            raise ProtocolError("expected the server's RSA public key during caching_sha2 login")
+        if self._secure:
+            channel.write_packet(wire.clear_password(self.settings.password))
+            return
         channel.write_packet(
-            wire.rsa_encrypt_password(self.settings.password, nonce, key_packet[1:])
+            self._rsa_password(nonce, bytes([wire.CachingSha2State.REQUEST_PUBLIC_KEY]))
         )
+
+    def _sha256(self, nonce: bytes) -> None:
+        """sha256_password after an AuthSwitchRequest: the password in clear inside TLS,
+        else RSA-encrypted (pinned key, or the server's when retrieval is allowed)."""
+        channel = self._require_channel()
+        password = self.settings.password
+        if self._secure or not password:
+            channel.write_packet(
+                wire.auth_response_for(wire.AuthPlugin.SHA256, password, nonce, secure=True)
+            )
+            return
+        channel.write_packet(self._rsa_password(nonce, wire.SHA256_REQUEST_PUBLIC_KEY))
+
+    def _rsa_password(self, nonce: bytes, request_key: bytes) -> bytes:
+        """The password encrypted with the server's RSA key, for a connection without TLS.
+
+        The key is the pinned file (``server-public-key-path``); asking the server for it
+        (``request_key``) is only done with ``allow-public-key-retrieval``: a man in the
+        middle would answer with their own key and read the password.
+        """
+        tls = self.settings.tls
+        if tls.server_public_key:
+            key = Path(tls.server_public_key).read_bytes()
+        elif tls.allow_public_key_retrieval:
+            channel = self._require_channel()
+            channel.write_packet(request_key)
+            key_packet = channel.read_packet()
+            if wire.is_err(key_packet):
+                raise SourceError(
+                    f"login to {self.settings.endpoint} failed: {wire.parse_err(key_packet)}"
+                )
+            if key_packet[:1] != bytes([wire.AUTH_MORE_DATA_HEADER]):
+                raise ProtocolError("expected the server's RSA public key during login")
+            key = key_packet[1:]
+        else:
+            raise SourceError(f"cannot log in to {self.settings.endpoint}: {NO_PUBLIC_KEY_MESSAGE}")
+        return wire.rsa_encrypt_password(self.settings.password, nonce, key)
 
     # -- simple queries on the replication connection -----------------------------------
 

@@ -285,6 +285,49 @@ def read_source_facts(conn: Any) -> SourceFacts:
     return SourceFacts(info, values, grants, current_user)
 
 
+def session_tls(conn: Any) -> str:
+    """The server's word on this session's TLS: ``TLSv1.3 TLS_AES_256_GCM_SHA384``, or ''."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Ssl_version', 'Ssl_cipher')")
+        found = {str(name).lower(): str(value or "") for name, value in cur.fetchall()}
+    cipher = found.get("ssl_cipher", "")
+    return f"{found.get('ssl_version', '')} {cipher}".strip() if cipher else ""
+
+
+def describe_tls(settings: ConnectionSettings, state: str) -> str:
+    """How one connection is protected, for ``validate``'s report.
+
+    >>> describe_tls(ConnectionSettings("h"), "")
+    'plain TCP, not encrypted (ssl-mode preferred)'
+    """
+    tls = settings.tls
+    if not state:
+        return f"plain TCP, not encrypted (ssl-mode {tls.mode})"
+    if tls.verifies_identity:
+        check = "certificate and host name verified"
+    elif tls.verifies_certificate:
+        check = f"certificate verified against {tls.ca or 'the system CAs'}"
+    else:
+        check = "certificate NOT verified: set ssl-ca to check it"
+    return f"TLS {state} (ssl-mode {tls.effective_mode}, {check})"
+
+
+def tls_report(settings: ConnectionSettings) -> list[tuple[str, str]]:
+    """(connection, how it is protected) for each kind of connection sparkcdc makes to the
+    source: SQL (schemas, snapshot chunks) and replication. Raises ``SourceError`` when
+    one cannot log in (e.g. TLS refused or required)."""
+    from sparkcdc.mysql.replication import BinlogClient
+
+    with sql_connection(settings) as conn:
+        sql_state = session_tls(conn)
+    # the replication login only: no replica is registered, the id is never announced
+    replication_state = BinlogClient(settings, server_id=1).session_tls()
+    return [
+        ("SQL connections", describe_tls(settings, sql_state)),
+        ("replication connection", describe_tls(settings, replication_state)),
+    ]
+
+
 def validate_source(settings: ConnectionSettings) -> list[ValidationIssue]:
     """Every issue of the source (empty when it is ready for CDC).
 

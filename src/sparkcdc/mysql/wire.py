@@ -79,8 +79,9 @@ class Capability(IntFlag):
     DEPRECATE_EOF = 1 << 24
 
 
-# What we ask for: 4.1 protocol with plugin auth; no TLS, no compression, and classic EOF
-# packets (no DEPRECATE_EOF) so that result sets end the way ``read_result_rows`` expects.
+# What we ask for: 4.1 protocol with plugin auth; no compression, and classic EOF packets
+# (no DEPRECATE_EOF) so that result sets end the way ``read_result_rows`` expects. SSL is
+# added when the connection upgrades to TLS (``ssl_request``).
 CLIENT_CAPABILITIES = (
     Capability.LONG_PASSWORD
     | Capability.LONG_FLAG
@@ -385,6 +386,21 @@ def handshake_response(
     return bytes(out)
 
 
+def ssl_request(capabilities: Capability) -> bytes:
+    """SSLRequest: the first 32 bytes of HandshakeResponse41 (capability_flags u32 with
+    CLIENT_SSL, max_packet_size u32, character_set u8, filler [23]). The client sends it
+    instead of the response, starts TLS, then sends the whole response over TLS (with the
+    next sequence id).
+    https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_connection_phase_packets_protocol_ssl_request.html
+
+    >>> len(ssl_request(Capability.PROTOCOL_41)), ssl_request(Capability.SSL)[:2].hex()
+    (32, '0008')
+    """
+    return struct.pack(
+        "<IIB23x", capabilities | Capability.SSL, CLIENT_MAX_PACKET_SIZE, CHARSET_UTF8MB4_GENERAL_CI
+    )
+
+
 # ------------------------------------------------------------------------------- auth
 
 
@@ -393,6 +409,22 @@ class AuthPlugin:
 
     NATIVE = "mysql_native_password"
     CACHING_SHA2 = "caching_sha2_password"
+    SHA256 = "sha256_password"
+
+
+# sha256_password: an auth response of this single byte asks the server for its RSA key
+# (https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_connection_phase_authentication_methods_sha256_password_authentication.html)
+SHA256_REQUEST_PUBLIC_KEY = b"\x01"
+
+
+def clear_password(password: str) -> bytes:
+    """The password as sent inside TLS by caching_sha2_password full authentication and
+    sha256_password: its bytes and a NUL.
+
+    >>> clear_password("pw")
+    b'pw\\x00'
+    """
+    return password.encode("utf-8") + b"\x00"
 
 
 class CachingSha2State(IntEnum):
@@ -436,32 +468,51 @@ def scramble_caching_sha2(password: str, nonce: bytes) -> bytes:
     return _xor(p1, hashlib.sha256(p2 + nonce[:20]).digest())
 
 
-def auth_response_for(plugin: str, password: str, nonce: bytes) -> bytes:
-    """The first auth response for ``plugin`` (raises for plugins we do not speak)."""
+def auth_response_for(
+    plugin: str,
+    password: str,
+    nonce: bytes,
+    *,
+    secure: bool = False,
+    public_key_pem: bytes | None = None,
+) -> bytes:
+    """The first auth response for ``plugin`` (raises for plugins we do not speak).
+
+    sha256_password sends the password itself: in clear when ``secure`` (inside TLS),
+    RSA-encrypted with ``public_key_pem`` otherwise; with neither, the response asks the
+    server for its key (the caller decides whether that is allowed).
+    """
     if plugin == AuthPlugin.NATIVE:
         return scramble_native_password(password, nonce)
     if plugin == AuthPlugin.CACHING_SHA2:
         return scramble_caching_sha2(password, nonce)
+    if plugin == AuthPlugin.SHA256:
+        if not password:
+            return b"\x00"
+        if secure:
+            return clear_password(password)
+        if public_key_pem is not None:
+            return rsa_encrypt_password(password, nonce, public_key_pem)
+        return SHA256_REQUEST_PUBLIC_KEY
     raise ProtocolError(
         f"the server asks for authentication plugin {plugin!r}; sparkcdc's replication client "
-        f"speaks {AuthPlugin.NATIVE} and {AuthPlugin.CACHING_SHA2}. Create the CDC user with "
-        f"one of them (e.g. ALTER USER ... IDENTIFIED WITH {AuthPlugin.NATIVE} BY '...')"
+        f"speaks {AuthPlugin.NATIVE}, {AuthPlugin.CACHING_SHA2} and {AuthPlugin.SHA256}. "
+        f"Create the CDC user with one of them (e.g. ALTER USER ... IDENTIFIED WITH "
+        f"{AuthPlugin.NATIVE} BY '...')"
     )
 
 
 def rsa_encrypt_password(password: str, nonce: bytes, public_key_pem: bytes) -> bytes:
-    """caching_sha2_password full auth over plain TCP: RSA-OAEP(SHA1) of (pw + NUL) XOR nonce.
-
-    Needs the optional ``cryptography`` package.
+    """caching_sha2_password full auth / sha256_password over plain TCP:
+    RSA-OAEP(SHA1) of (pw + NUL) XOR nonce (the nonce repeated over the password).
     """
     try:
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import padding, rsa
     except ImportError:  # pragma: no cover - depends on the environment
         raise ProtocolError(
-            "the server requires caching_sha2_password full authentication over RSA, which "
-            "needs the 'cryptography' package: pip install cryptography (or log in once with "
-            "the mysql client so the server caches the password)"
+            "the server wants the password RSA-encrypted, which needs the 'cryptography' "
+            "package (a dependency of sparkcdc: reinstall sparkcdc), or use TLS"
         ) from None
     plain = password.encode("utf-8") + b"\x00"
     nonce = nonce[:20]

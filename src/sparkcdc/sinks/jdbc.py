@@ -37,7 +37,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
@@ -48,6 +48,8 @@ from pydantic import Field, SecretStr, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.model.identifiers import quote_ansi, quote_mysql, quote_spark
+from sparkcdc.model.tls import SSL_MODES, TlsSettings, parse_ssl_mode
+from sparkcdc.mysql.connection import connect_with_tls
 from sparkcdc.sinks.base import (
     DELETED,
     Sink,
@@ -75,6 +77,81 @@ SCHEMES: dict[str, Family] = {"mysql": "mysql", "mariadb": "mysql", "postgresql"
 DEFAULT_PORTS: dict[Family, int] = {"mysql": 3306, "postgresql": 5432}
 
 
+# PostgreSQL JDBC's (and libpq's) sslmode values
+PG_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+# the same modes in MySQL's words, for MySQL/MariaDB targets given PostgreSQL's spelling
+_PG_TO_MYSQL = {
+    "disable": "disabled",
+    "prefer": "preferred",
+    "require": "required",
+    "verify-ca": "verify-ca",
+    "verify-full": "verify-identity",
+}
+
+
+@dataclass(frozen=True)
+class SinkTls:
+    """TLS of the sink's connections, in PostgreSQL JDBC's option names (``sslmode``,
+    ``sslrootcert``, ``sslcert``, ``sslkey``, ``sslpassword``). As on the source, a given
+    root certificate means the certificate is checked (an unset or ``prefer`` mode with
+    ``sslrootcert`` is ``verify-ca``).
+
+    >>> SinkTls(rootcert="/ca.pem").mode_for("postgresql")
+    'verify-ca'
+    >>> SinkTls(mode="VERIFY_IDENTITY").mode_for("mysql")
+    'verify-identity'
+    """
+
+    mode: str | None = None
+    rootcert: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def mode_for(self, family: Family) -> str | None:
+        """The mode in the target driver's words (None: the driver's default)."""
+        mode = self.mode
+        if family == "postgresql":
+            if mode is not None:
+                mode = mode.strip().lower().replace("_", "-")
+                mode = {"disabled": "disable", "preferred": "prefer", "required": "require",
+                        "verify-identity": "verify-full"}.get(mode, mode)  # fmt: skip
+                if mode not in PG_SSL_MODES:
+                    raise ConfigError(
+                        f"sink.sslmode {self.mode!r} is not a PostgreSQL TLS mode; use one of "
+                        f"{', '.join(PG_SSL_MODES)}"
+                    )
+            if self.rootcert and mode in (None, "prefer"):
+                return "verify-ca"
+            return mode
+        if mode is None:
+            return None
+        lowered = mode.strip().lower().replace("_", "-")
+        if lowered in _PG_TO_MYSQL:
+            return _PG_TO_MYSQL[lowered]
+        try:
+            return parse_ssl_mode(mode, "sink.sslmode")
+        except ConfigError:
+            raise ConfigError(
+                f"sink.sslmode {mode!r} is not a TLS mode; use one of {', '.join(SSL_MODES)}"
+            ) from None
+
+    def psycopg_kwargs(self) -> dict[str, Any]:
+        out = {"sslmode": self.mode_for("postgresql"), "sslrootcert": self.rootcert,
+               "sslcert": self.cert, "sslkey": self.key, "sslpassword": self.password}  # fmt: skip
+        return {k: v for k, v in out.items() if v is not None}
+
+    def mysql(self) -> TlsSettings:
+        return TlsSettings.parse(
+            mode=self.mode_for("mysql"),
+            ca=self.rootcert,
+            cert=self.cert,
+            key=self.key,
+            key_password=self.password,
+            prefix="sink.",
+        )
+
+
 @dataclass(frozen=True)
 class JdbcUrl:
     """The parts of a ``jdbc:<scheme>://host[:port]/database`` URL the sink uses.
@@ -89,6 +166,7 @@ class JdbcUrl:
     host: str
     port: int
     database: str
+    tls: SinkTls = field(default=SinkTls(), repr=False, compare=False)
 
     @property
     def family(self) -> Family:
@@ -159,11 +237,21 @@ class JdbcOptions(SinkOptions):
     schema_name: str | None = Field(None, alias="schema", description="PostgreSQL schema")
     table_create: bool = Field(True, alias="table.create")
     commit_table: str = Field("sparkcdc_commits", alias="sink.commit-table", min_length=1)
+    # TLS, PostgreSQL JDBC's names (SinkTls); MySQL/MariaDB targets take them too
+    sslmode: str | None = None
+    sslrootcert: str | None = None
+    sslcert: str | None = None
+    sslkey: str | None = None
+    sslpassword: SecretStr | None = None
 
     @model_validator(mode="after")
     def _check(self) -> JdbcOptions:
         # ConfigError passes through pydantic unchanged (it is no ValueError)
         target = self.target
+        if target.family == "mysql":
+            target.tls.mysql()  # a bad mode or a missing file fails here
+        else:
+            target.tls.mode_for("postgresql")
         if self.schema_name is not None and target.family != "postgresql":
             raise ConfigError(
                 f"sink.schema applies to PostgreSQL targets only; a {target.scheme} target's "
@@ -173,7 +261,14 @@ class JdbcOptions(SinkOptions):
 
     @property
     def target(self) -> JdbcUrl:
-        return JdbcUrl.parse(self.url)
+        tls = SinkTls(
+            mode=self.sslmode,
+            rootcert=self.sslrootcert,
+            cert=self.sslcert,
+            key=self.sslkey,
+            password=self.sslpassword.get_secret_value() if self.sslpassword else None,
+        )
+        return replace(JdbcUrl.parse(self.url), tls=tls)
 
     @property
     def namespace(self) -> str:
@@ -361,7 +456,8 @@ class _MySqlDialect(_Dialect):
         return quote_mysql(name, pyformat=pyformat)
 
     def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
-        return pymysql.connect(
+        conn = connect_with_tls(
+            url.tls.mysql(),
             host=url.host,
             port=url.port,
             user=user,
@@ -372,6 +468,8 @@ class _MySqlDialect(_Dialect):
             autocommit=False,
             init_command="SET time_zone = '+00:00'",
         )
+        conn.connect()
+        return conn
 
     def is_alive(self, conn: _Connection) -> bool:
         assert isinstance(conn, pymysql.connections.Connection)
@@ -439,6 +537,7 @@ class _PostgresDialect(_Dialect):
             dbname=url.database,
             connect_timeout=CONNECT_TIMEOUT_S,
             autocommit=False,
+            **url.tls.psycopg_kwargs(),
         )
 
     def is_alive(self, conn: _Connection) -> bool:

@@ -624,7 +624,12 @@ def _select(
     chunk: ChunkRange,
     use_connectorx: bool,
 ) -> tuple[pa.Table, str]:
-    if use_connectorx:
+    # connectorx 0.4's MySQL URL cannot honour a TLS mode (measured: ``ssl-mode=`` and
+    # ``sslMode=REQUIRED`` are ignored, the read is plain TCP; ``sslMode=VERIFY_CA`` checks
+    # against the system CAs only, no CA file): it reads only what would be read in clear
+    # anyway, on a connection that did not negotiate TLS (ssl-mode disabled, or preferred
+    # against a server without TLS). TLS chunks are read by pymysql on its TLS connection.
+    if use_connectorx and not getattr(conn, "_secure", False):
         try:
             return select_connectorx(conn, settings, schema, key_column, chunk), "connectorx"
         except (KeyboardInterrupt, SystemExit):

@@ -111,6 +111,7 @@ def connection_settings(options: SourceOptions) -> ConnectionSettings:
         password=options.password.get_secret_value(),
         connect_timeout_s=options.connect_timeout_s,
         read_timeout_s=max(options.heartbeat_interval_s * 3, 60.0),
+        tls=options.tls_settings(),
     )
 
 

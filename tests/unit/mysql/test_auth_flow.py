@@ -1,21 +1,28 @@
 """The login state machine against a scripted server on a socket pair.
 
-The dev server (MariaDB) has no caching_sha2_password, so its fast path, its RSA full
-authentication and the auth switch are exercised here, packet by packet.
+The dev server (MariaDB) has no caching_sha2_password, so its fast path, its full
+authentication (in clear inside TLS; RSA with a pinned or, when allowed, a retrieved key)
+and the auth switch are exercised here, packet by packet, as MySQL documents the exchange:
+https://dev.mysql.com/doc/dev/mysql-server/latest/page_caching_sha2_authentication_exchanges.html
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from sparkcdc.devserver import TlsFiles
 from sparkcdc.errors import SourceError
+from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.replication import BinlogClient
@@ -27,8 +34,10 @@ OK = b"\x00\x00\x00\x02\x00\x00\x00"
 Script = Callable[[wire.PacketChannel], None]
 
 
-def _handshake(plugin: str) -> bytes:
+def _handshake(plugin: str, tls: bool = False) -> bytes:
     caps = wire.CLIENT_CAPABILITIES | wire.Capability.CONNECT_WITH_DB
+    if tls:
+        caps |= wire.Capability.SSL
     return (
         b"\x0a8.0.36\x00"
         + struct.pack("<I", 7)
@@ -50,11 +59,26 @@ def _auth_data(response: bytes) -> bytes:
     return response[offset : offset + length]
 
 
+Login = Callable[..., None]
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    files = TlsFiles.under(tmp_path_factory.mktemp("tls"))
+    files.ensure()
+    return files
+
+
 @pytest.fixture
-def login() -> Iterator[Callable[[str, Script], None]]:
+def login(certificates: TlsFiles) -> Iterator[Login]:
+    """``login(plugin, script, tls=TlsSettings(...), server_tls=False)``: the client logs in
+    to a scripted server; with ``server_tls`` the server offers TLS and, when the client
+    sends an SSLRequest, the script runs over TLS."""
     sockets: list[socket.socket] = []
 
-    def run(plugin: str, script: Script) -> None:
+    def run(
+        plugin: str, script: Script, tls: TlsSettings | None = None, server_tls: bool = False
+    ) -> None:
         client_sock, server_sock = socket.socketpair()
         sockets.extend([client_sock, server_sock])
         server = wire.PacketChannel(server_sock)
@@ -62,18 +86,43 @@ def login() -> Iterator[Callable[[str, Script], None]]:
 
         def serve() -> None:
             try:
-                server.write_packet(_handshake(plugin))
+                server.write_packet(_handshake(plugin, server_tls))
+                if server_tls:
+                    # exactly the SSLRequest's bytes: the ClientHello behind them is TLS's
+                    # to read (a PacketChannel would buffer it)
+                    packet = b""
+                    while len(packet) < 36:
+                        chunk = server_sock.recv(36 - len(packet))
+                        assert chunk, "the client closed the connection"
+                        packet += chunk
+                    assert packet[:4] == b"\x20\x00\x00\x01", packet  # 32 bytes, seq 1
+                    request = packet[4:]
+                    server.seq = 2
+                    (caps,) = struct.unpack_from("<I", request)
+                    assert caps & wire.Capability.SSL
+                    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                    ctx.load_cert_chain(certificates.server_cert, certificates.server_key)
+                    server.sock = ctx.wrap_socket(server_sock, server_side=True)
                 script(server)
             except BaseException as exc:  # reported in the test thread
                 failures.append(exc)
+                with contextlib.suppress(OSError):  # a client waiting for more gives up
+                    server.sock.shutdown(socket.SHUT_RDWR)
 
         thread = threading.Thread(target=serve)
         thread.start()
-        client = BinlogClient(ConnectionSettings("127.0.0.1", 3306, "cdc", PASSWORD), 5401)
+        settings = ConnectionSettings(
+            "127.0.0.1", 3306, "cdc", PASSWORD, tls=tls or TlsSettings(mode="disabled")
+        )
+        client = BinlogClient(settings, 5401)
+        client._sock = client_sock
         client._channel = wire.PacketChannel(client_sock)
         try:
-            client._authenticate(wire.parse_handshake(client._channel.read_packet()))
+            hs = wire.parse_handshake(client._channel.read_packet())
+            client._authenticate(hs, client._start_tls(hs))
         finally:
+            with contextlib.suppress(OSError):  # a server waiting for more gives up
+                (client._sock or client_sock).shutdown(socket.SHUT_RDWR)
             thread.join(5)
         if failures:
             raise failures[0]
@@ -83,7 +132,21 @@ def login() -> Iterator[Callable[[str, Script], None]]:
         s.close()
 
 
-def test_caching_sha2_fast_auth(login: Callable[[str, Script], None]) -> None:
+def _rsa_key() -> tuple[rsa.RSAPrivateKey, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return key, pem
+
+
+def _decrypt(key: rsa.RSAPrivateKey, secret: bytes, nonce: bytes = NONCE) -> bytes:
+    oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
+    plain = key.decrypt(secret, oaep)
+    return bytes(b ^ nonce[i % 20] for i, b in enumerate(plain))
+
+
+def test_caching_sha2_fast_auth(login: Login) -> None:
     def script(server: wire.PacketChannel) -> None:
         response = server.read_packet()
         assert _auth_data(response) == wire.scramble_caching_sha2(PASSWORD, NONCE)
@@ -93,27 +156,101 @@ def test_caching_sha2_fast_auth(login: Callable[[str, Script], None]) -> None:
     login("caching_sha2_password", script)
 
 
-def test_caching_sha2_full_auth_with_rsa(login: Callable[[str, Script], None]) -> None:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+def test_caching_sha2_full_auth_retrieves_the_key_only_when_allowed(login: Login) -> None:
+    key, pem = _rsa_key()
 
     def script(server: wire.PacketChannel) -> None:
         server.read_packet()
         server.write_packet(b"\x01\x04")  # perform full authentication
         assert server.read_packet() == b"\x02"  # the client asks for the public key
         server.write_packet(b"\x01" + pem)
-        secret = server.read_packet()
-        oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
-        plain = key.decrypt(secret, oaep)
-        assert bytes(b ^ NONCE[i % 20] for i, b in enumerate(plain)) == PASSWORD.encode() + b"\0"
+        assert _decrypt(key, server.read_packet()) == PASSWORD.encode() + b"\0"
         server.write_packet(OK)
 
-    login("caching_sha2_password", script)
+    login("caching_sha2_password", script, TlsSettings("disabled", allow_public_key_retrieval=True))
 
 
-def test_auth_switch_to_native_password(login: Callable[[str, Script], None]) -> None:
+def test_caching_sha2_full_auth_with_a_pinned_key(login: Login, tmp_path: Path) -> None:
+    key, pem = _rsa_key()
+    (tmp_path / "server.pem").write_bytes(pem)
+
+    def script(server: wire.PacketChannel) -> None:
+        server.read_packet()
+        server.write_packet(b"\x01\x04")
+        # no key request: the password comes encrypted with the pinned key at once
+        assert _decrypt(key, server.read_packet()) == PASSWORD.encode() + b"\0"
+        server.write_packet(OK)
+
+    login(
+        "caching_sha2_password",
+        script,
+        TlsSettings("disabled", server_public_key=str(tmp_path / "server.pem")),
+    )
+
+
+def test_caching_sha2_full_auth_never_fetches_the_key_by_default(login: Login) -> None:
+    received: list[bytes] = []
+
+    def script(server: wire.PacketChannel) -> None:
+        server.read_packet()
+        server.write_packet(b"\x01\x04")
+        # the client gives up without another packet
+        with contextlib.suppress(wire.ConnectionLostError):
+            received.append(server.read_packet())
+
+    with pytest.raises(SourceError, match="server-public-key-path") as raised:
+        login("caching_sha2_password", script, TlsSettings("disabled"))
+    assert received == []  # no request for the key, no password
+    assert "allow-public-key-retrieval" in str(raised.value)
+
+
+def test_caching_sha2_full_auth_inside_tls_sends_the_password(login: Login) -> None:
+    def script(server: wire.PacketChannel) -> None:
+        response = server.read_packet()  # over TLS, sequence id 2
+        (caps,) = struct.unpack_from("<I", response)
+        assert caps & wire.Capability.SSL
+        assert _auth_data(response) == wire.scramble_caching_sha2(PASSWORD, NONCE)
+        server.write_packet(b"\x01\x04")
+        assert server.read_packet() == PASSWORD.encode() + b"\x00"
+        server.write_packet(OK)
+
+    login("caching_sha2_password", script, TlsSettings("required"), server_tls=True)
+
+
+def test_sha256_password_inside_tls_and_over_a_pinned_key(login: Login, tmp_path: Path) -> None:
+    new_nonce = bytes(range(90, 110))
+
+    def inside_tls(server: wire.PacketChannel) -> None:
+        server.read_packet()
+        server.write_packet(b"\xfesha256_password\x00" + new_nonce + b"\x00")
+        assert server.read_packet() == PASSWORD.encode() + b"\x00"
+        server.write_packet(OK)
+
+    login("mysql_native_password", inside_tls, TlsSettings("required"), server_tls=True)
+
+    key, pem = _rsa_key()
+    (tmp_path / "server.pem").write_bytes(pem)
+
+    def pinned(server: wire.PacketChannel) -> None:
+        server.read_packet()
+        server.write_packet(b"\xfesha256_password\x00" + new_nonce + b"\x00")
+        assert _decrypt(key, server.read_packet(), new_nonce) == PASSWORD.encode() + b"\0"
+        server.write_packet(OK)
+
+    tls = TlsSettings("disabled", server_public_key=str(tmp_path / "server.pem"))
+    login("mysql_native_password", pinned, tls)
+
+
+def test_required_without_server_tls_fails_clearly(login: Login) -> None:
+    def script(server: wire.PacketChannel) -> None:
+        with pytest.raises(wire.ConnectionLostError):
+            server.read_packet()  # the client sends nothing in clear
+
+    with pytest.raises(SourceError, match="does not offer it"):
+        login("mysql_native_password", script, TlsSettings("required"))
+
+
+def test_auth_switch_to_native_password(login: Login) -> None:
     new_nonce = bytes(range(70, 90))
 
     def script(server: wire.PacketChannel) -> None:
@@ -125,7 +262,7 @@ def test_auth_switch_to_native_password(login: Callable[[str, Script], None]) ->
     login("caching_sha2_password", script)
 
 
-def test_access_denied(login: Callable[[str, Script], None]) -> None:
+def test_access_denied(login: Login) -> None:
     def script(server: wire.PacketChannel) -> None:
         server.read_packet()
         server.write_packet(b"\xff\x15\x04#28000Access denied for user 'cdc'@'10.0.0.1'")
