@@ -14,6 +14,8 @@ after a warm-up of both Spark paths on a quarter-size table, ``--rounds`` times 
     same number of ranges, into the same no-op sink;
   - (b) the raw read limit: connectorx reading the same ranges in parallel, outside Spark;
 and once:
+  - sparkcdc's snapshot over TLS (``ssl-mode=required``; its chunks are read by the pymysql
+    reader, connectorx cannot read over TLS): ``tls_snapshot_rows_per_s``, ``tls_vs_plain``;
   - (c) sparkcdc's snapshot again while ~1,000 changes/s are written to the table;
   - the peak RSS of Spark's Python workers at a quarter of the size and at full size, to show
     it is bounded by chunk size x parallelism, not table size.
@@ -132,8 +134,11 @@ def _descends(pid: int, root: int) -> bool:
     return False
 
 
-def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) -> float:
-    """Seconds to snapshot ``table`` into the no-op sink."""
+def sparkcdc_snapshot(
+    spark: Any, server: DevServer, table: str, workdir: Path, ssl_mode: str = "disabled"
+) -> float:
+    """Seconds to snapshot ``table`` into the no-op sink, on connections of ``ssl_mode``
+    (``disabled``: plain TCP as the JDBC reference reads, and connectorx reads chunks)."""
     state, checkpoint = workdir / f"state-{table}", workdir / f"ckpt-{table}"
     shutil.rmtree(state, ignore_errors=True)
     shutil.rmtree(checkpoint, ignore_errors=True)
@@ -151,6 +156,7 @@ def sparkcdc_snapshot(spark: Any, server: DevServer, table: str, workdir: Path) 
         "scan.incremental.snapshot.chunk.size": str(CHUNK),
         "scan.incremental.snapshot.chunks-per-batch": "0",
         "server-id": "6100-6110",
+        "ssl-mode": ssl_mode,
     }.items():
         reader = reader.option(key, value)
     began = time.perf_counter()
@@ -277,7 +283,14 @@ def main() -> None:
                 snaps.append(sparkcdc_snapshot(spark, server, "big", workdir))
                 jdbcs.append(spark_jdbc(spark, server, "big", args.rows))
                 raws.append(raw_connectorx(server, "big", args.rows))
+        # over TLS (verify-ca on the dev server's own CA): connectorx cannot read over
+        # TLS, so chunks are read by the pymysql reader
+        tls = [
+            sparkcdc_snapshot(spark, server, "big", workdir, "required")
+            for _ in range(max(1, args.rounds - 1))
+        ]
         snap_s, jdbc_s, raw_s = (statistics.median(t) for t in (snaps, jdbcs, raws))
+        tls_s = statistics.median(tls)
         print(
             f"rounds: sparkcdc {_seconds(snaps)}, spark jdbc {_seconds(jdbcs)}, "
             f"connectorx {_seconds(raws)}",
@@ -305,6 +318,8 @@ def main() -> None:
         "vs_spark_jdbc": round(jdbc_s / snap_s, 2),
         "raw_read_rows_per_s": round(rows / raw_s),
         "vs_raw": round(raw_s / snap_s, 2),
+        "tls_snapshot_rows_per_s": round(rows / tls_s),
+        "tls_vs_plain": round(snap_s / tls_s, 2),
         "with_writes_rows_per_s": round(rows / writes_s),
         "with_writes_vs_without": round(snap_s / writes_s, 2),
         "writes_per_s_achieved": round(done[0] / (done[1] / 1000)) if done else 0,

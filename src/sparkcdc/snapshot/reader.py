@@ -624,11 +624,12 @@ def _select(
     chunk: ChunkRange,
     use_connectorx: bool,
 ) -> tuple[pa.Table, str]:
-    # connectorx 0.4's MySQL URL cannot honour a TLS mode (measured: ``ssl-mode=`` and
-    # ``sslMode=REQUIRED`` are ignored, the read is plain TCP; ``sslMode=VERIFY_CA`` checks
-    # against the system CAs only, no CA file): it reads only what would be read in clear
-    # anyway, on a connection that did not negotiate TLS (ssl-mode disabled, or preferred
-    # against a server without TLS). TLS chunks are read by pymysql on its TLS connection.
+    # connectorx 0.4.6 cannot be trusted with TLS: with ``ssl-mode=REQUIRED`` (or
+    # VERIFY_CA and ``ssl-ca``) each read opens two connections, one TLS and one plain
+    # (measured by the server's Connections and Ssl_accepts counters). It reads only what
+    # would be read in clear anyway, on a connection that did not negotiate TLS (ssl-mode
+    # disabled, or preferred against a server without TLS); TLS chunks are read by pymysql
+    # on its TLS connection.
     if use_connectorx and not getattr(conn, "_secure", False):
         try:
             return select_connectorx(conn, settings, schema, key_column, chunk), "connectorx"
