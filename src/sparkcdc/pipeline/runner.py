@@ -311,7 +311,8 @@ def pipeline_session(config: PipelineConfig, spark: Any = None, log_file: str | 
     says where it is); the file's ``spark.conf`` may turn them on again."""
     from sparkcdc.spark.session import register, spark_session
 
-    conf = {**sink_class(config.sink.type).spark_conf(config.sink), **config.pipeline.spark_conf}
+    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
+    conf = {**sink_conf, **config.pipeline.session_conf()}
     if spark is None:
         bars = "true" if sys.stderr.isatty() else "false"
         spark = spark_session(
