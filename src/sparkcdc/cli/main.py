@@ -49,6 +49,7 @@ def _run(args: argparse.Namespace) -> int:
     spark_log = None if args.verbose else _spark_log(config.checkpoint)
     if spark_log is not None:
         logging.getLogger("sparkcdc").info("Spark's own log: %s", spark_log)
+        _log_py4j_to(spark_log)
     summary = run_pipeline(config, available_now=args.available_now, spark_log=spark_log)
     print(
         f"sparkcdc: {summary.batches} batch(es), {summary.total_rows} change row(s) written "
@@ -57,6 +58,18 @@ def _run(args: argparse.Namespace) -> int:
     if summary.stopped_by is not None:  # as a shell reports a signal: 128 + its number
         return 128 + signal.Signals[summary.stopped_by].value
     return EXIT_OK
+
+
+def _log_py4j_to(path: str) -> None:
+    """py4j's own log into the JVM's log file, not the console: it logs an exception a
+    foreachBatch function raised (a sink's write) with its Python traceback, before the
+    query fails with it, and the command reports that failure in one line."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # private, as state
+    handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    py4j = logging.getLogger("py4j")
+    py4j.addHandler(handler)
+    py4j.propagate = False
 
 
 def _spark_log(checkpoint: str) -> str:

@@ -184,7 +184,13 @@ def source_changes(frame: DataFrame, schema: TableSchema) -> DataFrame:
 def apply_transform(
     changes: DataFrame, rule: TransformRule | None, data_columns: Sequence[str]
 ) -> DataFrame:
-    """The rule's filter (on the source row) then projection (``*`` = the source columns).
+    """The rule's filter then projection (``*`` = the source columns), as Flink CDC 3.x:
+
+    - an item that names a column ``*`` also gives (``*, UPPER(name) AS name``) replaces
+      that column: ``*`` stands for the source columns no other item defines;
+    - the filter sees the source row and the columns the projection computes under new
+      names (``projection: id, UPPER(city) AS city_uc`` / ``filter: city_uc = 'OSLO'``);
+      a name that is both (a redefined source column) means the source column there.
 
     Both are Spark SQL and may use the metadata columns ``__namespace_name__`` (NULL for
     MySQL), ``__schema_name__`` (the database), ``__table_name__``, ``__data_event_type__``
@@ -202,16 +208,28 @@ def apply_transform(
         F.col(OP).alias("__data_event_type__"),
         F.unix_millis(F.col(OP_TS)).alias("op_ts"),
     )
+    if not rule.projection:
+        if rule.filter:
+            with_meta = with_meta.where(F.expr(rule.filter))
+        return with_meta.select(*METADATA_COLUMNS, *[quote_spark(c) for c in data_columns])
+    items = [item.strip() for item in split_top_level(rule.projection)]
+    named = {i: with_meta.selectExpr(i).columns[0] for i in items if i != "*"}
+    existing = {c.lower() for c in with_meta.columns}
+    computed = {i: n for i, n in named.items() if n.lower() not in existing}
+    if computed:  # evaluated once, visible to the filter
+        with_meta = with_meta.selectExpr("*", *computed)
     if rule.filter:
         with_meta = with_meta.where(F.expr(rule.filter))
-    if rule.projection:
-        items: list[str] = []
-        for item in split_top_level(rule.projection):
-            items.extend(quote_spark(c) for c in data_columns) if item == "*" else items.append(
-                item
-            )
-        return with_meta.selectExpr(*METADATA_COLUMNS, *items)
-    return with_meta.select(*METADATA_COLUMNS, *[quote_spark(c) for c in data_columns])
+    defined = {n.lower() for n in named.values()}
+    columns: list[str] = []
+    for item in items:
+        if item == "*":
+            columns.extend(quote_spark(c) for c in data_columns if c.lower() not in defined)
+        elif item in computed:
+            columns.append(quote_spark(computed[item]))
+        else:
+            columns.append(item)
+    return with_meta.selectExpr(*METADATA_COLUMNS, *columns)
 
 
 def passes_through(rule: TransformRule | None, columns: Sequence[str]) -> bool:

@@ -28,9 +28,10 @@ Every key is checked; an error names its YAML path (``sink.pth``) and the closes
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -51,6 +52,70 @@ _SOURCE_RESERVED = ("changelog.shape",)
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
+
+# Flink CDC 3.x keys that sparkcdc does not take as they are. A file ported from Flink CDC
+# meets them; each gets its reason and what to do instead of "unknown key" (Flink CDC's
+# docs: core-concept/transform.md, data-pipeline.md, pipeline-connectors/mysql.md).
+_FLINK_ONLY: dict[str, dict[str, str]] = {
+    "source": {
+        "debezium.": "sparkcdc reads the binlog itself, without Debezium; remove the "
+        "debezium.* options",
+        "jdbc.properties.": "sparkcdc connects with its own client, not JDBC; remove the "
+        "jdbc.properties.* options",
+        "scan.binlog.newly-added-table.enabled": "use scan.newly-added-table.enabled: new "
+        "tables are snapshotted and then followed while the query runs",
+        "scan.parse.online.schema.changes.enabled": "gh-ost / pt-osc shadow-table swaps "
+        "are not followed; remove the option",
+        "include-comments.enabled": "table and column comments are not carried to sinks; "
+        "remove the option",
+        "use.legacy.json.format": "JSON values are delivered as the server prints them; "
+        "remove the option",
+        "scan.incremental.snapshot.unbounded-chunk-first.enabled": "chunks are read in key "
+        "order; remove the option",
+        "scan.incremental.snapshot.backfill.skip": "every chunk is made exact by its "
+        "backfill (exactly-once); remove the option",
+        "scan.startup.specific-offset.skip-events": "start at the position after the events "
+        "to skip instead (scan.startup.specific-offset.file / .pos)",
+        "scan.startup.specific-offset.skip-rows": "start at the position after the rows to "
+        "skip instead (scan.startup.specific-offset.file / .pos)",
+    },
+    "transform": {
+        "partition-keys": "sinks create unpartitioned tables; remove it (partition a "
+        "table you create yourself before the first run)",
+        "table-options": "sinks create tables with their own table.properties.* options "
+        "(sink block); remove it",
+        "converter-after-transform": "SOFT_DELETE is not supported: deletes delete the "
+        "sink row; remove it (project __data_event_type__ to see the kind of each change)",
+    },
+    "pipeline": {
+        "user-defined-function": "transforms are Spark SQL: use Spark's built-in functions "
+        "or register Python UDFs on the session (sparkcdc.pipeline.runner.run_pipeline "
+        "takes a session); Java UDF classes are not loaded",
+        "model": "AI model functions are not supported in transforms; remove the block",
+        "flink-conf": "there is no Flink here: put Spark settings under pipeline.spark.conf",
+        "schema-operator.rpc-timeout": "there is no schema operator here; remove it",
+    },
+}
+# Flink CDC source options that tune its reader and mean nothing to sparkcdc's: accepted
+# (a ported file runs) and logged as ignored
+_FLINK_TUNING = {
+    "scan.snapshot.fetch.size": "chunks are read whole (scan.incremental.snapshot.chunk.size)",
+    "connect.max-retries": "a failed connection stops the batch, which Spark retries",
+    "connection.pool.size": "each task opens the connections it needs",
+    "scan.incremental.close-idle-reader.enabled": "Spark ends idle tasks itself",
+}
+
+
+def _flink_only(block: Mapping[str, Any], area: str, path: str) -> None:
+    """A Flink CDC key sparkcdc does not support: a ConfigError naming the feature."""
+    for key in block:
+        for name, reason in _FLINK_ONLY[area].items():
+            if key == name or (name.endswith(".") and str(key).startswith(name)):
+                raise ConfigError(
+                    f"{path}.{key}: Flink CDC's {name.rstrip('.')} is not supported by "
+                    f"sparkcdc: {reason}"
+                )
 
 
 class _Block(BaseModel):
@@ -63,6 +128,23 @@ def _checked_patterns(value: str) -> str:
     except ConfigError as exc:  # a ValueError gets the YAML path added by _validate
         raise ValueError(str(exc).removeprefix("source-table: ")) from None
     return value
+
+
+_LOCALTIMESTAMP = re.compile(r"(?<![\w`.])localtimestamp\b(?!\s*\()", re.IGNORECASE)
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
+
+
+def _outside_literals(text: str, change: Callable[[str], str]) -> str:
+    """``change`` applied to the parts of a SQL text outside quotes and backticks.
+
+    >>> _outside_literals("a || 'a'", str.upper)
+    "A || 'a'"
+    """
+    out, at = [], 0
+    for match in _LITERAL.finditer(text):
+        out += [change(text[at : match.start()]), match.group()]
+        at = match.end()
+    return "".join([*out, change(text[at:])])
 
 
 class RouteRule(_Block):
@@ -119,6 +201,14 @@ class TransformRule(_Block):
             return value
         return ", ".join("*" if item == "\\*" else item for item in split_top_level(value))
 
+    @field_validator("projection", "filter")
+    @classmethod
+    def _niladic(cls, value: str | None) -> str | None:
+        """Flink SQL's LOCALTIMESTAMP takes no parentheses; Spark's needs them."""
+        if value is None:
+            return value
+        return _outside_literals(value, lambda part: _LOCALTIMESTAMP.sub("localtimestamp()", part))
+
     def matches(self, database: str, table: str) -> bool:
         patterns = parse_table_patterns(self.source_table, option="source-table")
         return any(d.fullmatch(database) and t.fullmatch(table) for d, t in patterns)
@@ -141,6 +231,31 @@ class PipelineBlock(_Block):
     # a new checkpoint (a new stream) whose sink tables hold rows already: stop (fail),
     # empty them before the new snapshot (truncate), or write over them by key (keep)
     existing_sink_rows: ExistingSinkRows = Field("fail", alias="existing-sink-rows")
+    # Flink CDC's pipeline options: the session time zone of transforms (Spark's
+    # spark.sql.session.timeZone, UTC by default), and the runtime mode (STREAMING only:
+    # `sparkcdc run --available-now` is the bounded run)
+    local_time_zone: str | None = Field(None, alias="local-time-zone")
+    runtime_mode: Literal["STREAMING", "streaming"] = Field(
+        "STREAMING", alias="execution.runtime-mode"
+    )
+
+    @field_validator("runtime_mode", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.upper() == "BATCH":
+            raise ValueError(
+                "BATCH is not a mode of the pipeline; run `sparkcdc run FILE --available-now` "
+                "to copy what there is and stop (and remove the option)"
+            )
+        return value
+
+    def session_conf(self) -> dict[str, str]:
+        """The Spark settings of this block: ``spark.conf``, with ``local-time-zone`` as
+        the session time zone unless ``spark.conf`` sets one."""
+        conf = dict(self.spark_conf)
+        if self.local_time_zone:
+            conf.setdefault("spark.sql.session.timeZone", self.local_time_zone)
+        return conf
 
     @field_validator("trigger_interval_s", mode="before")
     @classmethod
@@ -213,7 +328,24 @@ class PipelineConfig(BaseModel):
         return f"{database}.{table}"
 
     def transform_for(self, database: str, table: str) -> TransformRule | None:
-        return next((t for t in self.transform if t.matches(database, table)), None)
+        """The first rule matching the table. Flink CDC picks a rule per row (the first
+        whose filter the row passes: "classification mapping"); here a table has one rule,
+        which is the same unless the first matching rule has a filter and a later one also
+        matches: then the rows the first filter leaves out would go nowhere, so it is refused.
+        """
+        matching = [(i, t) for i, t in enumerate(self.transform) if t.matches(database, table)]
+        if not matching:
+            return None
+        (first, rule), others = matching[0], matching[1:]
+        if rule.filter and others:
+            raise ConfigError(
+                f"transform[{first}] and transform[{others[0][0]}] both match "
+                f"{database}.{table}, and transform[{first}] has a filter: Flink CDC's "
+                "classification mapping (each row takes the first rule whose filter it passes) "
+                "is not supported; one rule applies per table. Write one rule for the table, "
+                "with CASE WHEN in the projection for the classes"
+            )
+        return rule
 
 
 # ------------------------------------------------------------------------------- loading
@@ -255,12 +387,18 @@ def parse_pipeline(
         raise ConfigError(f"{origin} is not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping with 'source' and 'sink' blocks")
+    _numbers_as_written(text, data)
     data = _interpolate(data, os.environ if env is None else env, "")
     top = {"source", "sink", "route", "transform", "pipeline"}
     _check_keys(data, top, "")
     for block in ("source", "sink"):
         if not isinstance(data.get(block), dict):
             raise ConfigError(f"{block}: missing; a pipeline needs a '{block}' block (a mapping)")
+    if isinstance(data.get("pipeline"), dict):
+        _flink_only(data["pipeline"], "pipeline", "pipeline")
+    for i, item in enumerate(_list(data, "transform")):
+        if isinstance(item, dict):
+            _flink_only(item, "transform", f"transform[{i}]")
     pipeline = _validate(PipelineBlock, data.get("pipeline") or {}, "pipeline")
     checkpoint = pipeline.checkpoint_dir(base_dir)
     return PipelineConfig(
@@ -278,13 +416,57 @@ def parse_pipeline(
     )
 
 
+def _numbers_as_written(text: str, data: dict[str, Any]) -> None:
+    """Text options YAML read as numbers, back to the text the file has. Flink CDC's docs
+    write ``password: 123456``; YAML makes that an int, and ``007`` or ``1e3`` would come
+    back as other text (7, 1000.0), so the scalar's own characters are taken."""
+    textual = ("hostname", "username", "password")
+    if not any(
+        isinstance(block, dict) and isinstance(block.get(k), int | float)
+        for block in (data.get("source"), data.get("sink"))
+        for k in textual
+    ):
+        return
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for block_key, block_node in root.value:
+        block = data.get(block_key.value)
+        if block_key.value not in ("source", "sink") or not isinstance(block, dict):
+            continue
+        for key_node, value_node in block_node.value:
+            key, value = key_node.value, block.get(key_node.value)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if key in textual and number and isinstance(value_node, yaml.ScalarNode):
+                block[key] = value_node.value
+
+
 def _source(block: dict[str, Any], state_location: str) -> SourceOptions:
     kind = block.get("type")
     if kind != "mysql":
         raise ConfigError(
             f"source.type: {kind!r} is not supported; use 'mysql' (MySQL and MariaDB)"
         )
-    options = {k: v for k, v in block.items() if k != "type"}
+    # Flink CDC's source 'name' is a display name
+    options = {k: v for k, v in block.items() if k not in ("type", "name")}
+    _flink_only(options, "source", "source")
+    for key in [k for k in options if k in _FLINK_TUNING]:
+        log.warning("source.%s: no effect in sparkcdc (%s); ignored", key, _FLINK_TUNING[key])
+        del options[key]
+    metadata = options.pop("metadata.list", None)
+    if metadata is not None and {m.strip() for m in str(metadata).split(",")} - {"op_ts"}:
+        raise ConfigError(
+            f"source.metadata.list: {metadata!r}: the only metadata column is op_ts, which "
+            "transforms always have; remove the option"
+        )
+    if options.get("schema-change.enabled") is not None:
+        enabled = options.pop("schema-change.enabled")
+        if str(enabled).lower() != "true":
+            raise ConfigError(
+                "source.schema-change.enabled: schema changes always travel in the stream; to "
+                "keep them from the sink set sink.exclude.schema.changes (e.g. [add, alter, "
+                "drop, rename, truncate]) or pipeline.schema.change.behavior: ignore"
+            )
     for key in _SOURCE_RESERVED:
         if key in options:
             raise ConfigError(f"source.{key}: set by the pipeline itself; remove it")

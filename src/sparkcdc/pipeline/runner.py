@@ -106,7 +106,7 @@ class Progress:
     >>> import io
     >>> progress = Progress(io.StringIO(), interactive=False)
     >>> progress.line(None, -1, None)
-    'batch -1 | 0 rows'
+    'first batch running | 0 rows'
     """
 
     def __init__(
@@ -159,7 +159,8 @@ class Progress:
         rows = f"{self.rows} rows"
         if self.batch_rate is not None:
             rows += f" (last batch {self.batch_rate:,.0f}/s)"
-        parts = [f"batch {batch}", rows]
+        # batch: the last committed one (-1 before the first commits)
+        parts = [f"batch {batch}" if batch >= 0 else "first batch running", rows]
         tables = (offset or {}).get("snapshot") or {}
         if tables:
             done = sum(1 for p in tables.values() if table_snapshot_done(p))
@@ -311,7 +312,8 @@ def pipeline_session(config: PipelineConfig, spark: Any = None, log_file: str | 
     says where it is); the file's ``spark.conf`` may turn them on again."""
     from sparkcdc.spark.session import register, spark_session
 
-    conf = {**sink_class(config.sink.type).spark_conf(config.sink), **config.pipeline.spark_conf}
+    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
+    conf = {**sink_conf, **config.pipeline.session_conf()}
     if spark is None:
         bars = "true" if sys.stderr.isatty() else "false"
         spark = spark_session(

@@ -8,7 +8,9 @@ connect back") or cannot import the source. We point it at ``sys.executable``.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -205,6 +207,8 @@ def spark_session(
         builder = builder.config(key, value)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+        settings["spark.jars"] = ",".join(jars)
+    _start_jvm({**settings, "spark.master": master, "spark.app.name": app_name})
     spark = builder.getOrCreate()
     # Streaming threads inherit the JVM's thread-local active session from the thread
     # that starts the query; make sure it is set there (py4j threads may lack it).
@@ -215,6 +219,35 @@ def spark_session(
     jvm_session.setDefaultSession(spark._jsparkSession)
     register(spark)
     return spark
+
+
+# What the JVM prints to stderr that no setting turns off: Spark's launcher always adds
+# `--add-modules=jdk.incubator.vector` (JavaModuleOptions), and Java then warns on every start
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+def _start_jvm(settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM (as pyspark would) with its stderr read by a thread that passes
+    every line on to ours except ``_JVM_NOISE``; nothing when a JVM runs already or
+    pyspark is told to attach to one (``PYSPARK_GATEWAY_PORT``)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    stream = gateway.proc.stderr
+
+    def forward() -> None:
+        for line in iter(stream.readline, b""):
+            if not line.startswith(_JVM_NOISE):
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+
+    threading.Thread(target=forward, name="sparkcdc-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def register(spark: Any) -> None:

@@ -20,12 +20,12 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property, partial
+from functools import cached_property, partial, wraps
 from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from sparkcdc.errors import ConfigError, SnapshotError, SourceError
+from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
@@ -463,6 +463,33 @@ def spread(items: Sequence[T], parts: int) -> list[Sequence[T]]:
     return runs
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def message_first(method: F) -> F:
+    """Our errors, from a method Spark calls in its planning processes, reported as our
+    message: the user's ``load()`` / ``start()`` raises ``[PYTHON_DATA_SOURCE_ERROR] ...:
+    sparkcdc.errors.SourceError: <what to do>`` instead of a Python traceback that ends in it.
+
+    pyspark's worker (``pyspark.util.handle_worker_exception``) reports an exception as
+    ``traceback.format_exc()``, or only its last line when ``SPARK_HIDE_TRACEBACK`` is set in
+    the worker's environment, which it reads when it reports. The methods marked run in the
+    process that creates a Python data source or runs one streaming source's driver side
+    (``pyspark.sql.worker.create_data_source``, ``python_streaming_source_runner``), never in
+    the workers that run tasks and users' UDFs, so other errors keep their tracebacks there.
+    """
+
+    @wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except SparkCdcError:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise
+
+    return run  # type: ignore[return-value]
+
+
 class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: ignore[misc]
     def __init__(
         self,
@@ -650,6 +677,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     grown[(schema.database, schema.table)] = [(-1, schema)]
                 self._versions = TableVersions(grown)
 
+    @message_first
     def initialOffset(self) -> dict[str, Any]:
         return self._initial_offset()
 
@@ -662,6 +690,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         chunks = self.options.chunks_per_batch if self.snapshot else 0
         return default_read_limit(chunks, self.options.chunk_size)
 
+    @message_first
     def prepareForTriggerAvailableNow(self) -> None:
         """A ``Trigger.AvailableNow`` run starts: note what is available now.
 
@@ -727,6 +756,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             self._target = target
         return target.position
 
+    @message_first
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
@@ -801,6 +831,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             stop = replace(stop, seq_file_base=begin.seq_file_base)
         return begin, stop
 
+    @message_first
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         if start == end:
             # Spark 4.1 tells a restarted source the last logged offset this way
@@ -1057,6 +1088,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if group:
             yield from read_group()
 
+    @message_first
     def commit(self, end: dict[str, Any]) -> None:
         snapshot = end.get("snapshot")
         if snapshot is not None:
@@ -1094,6 +1126,7 @@ class MySqlCdcDataSource(DataSource):
     # set on the class sparkcdc.register() registers (the session's); else the CPU count
     default_parallelism: int | None = None
 
+    @message_first
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.source_options = SourceOptions.from_options(dict(options))
@@ -1129,9 +1162,11 @@ class MySqlCdcDataSource(DataSource):
             self._plan = plan_capture(self.source_options, settings)
         return self._plan
 
+    @message_first
     def schema(self) -> str:
         return self.plan.spark_ddl()
 
+    @message_first
     def streamReader(self, schema: Any) -> MySqlCdcStreamReader:
         parallelism = self.default_parallelism or os.cpu_count() or 1
         return MySqlCdcStreamReader(self.source_options, self.plan, self.server_ids, parallelism)

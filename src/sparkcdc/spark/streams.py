@@ -18,6 +18,9 @@ def query_error(exc: BaseException) -> SparkCdcError:
 
     >>> query_error(Exception("...\nsparkcdc.errors.SinkError: gone:\n\tIs it up?\n\n\tat x"))
     SinkError('gone: Is it up?')
+    >>> query_error(Exception("[PYTHON_...] latestOffset: sparkcdc.errors.PositionError: "
+    ...                       "purged; restart.\n SQLSTATE: 38000\n\tat x"))
+    PositionError('purged; restart.')
     """
     from sparkcdc import errors
 
@@ -26,7 +29,10 @@ def query_error(exc: BaseException) -> SparkCdcError:
     if found:
         message = text[found.end() :]
         # the exception's own lines end where the Java / Python traceback goes on
-        message = re.split(r"\n\s*\n|\n\s*at |\nJVM stacktrace", message, maxsplit=1)[0]
+        # (or where Spark appends the error class's SQLSTATE)
+        message = re.split(
+            r"\n\s*\n|\n\s*at |\nJVM stacktrace|\n\s*SQLSTATE: ", message, maxsplit=1
+        )[0]
         kind = getattr(errors, found.group(1), SparkCdcError)
         if not (isinstance(kind, type) and issubclass(kind, SparkCdcError)):
             kind = SparkCdcError
