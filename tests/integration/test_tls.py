@@ -259,3 +259,54 @@ def test_validate_reports_the_tls_of_each_connection(
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "require_secure_transport=ON" in refused.stderr and "enable TLS" in refused.stderr
     assert "check username/password" not in refused.stderr
+
+
+ED25519_USER, ED25519_PASSWORD = "cdc_ed25519", "an ed25519 pass, of any length"
+
+
+@pytest.mark.parametrize("mode", ["disabled", "preferred"])
+def test_a_user_of_mariadbs_ed25519_plugin_logs_in_and_reads_the_binlog(
+    dev_server: DevServer, database: str, sql: Any, mode: str
+) -> None:
+    """MariaDB's ed25519 (client_ed25519): the password signs the server's scramble, over
+    plain TCP and TLS alike, on SQL connections and on the replication client."""
+    from sparkcdc.mysql.binlog_range import RowChanges, read_range
+    from sparkcdc.mysql.server import current_position, server_info
+
+    with dev_server.root_connection() as root, root.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME='ed25519'")
+        if not cur.fetchone()[0]:
+            cur.execute("INSTALL SONAME 'auth_ed25519'")
+        cur.execute(f"DROP USER IF EXISTS '{ED25519_USER}'@'%'")
+        cur.execute(
+            f"CREATE USER '{ED25519_USER}'@'%' IDENTIFIED VIA ed25519 "
+            f"USING PASSWORD('{ED25519_PASSWORD}')"
+        )
+        cur.execute(
+            f"GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* "
+            f"TO '{ED25519_USER}'@'%'"
+        )
+        cur.execute(
+            "SELECT JSON_VALUE(Priv, '$.plugin') FROM mysql.global_priv WHERE User=%s",
+            (ED25519_USER,),
+        )
+        assert cur.fetchone()[0] == "ed25519"
+    s = dev_server.settings
+    settings = ConnectionSettings(
+        s.host, s.port, ED25519_USER, ED25519_PASSWORD, tls=TlsSettings.parse(mode=mode)
+    )
+    sql.execute("CREATE TABLE signed (id INT PRIMARY KEY, v VARCHAR(20))")
+    with sql_connection(settings) as conn:
+        info = server_info(conn)
+        start = current_position(conn, info)
+        sql.execute("INSERT INTO signed VALUES (1, 'by ed25519'), (2, 'x')")
+        end = current_position(conn, info)
+    changes = [
+        c
+        for c in read_range(settings, 5821, start, end, lambda d, t: d == database)
+        if isinstance(c, RowChanges)
+    ]
+    assert [row for c in changes for _, row in c.rows] == [(1, "by ed25519"), (2, "x")]
+    wrong = ConnectionSettings(s.host, s.port, ED25519_USER, "not it", tls=settings.tls)
+    with pytest.raises(SourceError, match=r"(?i)access denied"):
+        sql_connection(wrong)

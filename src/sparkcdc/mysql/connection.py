@@ -23,6 +23,7 @@ import pymysql
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
+from sparkcdc.mysql import ed25519
 
 # Server error codes (https://mariadb.com/kb/en/mariadb-error-code-reference/).
 ER_ACCESS_DENIED = 1045
@@ -130,6 +131,16 @@ class _Connection(pymysql.connections.Connection):
         if not self._tls.allow_public_key_retrieval:
             raise pymysql.err.OperationalError(CR_AUTH_PLUGIN_ERR, NO_PUBLIC_KEY_MESSAGE)
         self._pinned_key = value
+
+    def _process_auth(self, plugin_name: bytes, auth_packet: Any, handler: Any = None) -> Any:
+        # MariaDB's ed25519: signed here (pymysql's own needs PyNaCl, not a dependency)
+        if plugin_name == b"client_ed25519" and handler is None:
+            password = self.password or b""
+            self.write_packet(ed25519.sign(password, auth_packet.read_all()[:32]))
+            packet = self._read_packet()  # type: ignore[no-untyped-call]
+            packet.check_error()
+            return packet
+        return super()._process_auth(plugin_name, auth_packet, handler)  # type: ignore[misc]
 
 
 # pymysql's "authentication plugin error" client code

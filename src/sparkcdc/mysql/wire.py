@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.mysql import ed25519
 from sparkcdc.mysql.constants import Command
 
 # ------------------------------------------------------------------------ packet framing
@@ -410,6 +411,7 @@ class AuthPlugin:
     NATIVE = "mysql_native_password"
     CACHING_SHA2 = "caching_sha2_password"
     SHA256 = "sha256_password"
+    ED25519 = "client_ed25519"  # MariaDB's ed25519 plugin
 
 
 # sha256_password: an auth response of this single byte asks the server for its RSA key
@@ -486,6 +488,8 @@ def auth_response_for(
         return scramble_native_password(password, nonce)
     if plugin == AuthPlugin.CACHING_SHA2:
         return scramble_caching_sha2(password, nonce)
+    if plugin == AuthPlugin.ED25519:  # the password signs the 32-byte scramble
+        return ed25519.sign(password.encode("utf-8"), nonce[:32])
     if plugin == AuthPlugin.SHA256:
         if not password:
             return b"\x00"
@@ -496,7 +500,8 @@ def auth_response_for(
         return SHA256_REQUEST_PUBLIC_KEY
     raise ProtocolError(
         f"the server asks for authentication plugin {plugin!r}; sparkcdc's replication client "
-        f"speaks {AuthPlugin.NATIVE}, {AuthPlugin.CACHING_SHA2} and {AuthPlugin.SHA256}. "
+        f"speaks {AuthPlugin.NATIVE}, {AuthPlugin.CACHING_SHA2}, {AuthPlugin.SHA256} and "
+        f"MariaDB's ed25519. "
         f"Create the CDC user with one of them (e.g. ALTER USER ... IDENTIFIED WITH "
         f"{AuthPlugin.NATIVE} BY '...')"
     )
