@@ -7,14 +7,17 @@ Runnable with no arguments after the README's set-up (it starts the private Mari
 Builds a binlog of >= 200,000 row changes (inserts, updates, deletes) on an 8-column
 mixed-type table, then, in the same run, measures decoded row changes per second:
   - sparkcdc, end to end: its replication client reads the range over the network and
-    its decoder turns every row into Python values (one process, pure Python);
+    its decoder turns every row into Python values (one process, pure Python), in clear
+    (``ssl-mode=disabled``: ``sparkcdc_rows_per_s``) and over TLS (``verify-ca`` on the dev
+    server's own CA: ``tls_rows_per_s``; ``tls_vs_plain`` = TLS / clear);
   - sparkcdc, decode only: the same events from captured bytes (no network);
   - the reference: python-mysql-replication reading the same range, in a subprocess with a
     time limit (it is known to loop on MariaDB; a timeout is reported, not hidden);
   - the decoder into Arrow, as the streaming source builds its batches (captured bytes, no
     network; the typed changelog's record batches): ``decode_rows_per_s``;
   - through Spark, as users read it: ``format("mysql-cdc")`` from the range's start
-    (``specific-offset``), one Trigger.AvailableNow batch of the typed changelog into a
+    (``specific-offset``, the default ``ssl-mode=preferred``: TLS, as the dev server has a
+    certificate), one Trigger.AvailableNow batch of the typed changelog into a
     ``foreachBatch`` that counts: on ``local[2]`` with ``scan.binlog.partitions=auto``
     (``stream_changes_per_s``) and ``=1`` (``stream_one_partition_changes_per_s``), and on
     ``local[1]`` (``local1_changes_per_s``; ``scaling`` = local[2] / local[1]); the best of
@@ -25,6 +28,7 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -33,6 +37,7 @@ from typing import Any
 
 from sparkcdc.devserver import DevServer
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import RotateEvent, RowsEvent, RowsKind
@@ -292,14 +297,24 @@ def main() -> None:
 
     server = DevServer.from_env()
     s = server.start()
-    settings = ConnectionSettings(host=s.host, port=s.port, user=s.user, password=s.password)
+    settings = ConnectionSettings(
+        host=s.host, port=s.port, user=s.user, password=s.password, tls=TlsSettings("disabled")
+    )
+    tls_settings = dataclasses.replace(
+        settings, tls=TlsSettings("verify-ca", ca=str(server.tls.ca))
+    )
     start, end, written = build_binlog(server, args.rows)
     print(f"binlog range {start} .. {end}: {written} row changes", file=sys.stderr)
 
-    e2e_rows, e2e_s = min(
-        (sparkcdc_end_to_end(settings, start, end) for _ in range(3)), key=lambda r: r[1]
-    )
-    assert e2e_rows == written, f"sparkcdc decoded {e2e_rows} rows, expected {written}"
+    # clear and TLS alternate, so both see the same machine
+    plain, tls = [], []
+    for _ in range(3):
+        plain.append(sparkcdc_end_to_end(settings, start, end))
+        tls.append(sparkcdc_end_to_end(tls_settings, start, end))
+    for decoded_rows, _ in plain + tls:
+        assert decoded_rows == written, f"sparkcdc decoded {decoded_rows} rows, expected {written}"
+    e2e_rows, e2e_s = min(plain, key=lambda r: r[1])
+    tls_s = min(s for _, s in tls)
 
     events = capture(settings, start, end)
     decode_s = float("inf")
@@ -335,6 +350,8 @@ def main() -> None:
     result = {
         "row_changes": written,
         "sparkcdc_rows_per_s": round(e2e_rate),
+        "tls_rows_per_s": round(written / tls_s),
+        "tls_vs_plain": round(e2e_s / tls_s, 2),
         "sparkcdc_decode_only_rows_per_s": round(decoded / decode_s),
         "reference_rows_per_s": round(ref_rate),
         "reference_rows": ref.get("rows", 0),
