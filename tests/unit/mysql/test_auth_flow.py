@@ -2,7 +2,9 @@
 
 The dev server (MariaDB) has no caching_sha2_password, so its fast path, its full
 authentication (in clear inside TLS; RSA with a pinned or, when allowed, a retrieved key)
-and the auth switch are exercised here, packet by packet, as MySQL documents the exchange:
+and the auth switch are exercised here, packet by packet, with both of sparkcdc's clients
+(the replication client and pymysql's SQL connections under sparkcdc's key guard), as MySQL
+documents the exchange:
 https://dev.mysql.com/doc/dev/mysql-server/latest/page_caching_sha2_authentication_exchanges.html
 """
 
@@ -24,7 +26,7 @@ from sparkcdc.devserver import TlsFiles
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import wire
-from sparkcdc.mysql.connection import ConnectionSettings
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.replication import BinlogClient
 
 PASSWORD = "s3cret-pw"
@@ -69,22 +71,26 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     return files
 
 
-@pytest.fixture
-def login(certificates: TlsFiles) -> Iterator[Login]:
+@pytest.fixture(params=["replication", "sql"])
+def login(request: pytest.FixtureRequest, certificates: TlsFiles) -> Iterator[Login]:
     """``login(plugin, script, tls=TlsSettings(...), server_tls=False)``: the client logs in
     to a scripted server; with ``server_tls`` the server offers TLS and, when the client
-    sends an SSLRequest, the script runs over TLS."""
+    sends an SSLRequest, the script runs over TLS.
+
+    Each test runs with both clients: the replication client (``BinlogClient``, on a socket
+    pair) and the SQL connections (``sql_connection``: pymysql under sparkcdc's key guard,
+    on a loopback TCP socket, which is what pymysql opens).
+    """
     sockets: list[socket.socket] = []
+    client_kind: str = request.param
 
     def run(
         plugin: str, script: Script, tls: TlsSettings | None = None, server_tls: bool = False
     ) -> None:
-        client_sock, server_sock = socket.socketpair()
-        sockets.extend([client_sock, server_sock])
-        server = wire.PacketChannel(server_sock)
         failures: list[BaseException] = []
 
-        def serve() -> None:
+        def serve(server_sock: socket.socket) -> None:
+            server = wire.PacketChannel(server_sock)
             try:
                 server.write_packet(_handshake(plugin, server_tls))
                 if server_tls:
@@ -104,26 +110,62 @@ def login(certificates: TlsFiles) -> Iterator[Login]:
                     ctx.load_cert_chain(certificates.server_cert, certificates.server_key)
                     server.sock = ctx.wrap_socket(server_sock, server_side=True)
                 script(server)
+                if client_kind == "sql":  # pymysql's commands after login get an OK each
+                    with contextlib.suppress(wire.ConnectionLostError):
+                        while True:
+                            server.seq = 0  # a command starts a new exchange
+                            server.read_packet()
+                            server.write_packet(OK)
             except BaseException as exc:  # reported in the test thread
                 failures.append(exc)
                 with contextlib.suppress(OSError):  # a client waiting for more gives up
                     server.sock.shutdown(socket.SHUT_RDWR)
 
-        thread = threading.Thread(target=serve)
-        thread.start()
-        settings = ConnectionSettings(
-            "127.0.0.1", 3306, "cdc", PASSWORD, tls=tls or TlsSettings(mode="disabled")
-        )
-        client = BinlogClient(settings, 5401)
-        client._sock = client_sock
-        client._channel = wire.PacketChannel(client_sock)
-        try:
-            hs = wire.parse_handshake(client._channel.read_packet())
-            client._authenticate(hs, client._start_tls(hs))
-        finally:
-            with contextlib.suppress(OSError):  # a server waiting for more gives up
-                (client._sock or client_sock).shutdown(socket.SHUT_RDWR)
+        if client_kind == "sql":
+            listener = socket.create_server(("127.0.0.1", 0))
+            sockets.append(listener)
+
+            def accept() -> None:
+                server_sock, _ = listener.accept()
+                sockets.append(server_sock)
+                serve(server_sock)
+
+            thread = threading.Thread(target=accept)
+            thread.start()
+            settings = ConnectionSettings(
+                "127.0.0.1",
+                listener.getsockname()[1],
+                "cdc",
+                PASSWORD,
+                connect_timeout_s=5,
+                tls=tls or TlsSettings(mode="disabled"),
+            )
+            try:
+                sql_connection(settings).close()
+            except SourceError:
+                thread.join(5)
+                if failures:  # the script's finding first: the client only saw a hang-up
+                    raise failures[0] from None
+                raise
             thread.join(5)
+        else:
+            client_sock, server_sock = socket.socketpair()
+            sockets.extend([client_sock, server_sock])
+            thread = threading.Thread(target=serve, args=(server_sock,))
+            thread.start()
+            settings = ConnectionSettings(
+                "127.0.0.1", 3306, "cdc", PASSWORD, tls=tls or TlsSettings(mode="disabled")
+            )
+            client = BinlogClient(settings, 5401)
+            client._sock = client_sock
+            client._channel = wire.PacketChannel(client_sock)
+            try:
+                hs = wire.parse_handshake(client._channel.read_packet())
+                client._authenticate(hs, client._start_tls(hs))
+            finally:
+                with contextlib.suppress(OSError):  # a server waiting for more gives up
+                    (client._sock or client_sock).shutdown(socket.SHUT_RDWR)
+                thread.join(5)
         if failures:
             raise failures[0]
 
