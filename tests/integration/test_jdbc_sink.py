@@ -724,20 +724,20 @@ def test_unsupported_types_say_what_to_do(spark_type: str) -> None:
 
 def test_pymysql_batches_the_staging_load() -> None:
     """pymysql's executemany turns only this INSERT shape into multi-row INSERTs."""
-    from sparkcdc.sinks.jdbc import _MySqlDialect
+    from sparkcdc.sinks.jdbc.mysql import MySqlDialect
 
-    sql = _MySqlDialect().insert_values("`db`.`t%`", ("id", "name"))
+    sql = MySqlDialect().insert_values("`db`.`t%`", ("id", "name"))
     assert pymysql.cursors.RE_INSERT_VALUES.match(sql), sql
     assert "`t%%`" in sql  # run with parameters
 
 
 def test_mysql_gets_instants_as_utc_wall_time() -> None:
     """MySQL's DATETIME has no zone: an aware value is shifted to UTC, not just stripped."""
-    from sparkcdc.sinks.jdbc import _MySqlDialect
+    from sparkcdc.sinks.jdbc.mysql import MySqlDialect
 
-    convert = _MySqlDialect().converter("TIMESTAMP")
+    convert = MySqlDialect().converter("TIMESTAMP")
     assert convert is not None
     east = timezone(timedelta(hours=5, minutes=30))
     assert convert(datetime(2024, 1, 1, 3, 0, tzinfo=east)) == datetime(2023, 12, 31, 21, 30)
     assert convert(None) is None
-    assert _MySqlDialect().converter("TIMESTAMP_NTZ") is None
+    assert MySqlDialect().converter("TIMESTAMP_NTZ") is None

@@ -1,31 +1,4 @@
-"""``type: jdbc``: keeps tables in MySQL, MariaDB or PostgreSQL up to date with the source.
-
-Option names follow Flink's JDBC connector::
-
-    sink:
-      type: jdbc
-      url: jdbc:postgresql://db.example.com:5432/analytics   # or jdbc:mysql:// / jdbc:mariadb://
-      username: cdc
-      password: ${PG_PASSWORD}
-      schema: public                  # PostgreSQL only; MySQL's target is the url's database
-      table.create: true              # create missing tables from the sink table's columns
-      sink.commit-table: sparkcdc_commits
-
-Every sink table lands in a target table of its short name (``app_db.orders`` → ``orders``).
-Per batch, every Spark partition of the last change of every key (:func:`final_states`) loads
-its rows into a *staging table* over a connection of its own (PostgreSQL: ``COPY``; MySQL:
-multi-row ``INSERT``), nothing is collected to the driver; then one driver-side transaction
-moves staging → target (deletes, then ``INSERT ... SELECT`` upserts) together with a row of
-the *commit table*, which records the last batch id applied per (pipeline's writer id, sink
-table); a replayed batch finds its id there and is skipped. The staging table is dropped
-after the move; it is named for (writer, sink table, batch), so one a crash left behind is
-dropped and refilled by the replay. Snapshot rows of keys the target does not hold yet
-(``append``) take the same path with a plain ``INSERT ... SELECT`` and a commit-table row of
-their own (writer id + ``/append``), so a replay skips an append and a write each on its own.
-The writer id (``SinkContext.writer_id``: name ``@`` run id) is new with every new checkpoint,
-so a new stream's batch ids never meet an old stream's record. Python drivers (pymysql,
-psycopg) do the writing, so no JDBC jar is needed: the URL only names the target.
-"""
+"""The jdbc sink: staging per Spark partition, one transaction per batch with its commit row."""
 
 from __future__ import annotations
 
@@ -33,23 +6,16 @@ import contextlib
 import hashlib
 import itertools
 import logging
-import re
 import threading
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-import pymysql
-from pydantic import Field, SecretStr, model_validator
+from pydantic import SecretStr
 
-from sparkcdc.errors import ConfigError, SinkError
-from sparkcdc.model.identifiers import quote_ansi, quote_mysql, quote_spark
-from sparkcdc.model.tls import SSL_MODES, TlsSettings, parse_ssl_mode
-from sparkcdc.mysql.connection import connect_with_tls
+from sparkcdc.errors import SinkError
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.sinks.base import (
     DELETED,
     Sink,
@@ -59,6 +25,27 @@ from sparkcdc.sinks.base import (
     SinkTable,
     final_states,
 )
+from sparkcdc.sinks.jdbc.dialect import (
+    DRIVER_ERRORS,
+    ROWS_PER_STATEMENT,
+    Connection,
+    Cursor,
+    Dialect,
+    chunks,
+    open_cursor,
+)
+from sparkcdc.sinks.jdbc.mysql import MySqlDialect
+from sparkcdc.sinks.jdbc.options import (
+    Family,
+    JdbcOptions,
+    JdbcUrl,
+)
+from sparkcdc.sinks.jdbc.postgres import PostgresDialect
+from sparkcdc.sinks.jdbc.types import (
+    spark_value,
+    target_type,
+    utc_wall_time,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,541 +53,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 10
-ROWS_PER_STATEMENT = 1000  # rows per executemany call
+
 STAGING_PREFIX = "sparkcdc_stage_"  # staging tables: <prefix><append|write>_<digest>
 APPEND_WRITER_SUFFIX = "/append"  # commit-table rows of appends: <writer id>/append
 
-Family = Literal["mysql", "postgresql"]
-# URL scheme -> the SQL dialect spoken (MariaDB speaks MySQL's)
-SCHEMES: dict[str, Family] = {"mysql": "mysql", "mariadb": "mysql", "postgresql": "postgresql"}
-DEFAULT_PORTS: dict[Family, int] = {"mysql": 3306, "postgresql": 5432}
 
-
-# PostgreSQL JDBC's (and libpq's) sslmode values
-PG_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-# the same modes in MySQL's words, for MySQL/MariaDB targets given PostgreSQL's spelling
-_PG_TO_MYSQL = {
-    "disable": "disabled",
-    "prefer": "preferred",
-    "require": "required",
-    "verify-ca": "verify-ca",
-    "verify-full": "verify-identity",
-}
-
-
-@dataclass(frozen=True)
-class SinkTls:
-    """TLS of the sink's connections, in PostgreSQL JDBC's option names (``sslmode``,
-    ``sslrootcert``, ``sslcert``, ``sslkey``, ``sslpassword``). As on the source, a given
-    root certificate means the certificate is checked (an unset or ``prefer`` mode with
-    ``sslrootcert`` is ``verify-ca``).
-
-    >>> SinkTls(rootcert="/ca.pem").mode_for("postgresql")
-    'verify-ca'
-    >>> SinkTls(mode="VERIFY_IDENTITY").mode_for("mysql")
-    'verify-identity'
-    """
-
-    mode: str | None = None
-    rootcert: str | None = None
-    cert: str | None = None
-    key: str | None = None
-    password: str | None = field(default=None, repr=False)
-
-    def mode_for(self, family: Family) -> str | None:
-        """The mode in the target driver's words (None: the driver's default)."""
-        mode = self.mode
-        if family == "postgresql":
-            if mode is not None:
-                mode = mode.strip().lower().replace("_", "-")
-                mode = {"disabled": "disable", "preferred": "prefer", "required": "require",
-                        "verify-identity": "verify-full"}.get(mode, mode)  # fmt: skip
-                if mode not in PG_SSL_MODES:
-                    raise ConfigError(
-                        f"sink.sslmode {self.mode!r} is not a PostgreSQL TLS mode; use one of "
-                        f"{', '.join(PG_SSL_MODES)}"
-                    )
-            if self.rootcert and mode in (None, "prefer"):
-                return "verify-ca"
-            return mode
-        if mode is None:
-            return None
-        lowered = mode.strip().lower().replace("_", "-")
-        if lowered in _PG_TO_MYSQL:
-            return _PG_TO_MYSQL[lowered]
-        try:
-            return parse_ssl_mode(mode, "sink.sslmode")
-        except ConfigError:
-            raise ConfigError(
-                f"sink.sslmode {mode!r} is not a TLS mode; use one of {', '.join(SSL_MODES)}"
-            ) from None
-
-    def psycopg_kwargs(self) -> dict[str, Any]:
-        out = {"sslmode": self.mode_for("postgresql"), "sslrootcert": self.rootcert,
-               "sslcert": self.cert, "sslkey": self.key, "sslpassword": self.password}  # fmt: skip
-        return {k: v for k, v in out.items() if v is not None}
-
-    def mysql(self) -> TlsSettings:
-        return TlsSettings.parse(
-            mode=self.mode_for("mysql"),
-            ca=self.rootcert,
-            cert=self.cert,
-            key=self.key,
-            key_password=self.password,
-            prefix="sink.",
-        )
-
-
-@dataclass(frozen=True)
-class JdbcUrl:
-    """The parts of a ``jdbc:<scheme>://host[:port]/database`` URL the sink uses.
-
-    >>> JdbcUrl.parse("jdbc:mariadb://db:3307/shop")
-    JdbcUrl(scheme='mariadb', host='db', port=3307, database='shop')
-    >>> JdbcUrl.parse("jdbc:postgresql://db/shop").port
-    5432
-    """
-
-    scheme: str
-    host: str
-    port: int
-    database: str
-    tls: SinkTls = field(default=SinkTls(), repr=False, compare=False)
-
-    @property
-    def family(self) -> Family:
-        return SCHEMES[self.scheme]
-
-    @classmethod
-    def parse(cls, url: str, *, where: str = "sink.url") -> JdbcUrl:
-        # Messages name the scheme, host and port at most: a URL may carry credentials.
-        supported = ", ".join(f"jdbc:{s}://host:port/database" for s in SCHEMES)
-        if not url.startswith("jdbc:"):
-            raise ConfigError(
-                f"{where}: a JDBC URL starts with 'jdbc:', e.g. 'jdbc:mysql://host:3306/db'; "
-                f"supported: {supported}"
-            )
-        scheme = url[5:].partition(":")[0].lower()
-        if scheme not in SCHEMES:
-            shown = scheme if re.fullmatch(r"[a-z0-9+.-]{1,20}", scheme) else "(unreadable)"
-            raise ConfigError(
-                f"{where}: the jdbc sink does not support URL scheme 'jdbc:{shown}'; "
-                f"supported: {supported}"
-            )
-        parts = urlsplit(url[5:])
-        if parts.username is not None or parts.password is not None:
-            raise ConfigError(
-                f"{where}: put the credentials in the sink's 'username' and 'password' options, "
-                "not in the URL (a URL ends up in logs)"
-            )
-        if parts.query or ";" in parts.path:
-            names = sorted(
-                {p.partition("=")[0] for p in re.split(r"[&;]", parts.query) if "=" in p}
-                | {p.partition("=")[0] for p in parts.path.split(";")[1:] if "=" in p}
-            )
-            raise ConfigError(
-                f"{where}: driver properties in the URL are not supported (got "
-                f"{', '.join(names)}); the sink writes with a Python driver: give only "
-                f"jdbc:{scheme}://host:port/database"
-            )
-        try:
-            port = parts.port
-        except ValueError:
-            port = -1
-        database = parts.path.lstrip("/")
-        if (
-            not parts.hostname
-            or "," in parts.netloc
-            or port == -1
-            or not database
-            or "/" in database
-        ):
-            raise ConfigError(
-                f"{where}: expected jdbc:{scheme}://host[:port]/database with one host, a "
-                f"numeric port and a database name"
-            )
-        family = SCHEMES[scheme]
-        return cls(scheme, parts.hostname, port or DEFAULT_PORTS[family], database)
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"jdbc:{self.scheme}://{host}:{self.port}/{self.database}"
-
-
-class JdbcOptions(SinkOptions):
-    """Options of ``type: jdbc`` (names after Flink's JDBC connector)."""
-
-    url: str
-    username: str | None = None
-    password: SecretStr | None = None
-    schema_name: str | None = Field(None, alias="schema", description="PostgreSQL schema")
-    table_create: bool = Field(True, alias="table.create")
-    commit_table: str = Field("sparkcdc_commits", alias="sink.commit-table", min_length=1)
-    # TLS, PostgreSQL JDBC's names (SinkTls); MySQL/MariaDB targets take them too
-    sslmode: str | None = None
-    sslrootcert: str | None = None
-    sslcert: str | None = None
-    sslkey: str | None = None
-    sslpassword: SecretStr | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> JdbcOptions:
-        # ConfigError passes through pydantic unchanged (it is no ValueError)
-        target = self.target
-        if target.family == "mysql":
-            target.tls.mysql()  # a bad mode or a missing file fails here
-        else:
-            target.tls.mode_for("postgresql")
-        if self.schema_name is not None and target.family != "postgresql":
-            raise ConfigError(
-                f"sink.schema applies to PostgreSQL targets only; a {target.scheme} target's "
-                f"tables go into the URL's database ({target.database!r}): remove 'schema'"
-            )
-        return self
-
-    @property
-    def target(self) -> JdbcUrl:
-        tls = SinkTls(
-            mode=self.sslmode,
-            rootcert=self.sslrootcert,
-            cert=self.sslcert,
-            key=self.sslkey,
-            password=self.sslpassword.get_secret_value() if self.sslpassword else None,
-        )
-        return replace(JdbcUrl.parse(self.url), tls=tls)
-
-    @property
-    def namespace(self) -> str:
-        """Where target tables live: the PostgreSQL schema or the MySQL database."""
-        if self.target.family == "postgresql":
-            return self.schema_name or "public"
-        return self.target.database
-
-
-# -- type mapping ------------------------------------------------------------------------
-
-# Spark DDL type -> (MySQL / MariaDB, PostgreSQL). DECIMAL(p,s) maps to itself in both.
-TYPE_MAP: dict[str, tuple[str, str]] = {
-    "BOOLEAN": ("BOOLEAN", "boolean"),
-    "TINYINT": ("TINYINT", "smallint"),  # PostgreSQL has no one-byte integer
-    "SMALLINT": ("SMALLINT", "smallint"),
-    "INT": ("INT", "integer"),
-    "BIGINT": ("BIGINT", "bigint"),
-    "FLOAT": ("FLOAT", "real"),
-    "DOUBLE": ("DOUBLE", "double precision"),
-    "STRING": ("LONGTEXT", "text"),
-    "BINARY": ("LONGBLOB", "bytea"),
-    "DATE": ("DATE", "date"),
-    # MySQL's TIMESTAMP ends in 2038 and shifts by the session time zone: store the UTC
-    # wall time in a DATETIME instead.
-    "TIMESTAMP": ("DATETIME(6)", "timestamp(6) with time zone"),
-    "TIMESTAMP_NTZ": ("DATETIME(6)", "timestamp(6) without time zone"),
-}
-# InnoDB cannot index TEXT / BLOB without a prefix length, and a key is at most 3072 bytes:
-# key columns get a bounded type (255 utf8mb4 characters = 1020 bytes, so up to three string
-# columns fit in one key). Binary collation: keys compare as Spark compares them ('a' != 'A').
-MYSQL_KEY_TYPES = {
-    "STRING": "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-    "BINARY": "VARBINARY(255)",
-}
-# other spellings Spark's DDL parser accepts
-_ALIASES = {
-    "BYTE": "TINYINT",
-    "SHORT": "SMALLINT",
-    "INTEGER": "INT",
-    "LONG": "BIGINT",
-    "REAL": "FLOAT",
-    "TIMESTAMP_LTZ": "TIMESTAMP",
-}
-_DECIMAL_RE = re.compile(r"^(?:DECIMAL|DEC|NUMERIC)(?:\((\d+)(?:,(\d+))?\))?$")
-
-
-def target_type(spark_type: str, family: Family, *, key: bool = False, where: str = "") -> str:
-    """The target column type of a Spark DDL type.
-
-    >>> target_type("DECIMAL(10,2)", "postgresql")
-    'numeric(10,2)'
-    >>> target_type("STRING", "mysql", key=True)
-    'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin'
-    """
-    name = re.sub(r"\s+", "", spark_type).upper()
-    name = _ALIASES.get(name, name)
-    decimal = _DECIMAL_RE.match(name)
-    if decimal:
-        precision, scale = int(decimal.group(1) or 10), int(decimal.group(2) or 0)
-        return f"{'DECIMAL' if family == 'mysql' else 'numeric'}({precision},{scale})"
-    if family == "mysql" and key and name in MYSQL_KEY_TYPES:
-        return MYSQL_KEY_TYPES[name]
-    if name not in TYPE_MAP:
-        raise SinkError(
-            f"jdbc sink: column {where or '?'} has Spark type {spark_type}, which has no "
-            f"{family} column type here; supported: {', '.join([*TYPE_MAP, 'DECIMAL(p,s)'])}. "
-            "Cast it in a transform (e.g. to STRING)"
-        )
-    return TYPE_MAP[name][0 if family == "mysql" else 1]
-
-
-# -- SQL dialects --------------------------------------------------------------------------
-
-
-class _Cursor(Protocol):
-    def execute(self, query: str, params: Sequence[Any] = ..., /) -> Any: ...
-    def executemany(self, query: str, params: Sequence[Sequence[Any]], /) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> Any: ...
-    def close(self) -> Any: ...
-
-
-class _Connection(Protocol):
-    def cursor(self) -> Any: ...
-    def commit(self) -> None: ...
-    def rollback(self) -> None: ...
-    def close(self) -> None: ...
-
-
-_DRIVER_ERRORS: tuple[type[Exception], ...] = (pymysql.MySQLError, psycopg.Error)
-
-
-class _Dialect(ABC):
-    """What differs between MySQL and PostgreSQL: connecting, quoting, upsert, value shapes.
-
-    ``ident`` quotes for statements run with parameters (``%`` doubled), ``ddl_ident`` for
-    those run without (DDL and the staging statements)."""
-
-    family: ClassVar[Family]
-
-    @abstractmethod
-    def quote(self, name: str, *, pyformat: bool) -> str: ...
-
-    def ident(self, name: str) -> str:
-        return self.quote(name, pyformat=True)
-
-    def ddl_ident(self, name: str) -> str:
-        return self.quote(name, pyformat=False)
-
-    @abstractmethod
-    def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection: ...
-
-    @abstractmethod
-    def is_alive(self, conn: _Connection) -> bool:
-        """Whether ``conn`` still works (asked before a transaction starts)."""
-
-    @abstractmethod
-    def timestamp_type(self) -> str: ...
-
-    staging_table: ClassVar[str]  # the CREATE ... TABLE words of a staging table
-
-    @abstractmethod
-    def on_conflict(
-        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
-    ) -> str:
-        """The INSERT's clause that updates the row of a key that exists already."""
-
-    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
-        """An INSERT of one row (``%s`` placeholders) that updates the row of an existing key."""
-        return (
-            f"INSERT INTO {table} ({', '.join(self.ident(c) for c in columns)}) "
-            f"VALUES ({', '.join('%s' for _ in columns)}) "
-            + self.on_conflict(columns, keys, self.ident)
-        )
-
-    def create_table_suffix(self) -> str:
-        return ""
-
-    def converter(self, spark_type: str) -> Callable[[Any], Any] | None:
-        return None
-
-    def create_staging(self, staging: str, target: str, columns: Sequence[str]) -> str:
-        """A table ``staging`` of the target's ``columns`` (their types) plus ``_deleted``;
-        CREATE ... AS SELECT copies the types, not the key: no index to maintain."""
-        names = ", ".join(self.ddl_ident(c) for c in columns)
-        return (
-            f"CREATE {self.staging_table} {staging}{self.create_table_suffix()} AS SELECT "
-            f"{names}, FALSE AS {self.ddl_ident(DELETED)} FROM {target} WHERE 1 = 0"
-        )
-
-    @abstractmethod
-    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
-        """Insert ``rows`` (an iterable of tuples) into ``staging``, the fastest way."""
-
-    def upsert_from(
-        self, target: str, staging: str, columns: Sequence[str], keys: Sequence[str]
-    ) -> str:
-        """Insert or update the target rows of the staged rows that are not ``_deleted``."""
-        names = ", ".join(self.ddl_ident(c) for c in columns)
-        return (
-            f"INSERT INTO {target} ({names}) SELECT {names} FROM {staging} "
-            f"WHERE NOT {self.ddl_ident(DELETED)} "
-            + self.on_conflict(columns, keys, self.ddl_ident)
-        )
-
-    @abstractmethod
-    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
-        """Delete the target rows of the staged keys that are ``_deleted``."""
-
-    def insert_from(self, target: str, staging: str, columns: Sequence[str]) -> str:
-        """Insert the staged rows as they are (snapshot inserts: keys the target lacks)."""
-        names = ", ".join(self.ddl_ident(c) for c in columns)
-        return f"INSERT INTO {target} ({names}) SELECT {names} FROM {staging}"
-
-    def _key_match(self, keys: Sequence[str]) -> str:
-        return " AND ".join(f"t.{self.ddl_ident(k)} = s.{self.ddl_ident(k)}" for k in keys)
-
-
-class _MySqlDialect(_Dialect):
-    family = "mysql"
-    staging_table = "TABLE"
-
-    def quote(self, name: str, *, pyformat: bool) -> str:
-        return quote_mysql(name, pyformat=pyformat)
-
-    def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
-        conn = connect_with_tls(
-            url.tls.mysql(),
-            host=url.host,
-            port=url.port,
-            user=user,
-            password=password or "",
-            database=url.database,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            charset="utf8mb4",
-            autocommit=False,
-            init_command="SET time_zone = '+00:00'",
-        )
-        conn.connect()
-        return conn
-
-    def is_alive(self, conn: _Connection) -> bool:
-        assert isinstance(conn, pymysql.connections.Connection)
-        try:
-            conn.ping(reconnect=False)
-        except pymysql.MySQLError:
-            return False
-        return True
-
-    def create_table_suffix(self) -> str:
-        return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-
-    def timestamp_type(self) -> str:
-        return "DATETIME(6)"
-
-    def on_conflict(
-        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
-    ) -> str:
-        values = [c for c in columns if c not in keys] or list(keys[:1])
-        # VALUES(col), not the row-alias syntax: MariaDB has no row alias
-        updates = ", ".join(f"{ident(c)} = VALUES({ident(c)})" for c in values)
-        return f"ON DUPLICATE KEY UPDATE {updates}"
-
-    def converter(self, spark_type: str) -> Callable[[Any], Any] | None:
-        if spark_type.strip().upper() in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-            return _utc_wall_time
-        return None
-
-    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
-        statement = self.insert_values(staging, columns)
-        with _cursor(conn) as cur:
-            for chunk in _batched(rows, ROWS_PER_STATEMENT):
-                cur.executemany(statement, chunk)
-
-    def insert_values(self, staging: str, columns: Sequence[str]) -> str:
-        """The INSERT of one row that pymysql's executemany turns into multi-row INSERTs."""
-        return (
-            f"INSERT INTO {staging.replace('%', '%%')} "
-            f"({', '.join(self.ident(c) for c in columns)}) "
-            f"VALUES ({', '.join('%s' for _ in columns)})"
-        )
-
-    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
-        return (
-            f"DELETE t FROM {target} t JOIN {staging} s ON {self._key_match(keys)} "
-            f"WHERE s.{self.ddl_ident(DELETED)}"
-        )
-
-
-class _PostgresDialect(_Dialect):
-    family = "postgresql"
-    # UNLOGGED: no WAL for rows that live for one batch (a crash empties the table, and the
-    # replay refills it anyway)
-    staging_table = "UNLOGGED TABLE"
-
-    def quote(self, name: str, *, pyformat: bool) -> str:
-        return quote_ansi(name, pyformat=pyformat)
-
-    def connect(self, url: JdbcUrl, user: str | None, password: str | None) -> _Connection:
-        return psycopg.connect(
-            host=url.host,
-            port=url.port,
-            user=user,
-            password=password,
-            dbname=url.database,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            autocommit=False,
-            **url.tls.psycopg_kwargs(),
-        )
-
-    def is_alive(self, conn: _Connection) -> bool:
-        assert isinstance(conn, psycopg.Connection)
-        if conn.closed or conn.broken:
-            return False
-        try:
-            conn.execute("SELECT 1")  # opens the transaction the write then goes on with
-        except psycopg.Error:
-            return False
-        return True
-
-    def timestamp_type(self) -> str:
-        return "timestamp(6) with time zone"
-
-    def on_conflict(
-        self, columns: Sequence[str], keys: Sequence[str], ident: Callable[[str], str]
-    ) -> str:
-        values = [c for c in columns if c not in keys]
-        action = (
-            "DO UPDATE SET " + ", ".join(f"{ident(c)} = EXCLUDED.{ident(c)}" for c in values)
-            if values
-            else "DO NOTHING"
-        )
-        return f"ON CONFLICT ({', '.join(ident(k) for k in keys)}) {action}"
-
-    def load(self, conn: _Connection, staging: str, columns: Sequence[str], rows: Any) -> None:
-        assert isinstance(conn, psycopg.Connection)
-        names = ", ".join(self.ddl_ident(c) for c in columns)  # COPY takes no parameters
-        with conn.cursor() as cur, cur.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-
-    def delete_from(self, target: str, staging: str, keys: Sequence[str]) -> str:
-        return (
-            f"DELETE FROM {target} t USING {staging} s WHERE {self._key_match(keys)} "
-            f"AND s.{self.ddl_ident(DELETED)}"
-        )
-
-
-def _utc_wall_time(value: Any) -> Any:
-    """An aware datetime as naive UTC (MySQL DATETIME has no zone); None stays None."""
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
-    return value
-
-
-def _spark_value(spark_type: str) -> Callable[[Any], Any]:
-    """How a value a target driver returns becomes the Spark value of ``spark_type``."""
-    if spark_type == "BOOLEAN":
-        return bool
-    if spark_type == "BINARY":
-        return bytes
-    if spark_type == "TIMESTAMP":
-        return lambda v: v if v.tzinfo is not None else v.replace(tzinfo=UTC)
-    return lambda v: v
-
-
-def _dialect(family: Family) -> _Dialect:
-    return _MySqlDialect() if family == "mysql" else _PostgresDialect()
-
-
-# -- the sink ------------------------------------------------------------------------------
+def dialect_for(family: Family) -> Dialect:
+    return MySqlDialect() if family == "mysql" else PostgresDialect()
 
 
 @dataclass(frozen=True)
@@ -632,8 +91,8 @@ class JdbcSink(Sink):
         assert isinstance(self.options, JdbcOptions)
         self.jdbc: JdbcOptions = self.options
         self.url = self.jdbc.target
-        self._dialect = _dialect(self.url.family)
-        self._conn: _Connection | None = None
+        self._dialect = dialect_for(self.url.family)
+        self._conn: Connection | None = None
         self._plans: dict[SinkTable, _TablePlan] = {}
         self._lock = threading.Lock()  # one connection: one transaction at a time
 
@@ -649,11 +108,11 @@ class JdbcSink(Sink):
         with self._lock:
             conn = self._connection()
             try:
-                with _cursor(conn) as cur:
+                with open_cursor(conn) as cur:
                     cur.execute(f"SELECT 1 FROM {ref} LIMIT 1")
                     found = cur.fetchone() is not None
                 conn.rollback()
-            except _DRIVER_ERRORS as exc:
+            except DRIVER_ERRORS as exc:
                 self._discard(conn)
                 raise SinkError(
                     f"jdbc sink: cannot read {ref} in {self.url}: {self._clean(exc)}"
@@ -772,14 +231,14 @@ class JdbcSink(Sink):
                 cur.execute(f"SELECT {names} FROM {target}")
                 rows = cur.fetchall()
                 conn.commit()
-            except _DRIVER_ERRORS as exc:
+            except DRIVER_ERRORS as exc:
                 conn.rollback()
                 raise SinkError(
                     f"jdbc sink: cannot read {target} in {self.url}: {self._clean(exc)}"
                 ) from None
             finally:
                 cur.close()
-        readers = [_spark_value(c.spark_type) for c in table.columns]
+        readers = [spark_value(c.spark_type) for c in table.columns]
         values = [
             tuple(None if v is None else read(v) for read, v in zip(readers, row, strict=True))
             for row in rows
@@ -795,12 +254,12 @@ class JdbcSink(Sink):
         with self._lock:
             conn = self._connection()
             try:
-                with _cursor(conn) as cur:
+                with open_cursor(conn) as cur:
                     if commit_table:
                         self._create_commit_table(cur)
                     plans = {table: self._prepare(cur, table) for table in tables}
                 conn.commit()
-            except _DRIVER_ERRORS as exc:
+            except DRIVER_ERRORS as exc:
                 self._discard(conn)
                 names = ", ".join(f"{self.jdbc.namespace}.{t.short_name}" for t in tables)
                 raise SinkError(
@@ -814,19 +273,19 @@ class JdbcSink(Sink):
 
     # -- the metadata applier ------------------------------------------------------------
 
-    def _ddl(self, table: SinkTable, what: str, build: Callable[[_Cursor, str], list[str]]) -> None:
+    def _ddl(self, table: SinkTable, what: str, build: Callable[[Cursor, str], list[str]]) -> None:
         """Run the statements ``build(cursor, qualified target)`` returns, in a transaction
         where the database has transactional DDL (PostgreSQL)."""
         d = self._dialect
         target = f"{d.ddl_ident(self.jdbc.namespace)}.{d.ddl_ident(table.short_name)}"
 
-        def run(cur: _Cursor) -> None:
+        def run(cur: Cursor) -> None:
             for statement in build(cur, target):
                 cur.execute(statement)
 
         self._transaction(table, what, run)
 
-    def _has_columns(self, cur: _Cursor, table: SinkTable) -> set[str]:
+    def _has_columns(self, cur: Cursor, table: SinkTable) -> set[str]:
         existing = self._existing_columns(cur, self.jdbc.namespace, table.short_name) or []
         return {self._fold(c) for c in existing}
 
@@ -837,7 +296,7 @@ class JdbcSink(Sink):
         d = self._dialect
         kind = target_type(column.spark_type, d.family, where=f"{table.name}.{column.name}")
 
-        def build(cur: _Cursor, target: str) -> list[str]:
+        def build(cur: Cursor, target: str) -> list[str]:
             if self._fold(column.name) in self._has_columns(cur, table):
                 return []  # added before a crash: the change is idempotent
             return [f"ALTER TABLE {target} ADD COLUMN {d.ddl_ident(column.name)} {kind}"]
@@ -845,7 +304,7 @@ class JdbcSink(Sink):
         self._ddl(table, f"add column {column.name}", build)
 
     def drop_column(self, table: SinkTable, name: str) -> None:
-        def build(cur: _Cursor, target: str) -> list[str]:
+        def build(cur: Cursor, target: str) -> list[str]:
             if self._fold(name) not in self._has_columns(cur, table):
                 return []
             return [f"ALTER TABLE {target} DROP COLUMN {self._dialect.ddl_ident(name)}"]
@@ -855,7 +314,7 @@ class JdbcSink(Sink):
     def rename_column(self, table: SinkTable, old: str, new: str) -> None:
         d = self._dialect
 
-        def build(cur: _Cursor, target: str) -> list[str]:
+        def build(cur: Cursor, target: str) -> list[str]:
             have = self._has_columns(cur, table)
             if self._fold(old) not in have or self._fold(new) in have:
                 return []
@@ -884,7 +343,7 @@ class JdbcSink(Sink):
         convert = d.converter(column.spark_type)
         param = convert(value) if convert else value
 
-        def run(cur: _Cursor, target: str) -> None:
+        def run(cur: Cursor, target: str) -> None:
             cur.execute(f"UPDATE {target} SET {name} = %s WHERE {name} IS NULL", (param,))
 
         self._dml(table, f"fill column {column.name}", run)
@@ -904,20 +363,20 @@ class JdbcSink(Sink):
         params = list(zip(*values, strict=True))
         where = " AND ".join(f"{d.ident(k)} = %s" for k in keys)
 
-        def run(cur: _Cursor, target: str) -> None:
+        def run(cur: Cursor, target: str) -> None:
             statement = f"UPDATE {target} SET {d.ident(column.name)} = %s WHERE {where}"
-            for chunk in _chunks(params, ROWS_PER_STATEMENT):
+            for chunk in chunks(params, ROWS_PER_STATEMENT):
                 cur.executemany(statement, chunk)
 
         self._dml(table, f"update column {column.name}", run)
 
-    def _dml(self, table: SinkTable, what: str, run: Callable[[_Cursor, str], None]) -> None:
+    def _dml(self, table: SinkTable, what: str, run: Callable[[Cursor, str], None]) -> None:
         """``run(cursor, qualified target)`` in one transaction."""
         d = self._dialect
         target = f"{d.ident(self.jdbc.namespace)}.{d.ident(table.short_name)}"
         self._transaction(table, what, lambda cur: run(cur, target))
 
-    def _transaction(self, table: SinkTable, what: str, run: Callable[[_Cursor], None]) -> None:
+    def _transaction(self, table: SinkTable, what: str, run: Callable[[Cursor], None]) -> None:
         """``run(cursor)`` in one transaction on the sink's connection; a driver error is a
         SinkError naming ``what`` and the table, and the connection is discarded."""
         with self._lock:
@@ -925,14 +384,14 @@ class JdbcSink(Sink):
                 f"{self.jdbc.namespace}.{table.short_name} ({self.url})", what, run
             )
 
-    def _transaction_at(self, where: str, what: str, run: Callable[[_Cursor], Any]) -> None:
+    def _transaction_at(self, where: str, what: str, run: Callable[[Cursor], Any]) -> None:
         """The body of :meth:`_transaction` (the caller holds the lock)."""
         conn = self._connection()
         try:
-            with _cursor(conn) as cur:
+            with open_cursor(conn) as cur:
                 run(cur)
             conn.commit()
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             self._discard(conn)
             raise SinkError(f"jdbc sink: cannot {what} in {where}: {self._clean(exc)}") from None
         except BaseException:
@@ -968,7 +427,7 @@ class JdbcSink(Sink):
                 f"{exc}. Nothing was committed for {where}; a restart of the pipeline replays it"
             ) from None
         try:
-            with _cursor(conn) as cur:
+            with open_cursor(conn) as cur:
                 committed = self._committed_batch(cur, table, writer)
                 if committed is not None and committed >= batch_id:
                     conn.rollback()
@@ -980,7 +439,7 @@ class JdbcSink(Sink):
                     self._delete_rows(cur, plan, staging)
                     self._upsert_rows(cur, plan, staging)
                 self._record_batch(cur, table, batch_id, writer)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             self._discard(conn)
             raise SinkError(
                 f"jdbc sink: writing {where} failed: {self._clean(exc)}. Nothing was committed "
@@ -994,7 +453,7 @@ class JdbcSink(Sink):
             raise
         try:
             conn.commit()
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             self._discard(conn)
             raise SinkError(
                 f"jdbc sink: the COMMIT of {where} failed: {self._clean(exc)}. The batch was "
@@ -1017,7 +476,7 @@ class JdbcSink(Sink):
         return found[0]
 
     def _committed_batch(
-        self, cur: _Cursor, table: SinkTable, writer: str, *, lock: bool = True
+        self, cur: Cursor, table: SinkTable, writer: str, *, lock: bool = True
     ) -> int | None:
         commits = self._commit_table_ref()
         cur.execute(
@@ -1028,18 +487,18 @@ class JdbcSink(Sink):
         row = cur.fetchone()
         return None if row is None else int(row[0])
 
-    def _delete_rows(self, cur: _Cursor, plan: _TablePlan, staging: str) -> None:
+    def _delete_rows(self, cur: Cursor, plan: _TablePlan, staging: str) -> None:
         cur.execute(self._dialect.delete_from(plan.target, staging, plan.keys))
 
-    def _upsert_rows(self, cur: _Cursor, plan: _TablePlan, staging: str) -> None:
+    def _upsert_rows(self, cur: Cursor, plan: _TablePlan, staging: str) -> None:
         cur.execute(self._dialect.upsert_from(plan.target, staging, plan.columns, plan.keys))
 
-    def _record_batch(self, cur: _Cursor, table: SinkTable, batch_id: int, writer: str) -> None:
+    def _record_batch(self, cur: Cursor, table: SinkTable, batch_id: int, writer: str) -> None:
         d = self._dialect
         commits = self._commit_table_ref()
         columns = ("pipeline", "sink_table", "batch_id", "committed_at")
         now = datetime.now(UTC)
-        committed_at = _utc_wall_time(now) if d.family == "mysql" else now
+        committed_at = utc_wall_time(now) if d.family == "mysql" else now
         cur.execute(
             d.upsert(commits, columns, columns[:2]), (writer, table.name, batch_id, committed_at)
         )
@@ -1064,7 +523,7 @@ class JdbcSink(Sink):
         d = self._dialect
         return f"{d.ident(self.jdbc.namespace)}.{d.ident(self.jdbc.commit_table)}"
 
-    def _create_commit_table(self, cur: _Cursor) -> None:
+    def _create_commit_table(self, cur: Cursor) -> None:
         d = self._dialect
         if d.family == "postgresql" and self.jdbc.table_create:
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {d.ddl_ident(self.jdbc.namespace)}")
@@ -1077,7 +536,7 @@ class JdbcSink(Sink):
             f"PRIMARY KEY (pipeline, sink_table)){d.create_table_suffix()}"
         )
 
-    def _prepare(self, cur: _Cursor, table: SinkTable) -> _TablePlan:
+    def _prepare(self, cur: Cursor, table: SinkTable) -> _TablePlan:
         """Create the target table if missing (or check it fits) and build its SQL."""
         d = self._dialect
         namespace, name = self.jdbc.namespace, table.short_name
@@ -1132,7 +591,7 @@ class JdbcSink(Sink):
             f"({body}){d.create_table_suffix()}"
         )
 
-    def _existing_columns(self, cur: _Cursor, namespace: str, name: str) -> list[str] | None:
+    def _existing_columns(self, cur: Cursor, namespace: str, name: str) -> list[str] | None:
         cur.execute(
             "SELECT column_name FROM information_schema.columns "
             "WHERE table_schema = %s AND table_name = %s",
@@ -1142,7 +601,7 @@ class JdbcSink(Sink):
         return names or None
 
     def _check_existing(
-        self, cur: _Cursor, table: SinkTable, namespace: str, name: str, existing: list[str]
+        self, cur: Cursor, table: SinkTable, namespace: str, name: str, existing: list[str]
     ) -> None:
         display = f"{namespace}.{name}"
         fold = self._fold
@@ -1173,14 +632,14 @@ class JdbcSink(Sink):
 
     # -- connections ---------------------------------------------------------------------
 
-    def _connection(self) -> _Connection:
+    def _connection(self) -> Connection:
         password = self.jdbc.password.get_secret_value() if self.jdbc.password else None
         if self._conn is not None and not self._dialect.is_alive(self._conn):
             self._discard(self._conn)  # e.g. the server closed an idle connection
         try:
             if self._conn is None:
                 self._conn = self._dialect.connect(self.url, self.jdbc.username, password)
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             self._conn = None
             raise SinkError(
                 f"jdbc sink: the target {self.url} is not reachable as user "
@@ -1190,7 +649,7 @@ class JdbcSink(Sink):
             ) from None
         return self._conn
 
-    def _discard(self, conn: _Connection) -> None:
+    def _discard(self, conn: Connection) -> None:
         """Roll back and drop a connection after an error (the next write reconnects)."""
         for action in (conn.rollback, conn.close):
             with contextlib.suppress(Exception):  # it may be broken already
@@ -1207,46 +666,13 @@ class JdbcSink(Sink):
         return text
 
 
-class _CursorContext:
-    def __init__(self, cursor: Any) -> None:
-        self.cursor = cursor
-
-    def __enter__(self) -> _Cursor:
-        cursor: _Cursor = self.cursor
-        return cursor
-
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(Exception):  # a cursor of a dead connection
-            self.cursor.close()
-
-
-def _cursor(conn: _Connection) -> _CursorContext:
-    return _CursorContext(conn.cursor())
-
-
-def _chunks(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]
-
-
-def _batched(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 @dataclass(frozen=True)
 class _StagingLoader:
     """A ``mapInArrow`` function: loads the rows of one Spark partition into the staging
     table over a connection of its own and yields their count. It travels to the executors
     pickled; the password stays a SecretStr on the way."""
 
-    dialect: _Dialect
+    dialect: Dialect
     url: JdbcUrl
     user: str | None
     password: SecretStr | None
@@ -1279,7 +705,7 @@ class _StagingLoader:
                 conn.commit()
             finally:
                 conn.close()
-        except _DRIVER_ERRORS as exc:  # as text: a driver's exception may not pickle
+        except DRIVER_ERRORS as exc:  # as text: a driver's exception may not pickle
             text = str(exc).strip() or type(exc).__name__
             if password:
                 text = text.replace(password, "**********")
