@@ -20,25 +20,16 @@ from __future__ import annotations
 import re
 import struct
 import uuid
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum, IntFlag
-
-import zstandard
+from enum import IntFlag
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.charsets import codec_for_collation
+from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.constants import (
-    BINLOG_MAGIC,
-    CHARACTER_TYPES,
-    CHECKSUM_SIZE,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
-    FIRST_EVENT_POS,
-    NUMERIC_TYPES,
     BinlogChecksum,
-    ColumnType,
     EventType,
     PayloadCompression,
     TransactionPayloadField,
@@ -64,6 +55,7 @@ from sparkcdc.mysql.events import (
     XidEvent,
 )
 from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
+from sparkcdc.mysql.tablemap import parse_table_map_body, read_lenenc
 
 TableFilter = Callable[[str, str], bool]
 
@@ -105,14 +97,6 @@ _ROWS_FLAGS = _U16
 _ROWS_EXTRA_LEN = _U16
 # ROWS events with this table id and no table map are "dummy" statement-end markers
 _DUMMY_TABLE_ID = 0x00FFFFFF
-# length-encoded ("packed") integers: < 251 inline; 252, 253, 254 prefix 2, 3, 8 bytes
-_LENENC_2, _LENENC_3, _LENENC_8 = 0xFC, 0xFD, 0xFE
-_LENENC_INLINE_MAX = 0xFA
-# MariaDB compressed payload: header byte 0b1AAA0LLL (A = algorithm, 0 = zlib;
-# L = bytes of the big-endian uncompressed length that follow), then the zlib stream.
-_COMPRESSED_MARK_MASK = 0xE0
-_COMPRESSED_MARK = 0x80
-_COMPRESSED_LEN_BYTES_MASK = 0x07
 # versions from which FORMAT_DESCRIPTION carries the checksum algorithm byte
 _MYSQL_CHECKSUM_VERSION = (5, 6, 1)
 _MARIADB_CHECKSUM_VERSION = (5, 3, 0)
@@ -134,9 +118,6 @@ _PARTIAL_JSON_FIX = (
     "cannot be applied exactly. Run SET GLOBAL binlog_row_value_options='' (and "
     "binlog_row_image=FULL) on the source, then restart capture from a snapshot"
 )
-# common header: flags u16 is the last field; LOG_EVENT_BINLOG_IN_USE_F marks an open file
-_HEADER_FLAGS_OFFSET = EVENT_HEADER_SIZE - 2
-_BINLOG_IN_USE_FLAG = 0x0001
 
 
 class MariaGtidFlag(IntFlag):
@@ -152,23 +133,6 @@ class MariaGtidFlag(IntFlag):
     # follow) or the XA COMMIT / XA ROLLBACK of a transaction prepared earlier
     PREPARED_XA = 0x40
     COMPLETED_XA = 0x80
-
-
-class OptionalMetadata(IntEnum):
-    """TLV field types of TABLE_MAP optional metadata (``binlog_row_metadata=FULL``)."""
-
-    SIGNEDNESS = 1
-    DEFAULT_CHARSET = 2
-    COLUMN_CHARSET = 3
-    COLUMN_NAME = 4
-    SET_STR_VALUE = 5
-    ENUM_STR_VALUE = 6
-    GEOMETRY_TYPE = 7
-    SIMPLE_PRIMARY_KEY = 8
-    PRIMARY_KEY_WITH_PREFIX = 9
-    ENUM_AND_SET_DEFAULT_CHARSET = 10
-    ENUM_AND_SET_COLUMN_CHARSET = 11
-    COLUMN_VISIBILITY = 12
 
 
 _ROWS_KINDS: dict[int, RowsKind] = {
@@ -211,97 +175,10 @@ _COMPRESSED_ROWS_TYPES = frozenset(
     }
 )
 
-# column metadata sizes in the TABLE_MAP metadata block, by binlog column type
-_META_ONE_BYTE = frozenset(
-    {
-        ColumnType.FLOAT,
-        ColumnType.DOUBLE,
-        ColumnType.BLOB,
-        ColumnType.TINY_BLOB,
-        ColumnType.MEDIUM_BLOB,
-        ColumnType.LONG_BLOB,
-        ColumnType.GEOMETRY,
-        ColumnType.JSON,
-        ColumnType.TIME2,
-        ColumnType.DATETIME2,
-        ColumnType.TIMESTAMP2,
-        ColumnType.VECTOR,
-    }
-)
-_META_TWO_BYTES_LE = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING})
-_META_TWO_BYTES_BE = frozenset(
-    {ColumnType.NEWDECIMAL, ColumnType.BIT, ColumnType.STRING, ColumnType.ENUM, ColumnType.SET}
-)
-# STRING metadata byte 0 holds the real type; bits 4-5 inverted carry length bits 8-9
-_STRING_LENGTH_HIGH_BITS = 0x30
-_STRING_LENGTH_HIGH_SHIFT = 4
-
-
 # ---------------------------------------------------------------------------- helpers
 
 
-def _lenenc(buf: bytes, pos: int) -> tuple[int, int]:
-    """Read a length-encoded integer; returns (value, next position)."""
-    first = buf[pos]
-    if first <= _LENENC_INLINE_MAX:
-        return first, pos + 1
-    if first == _LENENC_2:
-        return buf[pos + 1] | buf[pos + 2] << 8, pos + 3
-    if first == _LENENC_3:
-        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
-    if first == _LENENC_8:
-        return _U64.unpack_from(buf, pos + 1)[0], pos + 9
-    raise ProtocolError(f"invalid length-encoded integer prefix {first:#04x} at byte {pos}")
-
-
-def decompress_mariadb(data: bytes) -> bytes:
-    """Inflate a MariaDB compressed payload (compressed QUERY text or ROWS data).
-
-    >>> payload = b"hello" * 10
-    >>> decompress_mariadb(bytes([0x81, len(payload)]) + zlib.compress(payload)) == payload
-    True
-    """
-    if not data or data[0] & _COMPRESSED_MARK_MASK != _COMPRESSED_MARK:
-        raise ProtocolError(
-            f"compressed MariaDB event payload has header byte "
-            f"{data[:1].hex() or '(none)'}, expected 0b100xxxxx (zlib)"
-        )
-    len_bytes = data[0] & _COMPRESSED_LEN_BYTES_MASK
-    expected = int.from_bytes(data[1 : 1 + len_bytes], "big")
-    try:
-        out = zlib.decompress(data[1 + len_bytes :])
-    except zlib.error as exc:
-        raise ProtocolError(f"cannot inflate compressed MariaDB event payload: {exc}") from None
-    if len(out) != expected:
-        raise ProtocolError(
-            f"compressed MariaDB event payload inflated to {len(out)} bytes, header says {expected}"
-        )
-    return out
-
-
-def _zstd_decompress(payload: bytes, uncompressed: int, where: str) -> bytes:
-    """Inflate a zstd payload that must yield exactly ``uncompressed`` bytes.
-
-    Frames are read one after the other, as MySQL's streaming decompressor does; reading
-    stops one byte past the announced size, so a wrong header cannot make us inflate more.
-    """
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True) as r:
-            raw = r.read(uncompressed + 1)
-    except zstandard.ZstdError as exc:
-        raise ProtocolError(
-            f"{where}: cannot decompress its {len(payload)}-byte ZSTD payload: {exc}"
-        ) from None
-    if len(raw) != uncompressed:
-        raise ProtocolError(
-            f"{where}: its {len(payload)}-byte ZSTD payload inflates to "
-            f"{'more than ' if len(raw) > uncompressed else ''}{len(raw)} bytes, its header "
-            f"says {uncompressed}; the payload is truncated or corrupt"
-        )
-    return raw
-
-
-def _checksum_aware(server_version: str) -> bool:
+def checksum_aware(server_version: str) -> bool:
     """True when a server of this version ends FORMAT_DESCRIPTION with the checksum byte."""
     match = _VERSION_RE.match(server_version)
     if not match:
@@ -310,14 +187,6 @@ def _checksum_aware(server_version: str) -> bool:
     if "mariadb" in server_version.lower():
         return version >= _MARIADB_CHECKSUM_VERSION
     return version >= _MYSQL_CHECKSUM_VERSION
-
-
-def _bits_msb_first(data: bytes, count: int) -> list[bool]:
-    return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(count)]
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
 
 
 def _format_uuid(raw: bytes) -> str:
@@ -377,206 +246,6 @@ class _MappedTable:
 def _absent_columns(count: int, present: int) -> tuple[int, ...]:
     """Indexes of the ``count`` columns whose bit is clear in a columns-present bitmap."""
     return tuple(i for i in range(count) if not present >> i & 1)
-
-
-def _real_string_type(meta0: int, meta1: int) -> tuple[ColumnType, int]:
-    """(real type, length) from STRING metadata; CHAR > 255 bytes hides length bits in byte 0."""
-    if meta0 and meta0 & _STRING_LENGTH_HIGH_BITS != _STRING_LENGTH_HIGH_BITS:
-        length = meta1 | (
-            ((meta0 & _STRING_LENGTH_HIGH_BITS) ^ _STRING_LENGTH_HIGH_BITS)
-            << _STRING_LENGTH_HIGH_SHIFT
-        )
-        return ColumnType(meta0 | _STRING_LENGTH_HIGH_BITS), length
-    try:
-        return ColumnType(meta0), meta1
-    except ValueError:
-        return ColumnType.STRING, meta1
-
-
-def _column_type(code: int) -> ColumnType:
-    try:
-        return ColumnType(code)
-    except ValueError:
-        raise ProtocolError(f"TABLE_MAP names unknown column type {code}") from None
-
-
-def parse_table_map_body(
-    body: bytes, table_id_bytes: int, mariadb: bool
-) -> tuple[int, str, str, tuple[ColumnInfo, ...], tuple[int, ...]]:
-    """Parse a TABLE_MAP post-header + body: ``(table_id, database, table, columns, pk)``.
-
-    ``mariadb`` selects MariaDB's notion of character columns in the charset metadata
-    (it counts GEOMETRY; MySQL does not).
-    """
-    table_id = int.from_bytes(body[:table_id_bytes], "little")
-    pos = table_id_bytes + _ROWS_FLAGS.size
-    db_len = body[pos]
-    database = _text(body[pos + 1 : pos + 1 + db_len])
-    pos += 1 + db_len + 1  # NUL terminator
-    table_len = body[pos]
-    table = _text(body[pos + 1 : pos + 1 + table_len])
-    pos += 1 + table_len + 1
-    count, pos = _lenenc(body, pos)
-    types = [_column_type(code) for code in body[pos : pos + count]]
-    pos += count
-    meta_len, pos = _lenenc(body, pos)
-    meta_end = pos + meta_len
-    real_types: list[ColumnType] = []
-    metas: list[int] = []
-    for t in types:
-        if t in _META_ONE_BYTE:
-            metas.append(body[pos])
-            pos += 1
-            real_types.append(t)
-        elif t in _META_TWO_BYTES_LE:
-            metas.append(body[pos] | body[pos + 1] << 8)
-            pos += 2
-            real_types.append(t)
-        elif t in _META_TWO_BYTES_BE:
-            b0, b1 = body[pos], body[pos + 1]
-            pos += 2
-            if t == ColumnType.STRING:
-                real, length = _real_string_type(b0, b1)
-                real_types.append(real)
-                metas.append(length)
-            elif t == ColumnType.BIT:
-                real_types.append(t)
-                metas.append(b1 << 8 | b0)  # bytes << 8 | bits
-            else:
-                real_types.append(t)
-                metas.append(b0 << 8 | b1)
-        else:
-            real_types.append(t)
-            metas.append(0)
-    if pos != meta_end:
-        raise ProtocolError(
-            f"TABLE_MAP of {database}.{table}: column metadata is {meta_len} bytes but the "
-            f"column types account for {pos - (meta_end - meta_len)}"
-        )
-    null_bytes = (count + 7) // 8
-    nullable = [bool(body[pos + (i >> 3)] >> (i & 7) & 1) for i in range(count)]
-    pos += null_bytes
-
-    # MariaDB's SIGNEDNESS also counts YEAR and its charsets count GEOMETRY; MySQL's do not
-    numeric_types = NUMERIC_TYPES | {ColumnType.YEAR} if mariadb else NUMERIC_TYPES
-    numeric = [i for i, t in enumerate(types) if t in numeric_types]
-    character_types = CHARACTER_TYPES | {ColumnType.GEOMETRY} if mariadb else CHARACTER_TYPES
-    character = [
-        i
-        for i, (t, real) in enumerate(zip(types, real_types, strict=True))
-        if t in character_types and real not in (ColumnType.ENUM, ColumnType.SET)
-    ]
-    enum_set = [i for i, real in enumerate(real_types) if real in (ColumnType.ENUM, ColumnType.SET)]
-    unsigned = [False] * count
-    charsets: list[int | None] = [None] * count
-    names: list[str | None] = [None] * count
-    enum_values: list[tuple[str, ...] | None] = [None] * count
-    set_values: list[tuple[str, ...] | None] = [None] * count
-    primary_key: tuple[int, ...] = ()
-    label_values: dict[OptionalMetadata, list[tuple[bytes, ...]]] = {}
-
-    while pos < len(body):
-        kind = body[pos]
-        length, pos = _lenenc(body, pos + 1)
-        value = body[pos : pos + length]
-        pos += length
-        if kind == OptionalMetadata.SIGNEDNESS:
-            for i, flag in zip(numeric, _bits_msb_first(value, len(numeric)), strict=True):
-                unsigned[i] = flag
-        elif kind in (OptionalMetadata.DEFAULT_CHARSET, OptionalMetadata.COLUMN_CHARSET):
-            _apply_charsets(value, kind == OptionalMetadata.DEFAULT_CHARSET, character, charsets)
-        elif kind in (
-            OptionalMetadata.ENUM_AND_SET_DEFAULT_CHARSET,
-            OptionalMetadata.ENUM_AND_SET_COLUMN_CHARSET,
-        ):
-            default = kind == OptionalMetadata.ENUM_AND_SET_DEFAULT_CHARSET
-            _apply_charsets(value, default, enum_set, charsets)
-        elif kind == OptionalMetadata.COLUMN_NAME:
-            p = 0
-            for i in range(count):
-                n, p = _lenenc(value, p)
-                names[i] = _text(value[p : p + n])
-                p += n
-        elif kind in (OptionalMetadata.SET_STR_VALUE, OptionalMetadata.ENUM_STR_VALUE):
-            label_values[OptionalMetadata(kind)] = _parse_label_lists(value)
-        elif kind == OptionalMetadata.SIMPLE_PRIMARY_KEY:
-            p, keys = 0, []
-            while p < len(value):
-                index, p = _lenenc(value, p)
-                keys.append(index)
-            primary_key = tuple(keys)
-        elif kind == OptionalMetadata.PRIMARY_KEY_WITH_PREFIX:
-            p, keys = 0, []
-            while p < len(value):
-                index, p = _lenenc(value, p)
-                _prefix, p = _lenenc(value, p)
-                keys.append(index)
-            primary_key = tuple(keys)
-        # GEOMETRY_TYPE, COLUMN_VISIBILITY and later additions are not needed to decode rows
-
-    for kind, target, real in (
-        (OptionalMetadata.ENUM_STR_VALUE, enum_values, ColumnType.ENUM),
-        (OptionalMetadata.SET_STR_VALUE, set_values, ColumnType.SET),
-    ):
-        lists = label_values.get(kind)
-        if lists is None:
-            continue
-        cols = [i for i, r in enumerate(real_types) if r == real]
-        for i, labels in zip(cols, lists, strict=False):
-            collation = charsets[i]
-            codec = codec_for_collation(collation) if collation is not None else "utf-8"
-            target[i] = tuple(label.decode(codec or "utf-8", "replace") for label in labels)
-
-    columns = tuple(
-        ColumnInfo(
-            name=names[i],
-            type=real_types[i],
-            meta=metas[i],
-            nullable=nullable[i],
-            unsigned=unsigned[i],
-            charset=charsets[i],
-            enum_values=enum_values[i],
-            set_values=set_values[i],
-        )
-        for i in range(count)
-    )
-    return table_id, database, table, columns, primary_key
-
-
-def _apply_charsets(
-    value: bytes, default_form: bool, targets: list[int], charsets: list[int | None]
-) -> None:
-    """DEFAULT form: default collation + (index, collation) exceptions; COLUMN form: one
-    collation per target column."""
-    p = 0
-    if default_form:
-        default, p = _lenenc(value, p)
-        for i in targets:
-            charsets[i] = default
-        while p < len(value):
-            index, p = _lenenc(value, p)
-            collation, p = _lenenc(value, p)
-            if index < len(targets):
-                charsets[targets[index]] = collation
-    else:
-        for i in targets:
-            if p >= len(value):
-                break
-            charsets[i], p = _lenenc(value, p)
-
-
-def _parse_label_lists(value: bytes) -> list[tuple[bytes, ...]]:
-    lists: list[tuple[bytes, ...]] = []
-    p = 0
-    while p < len(value):
-        n, p = _lenenc(value, p)
-        labels = []
-        for _ in range(n):
-            size, p = _lenenc(value, p)
-            labels.append(value[p : p + size])
-            p += size
-        lists.append(tuple(labels))
-    return lists
 
 
 # ---------------------------------------------------------------------------- decoder
@@ -709,7 +378,7 @@ class BinlogDecoder:
         server_version = raw_server.split(b"\0", 1)[0].decode("ascii", "replace")
         rest = body[_FDE_FIXED.size :]
         checksum = BinlogChecksum.OFF
-        if _checksum_aware(server_version) and rest:
+        if checksum_aware(server_version) and rest:
             alg = rest[-_CHECKSUM_ALG_SIZE]
             rest = rest[:-_CHECKSUM_ALG_SIZE]
             try:
@@ -800,7 +469,7 @@ class BinlogDecoder:
         table_map, mapped = entry
         if not mapped.included:
             return RowsEvent(header, kind, table_id, table_map, None)
-        width, pos = _lenenc(data, pos)
+        width, pos = read_lenenc(data, pos)
         bitmap_bytes = (width + 7) // 8
         present = int.from_bytes(data[pos : pos + bitmap_bytes], "little")
         pos += bitmap_bytes
@@ -856,17 +525,17 @@ class BinlogDecoder:
                 raise ProtocolError(
                     f"{where} ends inside its header fields, before the end mark (field type 0)"
                 )
-            kind, pos = _lenenc(data, pos)
+            kind, pos = read_lenenc(data, pos)
             if kind == TransactionPayloadField.HEADER_END_MARK:
                 break
-            length, pos = _lenenc(data, pos)
+            length, pos = read_lenenc(data, pos)
             if pos + length > end:
                 raise ProtocolError(
                     f"{where}: header field {kind} announces {length} bytes but the event has "
                     f"{end - pos} left"
                 )
             if kind in _PAYLOAD_VALUE_FIELDS:
-                value, stop = _lenenc(data, pos)
+                value, stop = read_lenenc(data, pos)
                 if stop != pos + length:
                     raise ProtocolError(
                         f"{where}: header field {TransactionPayloadField(kind).name} announces "
@@ -906,7 +575,7 @@ class BinlogDecoder:
                     f"{where} is ZSTD-compressed but has no uncompressed size header field, "
                     "so its contents cannot be verified; MySQL always writes it"
                 )
-            raw = _zstd_decompress(payload, uncompressed, where)
+            raw = zstd_decompress(payload, uncompressed, where)
         if compression is PayloadCompression.NONE and uncompressed not in (None, len(raw)):
             raise ProtocolError(
                 f"{where}: the payload holds {len(raw)} bytes of events, its header says "
@@ -1025,7 +694,7 @@ class BinlogDecoder:
         name = ""
         while pos < len(data):
             kind = data[pos]
-            length, pos = _lenenc(data, pos + 1)
+            length, pos = read_lenenc(data, pos + 1)
             if kind == _HEARTBEAT_V2_LOG_FILENAME:
                 name = data[pos : pos + length].decode("utf-8", "replace")
             pos += length
@@ -1037,69 +706,3 @@ class BinlogDecoder:
 
 # distinct TABLE_MAP bodies remembered before the cache starts over
 _MAP_CACHE_LIMIT = 4096
-
-
-# ------------------------------------------------------------------------- binlog files
-
-
-def split_binlog_file(data: bytes) -> Iterator[bytes]:
-    """Walk a binlog file's bytes and yield each event with its checksum stripped.
-
-    The file starts with ``b'\\xfebin'``; the FORMAT_DESCRIPTION that follows says whether
-    events carry a CRC32 trailer. Each CRC32 is verified (``zlib.crc32`` of header + body).
-
-    >>> list(split_binlog_file(BINLOG_MAGIC))
-    []
-    """
-    if data[: len(BINLOG_MAGIC)] != BINLOG_MAGIC:
-        raise ProtocolError(
-            f"not a binlog file: it starts with {data[:4].hex()}, expected {BINLOG_MAGIC.hex()}"
-        )
-    pos = FIRST_EVENT_POS
-    crc = False
-    end = len(data)
-    while pos < end:
-        if end - pos < EVENT_HEADER_SIZE:
-            raise ProtocolError(
-                f"binlog file ends inside an event header at byte {pos} ({end - pos} bytes left)"
-            )
-        _ts, type_code, _server, size, _log_pos, _flags = EVENT_HEADER.unpack_from(data, pos)
-        if size < EVENT_HEADER_SIZE or pos + size > end:
-            raise ProtocolError(
-                f"binlog event at byte {pos} announces {size} bytes but the file has "
-                f"{end - pos} left; read the file only up to a position the server reported"
-            )
-        event = data[pos : pos + size]
-        strip = crc
-        if type_code == EventType.FORMAT_DESCRIPTION:
-            version = event[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\0", 1)[0]
-            if _checksum_aware(version.decode("ascii", "replace")):
-                # a checksum-aware server's FDE always has the algorithm byte + 4-byte trailer
-                alg = event[-(CHECKSUM_SIZE + _CHECKSUM_ALG_SIZE)]
-                crc = alg == BinlogChecksum.CRC32
-                strip = True
-            else:
-                crc = strip = False
-        if strip:
-            body, trailer = event[:-CHECKSUM_SIZE], event[-CHECKSUM_SIZE:]
-            if crc:
-                _verify_crc32(body, trailer, type_code, pos)
-            yield body
-        else:
-            yield event
-        pos += size
-
-
-def _verify_crc32(body: bytes, trailer: bytes, type_code: int, pos: int) -> None:
-    checked = body
-    if type_code == EventType.FORMAT_DESCRIPTION:
-        # the server sets "binlog in use" in the FDE flags after computing its checksum
-        flags = _U16.unpack_from(body, _HEADER_FLAGS_OFFSET)[0] & ~_BINLOG_IN_USE_FLAG
-        checked = body[:_HEADER_FLAGS_OFFSET] + _U16.pack(flags) + body[EVENT_HEADER_SIZE:]
-    computed = zlib.crc32(checked)
-    if computed != _U32.unpack(trailer)[0]:
-        raise ProtocolError(
-            f"CRC32 mismatch in binlog event type {type_code} at byte {pos}: stored "
-            f"{trailer[::-1].hex()}, computed {computed:08x}; the file is corrupt or was "
-            "read while being written past the position the server reported"
-        )

@@ -9,6 +9,7 @@ import zlib
 from decimal import Decimal
 
 import pytest
+from tests.harness.binlog_file import split_binlog_file
 from tests.unit.mysql.test_values import encode_decimal
 
 from sparkcdc.errors import ProtocolError
@@ -20,7 +21,7 @@ from sparkcdc.mysql.constants import (
     ColumnType,
     EventType,
 )
-from sparkcdc.mysql.decoder import BinlogDecoder, split_binlog_file
+from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
     AnnotateRowsEvent,
