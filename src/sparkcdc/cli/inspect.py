@@ -32,8 +32,8 @@ def validate(file: str) -> int:
     from sparkcdc.pipeline.composer import plan_pipeline
     from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
     from sparkcdc.sinks.base import sink_class
+    from sparkcdc.spark.capture import plan_capture
     from sparkcdc.spark.session import spark_session
-    from sparkcdc.spark.source import plan_capture
 
     config = load_pipeline(file)
     sink_class(config.sink.type)

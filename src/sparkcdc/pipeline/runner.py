@@ -64,7 +64,7 @@ class RunSummary:
 
 
 def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
-    from sparkcdc.spark.source import connection_settings
+    from sparkcdc.spark.capture import connection_settings
 
     options = SourceOptions.from_options(config.source_options())
     return options, connection_settings(options)
@@ -343,7 +343,7 @@ def _run_once(
     from pyspark.errors import StreamingQueryException
 
     from sparkcdc.mysql.validator import check_source
-    from sparkcdc.spark.source import plan_capture
+    from sparkcdc.spark.capture import plan_capture
 
     out = out or sys.stdout
     options, settings = source_settings(config)

@@ -624,7 +624,7 @@ def verify_pipeline(
     from sparkcdc.pipeline.evolution import SchemaHistory
     from sparkcdc.pipeline.runner import pipeline_session, server_position, source_settings
     from sparkcdc.sinks.base import Sink, SinkContext, sink_class
-    from sparkcdc.spark.source import plan_capture
+    from sparkcdc.spark.capture import plan_capture
 
     started = time.monotonic()
     log.info("verify of %s: planning", config.pipeline.name)

@@ -1,8 +1,10 @@
 """The ``mysql-cdc`` PySpark streaming source (the only camelCase code is here).
 
 Offsets are ``{"binlog": <BinlogPosition.to_offset()>, "server": <ServerIdentity>}``,
-always on transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one partition
-on an executor; a replayed batch reads the same range and yields the same rows.
+always on transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one or more
+partitions on executors (``spark/offsets.py`` plans them: binlog shares, snapshot chunk
+groups); a replayed batch reads the same range and yields the same rows. What a query
+captures and where it starts is ``spark/capture.py``'s; this module is the Spark adapter.
 
 Before a batch is planned the offsets are checked against the server that answers
 (``mysql/continuity.py``): another server, a reset or restored binlog, or a binlog behind
@@ -18,21 +20,20 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from functools import cached_property, partial, wraps
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from functools import partial, wraps
 from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcError
-from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
-from sparkcdc.model.position import BinlogPosition, GtidSet
-from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json, with_tinyint1
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.tablemeta import TableVersions
 from sparkcdc.snapshot.chunks import ChunkRange
@@ -40,254 +41,40 @@ from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress,
 from sparkcdc.snapshot.filter import InterleavingFilter
 from sparkcdc.snapshot.interleave import filter_changes
 from sparkcdc.snapshot.reader import read_chunks, read_together
-from sparkcdc.snapshot.splitter import chunk_key_column
 from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
+from sparkcdc.spark.capture import (
+    CapturePlan,
+    connection_settings,
+    load_schema,
+    plan_capture,
+    startup_position,
+)
 from sparkcdc.spark.changelog import (
-    ENVELOPE_DDL,
-    Builder,
-    EnvelopeBuilder,
     SnapshotRows,
-    TablesBuilder,
-    TypedChangelogBuilder,
-    typed_ddl,
 )
 from sparkcdc.spark.compat import AvailableNowBase, chunk_budget, default_read_limit
+from sparkcdc.spark.offsets import (
+    READ_GROUP_ROWS,
+    AvailableNowTarget,
+    BinlogRangePartition,
+    ChunkPartition,
+    binlog_shares,
+    check_successor,
+    distance,
+    is_captured,
+    make_offset,
+    offset_identity,
+    offset_position,
+    same_server,
+    snapshot_running,
+    spread,
+    tasks_per_table,
+)
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "mysql-cdc"
-
-
-@dataclass(frozen=True)
-class CapturePlan:
-    """What one stream captures: its tables (with schemas) and its output shape."""
-
-    tables: tuple[TableSchema, ...]
-    shape: str = "auto"  # changelog.shape: auto (typed for one table) | typed | tables | envelope
-    schema_seq: int = 0  # the binlog position (as seq) the schemas were read at
-    # that position as an offset, and whether the server logs column metadata
-    # (binlog_row_metadata=FULL); without it rows decode with the schema versions
-    schema_offset: str = ""
-    full_metadata: bool = True
-    started_tables: int = 0  # how many of ``tables`` the query started with (0: all)
-
-    @property
-    def typed(self) -> bool:
-        if self.shape == "auto":
-            return len(self.tables) == 1
-        return self.shape == "typed"
-
-    def spark_ddl(self) -> str:
-        if self.shape == "tables":
-            return TablesBuilder(self.tables).spark_ddl()
-        return typed_ddl(self.tables[0]) if self.typed else ENVELOPE_DDL
-
-    def builder(self) -> Builder:
-        if self.typed:
-            return TypedChangelogBuilder(self.tables[0], self.schema_seq)
-        if self.shape == "tables":
-            # the tables the query started with: those that join later travel as text
-            return TablesBuilder(self._started_with)
-        return EnvelopeBuilder()
-
-    @cached_property
-    def _started_with(self) -> tuple[TableSchema, ...]:
-        return self.tables[: self.started_tables] if self.started_tables else self.tables
-
-    def includes(self, database: str, table: str) -> bool:
-        return (database, table) in self._names
-
-    @cached_property
-    def _names(self) -> frozenset[tuple[str, str]]:
-        return frozenset((t.database, t.table) for t in self.tables)
-
-
-def connection_settings(options: SourceOptions) -> ConnectionSettings:
-    return ConnectionSettings(
-        host=options.hostname,
-        port=options.port,
-        user=options.username,
-        password=options.password.get_secret_value(),
-        connect_timeout_s=options.connect_timeout_s,
-        read_timeout_s=max(options.heartbeat_interval_s * 3, 60.0),
-        tls=options.tls_settings(),
-    )
-
-
-SCHEMA_READ_ATTEMPTS = 5
-
-
-def _load_schema(conn: Any, database: str, table: str, options: SourceOptions) -> TableSchema:
-    """A captured table's schema, TINYINT(1) typed as the source options say."""
-    schema = catalog.load_schema(conn, database, table)
-    return with_tinyint1(schema, as_boolean=options.tinyint1_as_boolean)
-
-
-def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> CapturePlan:
-    """The captured tables' schemas and the binlog position they hold at.
-
-    The schemas are read between two positions; a DDL on a captured table between them
-    would leave it unclear which side of it they were read on, so they are read again.
-    """
-    with sql_connection(settings) as conn:
-        info = server.server_info(conn)
-        names = catalog.match_tables(conn, options.table_filter())
-        captured = frozenset(names)
-        for _attempt in range(SCHEMA_READ_ATTEMPTS):
-            before = server.current_position(conn, info, with_gtids=False)
-            tables = tuple(_load_schema(conn, db, t, options) for db, t in names)
-            read_at = server.current_position(conn, info, with_gtids=False)
-            racing = before < read_at and any(
-                True
-                for _ in read_range(
-                    settings, ServerIdRange.parse(options.server_id, 1).pick(0), before,
-                    read_at, partial(_captured, captured), rows=False,
-                )
-            )  # fmt: skip
-            if not racing:
-                break
-        else:
-            raise SourceError(
-                f"the captured tables' schemas changed during each of {SCHEMA_READ_ATTEMPTS} "
-                "attempts to read them (DDL running in a loop?); start the query again later"
-            )
-        metadata = server.variables(conn, "binlog_row_metadata").get("binlog_row_metadata")
-    if options.scan_startup_mode in SNAPSHOT_MODES:  # every table can be cut into chunks
-        for schema in tables:
-            chunk_key_column(schema, options.chunk_key_column)
-    if options.changelog_shape == "typed" and len(tables) != 1:
-        raise ConfigError(
-            f"changelog.shape=typed needs exactly one table, but the patterns match "
-            f"{len(tables)}: {', '.join(t.qualified_name for t in tables[:10])}. Narrow the "
-            "patterns or use changelog.shape=envelope"
-        )
-    return CapturePlan(
-        tables,
-        options.changelog_shape,
-        read_at.seq(),
-        json.dumps(read_at.to_offset()),
-        metadata is not None and metadata.upper() == "FULL",
-    )
-
-
-def startup_position(options: SourceOptions, settings: ConnectionSettings) -> BinlogPosition:
-    """Where a new query starts reading, by ``scan.startup.mode``."""
-    mode = options.scan_startup_mode
-    with sql_connection(settings) as conn:
-        info = server.server_info(conn)
-        if mode == "latest-offset":
-            return server.current_position(conn, info)
-        if mode == "earliest-offset":
-            return server.earliest_position(conn, info)
-        if mode == "specific-offset":
-            gtids = (
-                GtidSet.parse(options.specific_offset_gtid_set)
-                if options.specific_offset_gtid_set
-                else None
-            )
-            if options.specific_offset_file and options.specific_offset_pos is not None:
-                return BinlogPosition(
-                    options.specific_offset_file, options.specific_offset_pos, gtids
-                )
-            raise ConfigError(
-                "scan.startup.specific-offset.gtid-set alone is not supported yet; give "
-                "scan.startup.specific-offset.file and .pos as well"
-            )
-        if mode == "timestamp":
-            assert options.startup_timestamp_millis is not None
-            return server.position_for_timestamp(
-                conn, settings, info, options.startup_timestamp_millis
-            )
-    raise ConfigError(
-        f"scan.startup.mode={mode} is not available in this version; use latest-offset, "
-        "earliest-offset, specific-offset or timestamp"
-    )
-
-
-@dataclass(frozen=True)
-class BinlogRangePartition(InputPartition):
-    """One binlog range ``[start, end)`` of one batch; offsets and filter as JSON text."""
-
-    start: str
-    end: str
-    server_id: int
-    filter_state: str = ""  # InterleavingFilter state while tables are under snapshot
-    key_columns: str = ""  # {table: chunk key column}
-    tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
-    versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
-    share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
-    shares: int = 1  # ... of this many
-
-
-@dataclass(frozen=True)
-class ChunkPartition(InputPartition):
-    """Consecutive snapshot chunks of one table, read in order (or taken from staging on a
-    replay). Several chunks per task spread Spark's per-task cost; adjacent ones are read
-    together in groups (``_staged_chunks``), each chunk staged on its own."""
-
-    chunks: tuple[str, ...]  # ChunkRange JSON
-    key_column: str
-    collation: str | None
-    server_id: int
-    since: str = ""  # the batch's end offset (JSON): DDL after it comes with the chunk
-    schema: str = ""  # the table's schema (JSON) when it was added while the query ran
-
-
-def _captured(tables: frozenset[tuple[str, str]], database: str, table: str) -> bool:
-    return (database, table) in tables
-
-
-def _position(offset: dict[str, Any]) -> BinlogPosition:
-    return BinlogPosition.from_offset(offset["binlog"])
-
-
-def _identity(offset: dict[str, Any]) -> ServerIdentity | None:
-    raw = offset.get("server")
-    return None if raw is None else ServerIdentity.from_offset(raw)
-
-
-def _offset(
-    position: BinlogPosition,
-    snapshot: dict[str, Any] | None = None,
-    identity: ServerIdentity | None = None,
-    failover: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"binlog": position.to_offset()}
-    if identity is not None:
-        out["server"] = identity.to_offset()
-    if failover is not None:
-        out["failover"] = failover  # {"from": <identity offset>, "gtids": <GTID set>}
-    if snapshot is not None:
-        out["snapshot"] = snapshot
-    return out
-
-
-def _snapshot_running(offset: dict[str, Any]) -> bool:
-    return any(
-        not SnapshotProgress.from_offset(p).pure_binlog
-        for p in (offset.get("snapshot") or {}).values()
-    )
-
-
-def _same_server(a: ServerIdentity | None, b: ServerIdentity | None) -> bool:
-    return a == b or (a is not None and b is not None and a.same_server(b))
-
-
-@dataclass(frozen=True)
-class AvailableNowTarget:
-    """Where a ``Trigger.AvailableNow`` run stops reading the binlog: the server's binlog
-    end when the run started (``prepareForTriggerAvailableNow``)."""
-
-    position: BinlogPosition
-    identity: ServerIdentity
-
-
-def _distance(start: BinlogPosition, end: BinlogPosition) -> str:
-    """How far ``end`` is ahead of ``start``, for progress lines."""
-    if start.file == end.file:
-        return f"{max(end.pos - start.pos, 0):,} bytes"
-    return f"{end.file_number - start.file_number} binlog file(s)"
 
 
 def stream_id(options: SourceOptions) -> str:
@@ -361,108 +148,7 @@ class BatchHold:
 
 _LAST_END = ("offsets", "last-end.json")
 _VERSIONS = ("schema", "versions.json")
-T = TypeVar("T")
-MAX_CHUNKS_PER_TASK = 128  # by default (tasks_per_table): ~1M rows at the default chunk size
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
-# adjacent chunks a task reads under one pair of watermarks (snapshot.reader.read_chunks):
-# about four default chunks; bounds a task's memory to this many rows
-READ_GROUP_ROWS = 32_768
-
-
-def _check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
-    """``end`` must have been planned from ``start``; else the state belongs to another query."""
-    before, after = start.get("snapshot"), end.get("snapshot")
-    if before is None and after is None:
-        return
-
-    def planned_from(table: str) -> bool:
-        assert before is not None and after is not None
-        previous = before.get(table, {"next": 0, "prev": 0})  # a newly added table
-        return bool(
-            SnapshotProgress.from_offset(after[table]).prev
-            == SnapshotProgress.from_offset(previous).next
-        )
-
-    if before is None or after is None or not all(planned_from(t) for t in after):
-        raise SourceError(
-            "the mysql-cdc state under state.location does not belong to this query's "
-            "checkpoint (it was reused by another query or cleaned): give each query its own "
-            "state.location, or start over with a new checkpoint and an empty state.location"
-        )
-
-
-SHARE_BYTES = 4 << 20  # binlog bytes a partition decodes under scan.binlog.partitions=auto
-
-
-def binlog_shares(
-    setting: str,
-    begin: BinlogPosition,
-    stop: BinlogPosition,
-    parallelism: int,
-    server_ids: ServerIdRange,
-) -> int:
-    """How many Spark partitions decode the binlog range ``[begin, stop)`` of one batch.
-
-    ``setting`` is ``scan.binlog.partitions``: a number, or ``auto``: one partition per
-    ``SHARE_BYTES`` of binlog, up to the session's parallelism (a range that spans binlog
-    files counts as large), so that small batches stay one partition (each one more opens a
-    replication connection and reads the whole range again; only decoding is shared). Never
-    more than the ``server-id`` range has ids: each partition is a replica of its own.
-
-    >>> ids = ServerIdRange(5400, 5408)
-    >>> a, b = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 4 + 9 * SHARE_BYTES)
-    >>> binlog_shares("auto", a, b, 2, ids), binlog_shares("auto", a, a, 2, ids)
-    (2, 1)
-    >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401))
-    2
-    """
-    if setting != "auto":
-        wanted = int(setting)
-    elif begin.file != stop.file:
-        wanted = parallelism
-    else:
-        wanted = min(parallelism, (stop.pos - begin.pos) // SHARE_BYTES)
-    return max(1, min(wanted, server_ids.size))
-
-
-def tasks_per_table(counts: Sequence[int], parallelism: int, per_task: int | None) -> list[int]:
-    """How many Spark tasks read each table's chunks of a batch (``counts`` chunks each).
-
-    ``per_task`` (``chunks-per-partition`` set): that many chunks a task. By default the
-    batch's chunks are spread over ``parallelism`` tasks, each table getting its share (at
-    least one task) and no task more than ``MAX_CHUNKS_PER_TASK`` chunks: a task of a
-    Python source costs Spark ~30-60 ms besides its rows, paid once per core this way.
-
-    >>> tasks_per_table([248], 2, None), tasks_per_table([248], 2, 16)
-    ([2], [16])
-    >>> tasks_per_table([200, 48, 1, 0], 2, None)
-    [2, 1, 1, 0]
-    """
-    if per_task is not None:
-        return [-(-n // per_task) for n in counts]
-    total = sum(counts)
-    return [
-        min(n, max(-(-n // MAX_CHUNKS_PER_TASK), round(parallelism * n / total), 1)) if n else 0
-        for n in counts
-    ]
-
-
-def spread(items: Sequence[T], parts: int) -> list[Sequence[T]]:
-    """``items`` cut into ``parts`` consecutive runs whose sizes differ by one at most.
-
-    >>> spread([1, 2, 3, 4, 5], 2)
-    [[1, 2, 3], [4, 5]]
-    """
-    size, extra = divmod(len(items), parts) if parts else (0, 0)
-    runs: list[Sequence[T]] = []
-    start = 0
-    for i in range(parts):
-        end = start + size + (1 if i < extra else 0)
-        runs.append(items[start:end])
-        start = end
-    return runs
-
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -559,12 +245,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 view = self._view(conn)
             if self.snapshot:
                 position = self._stamp(view, view.end)
-                self._initial = _offset(position, self.coordinator.initial(), view.identity)
+                self._initial = make_offset(position, self.coordinator.initial(), view.identity)
             else:
                 position = startup_position(self.options, self.settings)
                 if position.file in dict(view.files):
                     position = self._stamp(view, position)
-                self._initial = _offset(position, identity=view.identity)
+                self._initial = make_offset(position, identity=view.identity)
             self._checked.add(json.dumps(self._initial, sort_keys=True))
             log.info(
                 "mysql-cdc: a new query starts at %s (%s) on %s",
@@ -601,7 +287,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         located = self._located.get(key + json.dumps(view.identity.to_offset()))
         if located is not None:
             return located, True
-        position, identity = _position(offset), _identity(offset)
+        position, identity = offset_position(offset), offset_identity(offset)
         tag_of = None if key in self._checked else partial(self._tag, view)
         verdict = judge(position, identity, view, tag_of)
         self._checked.add(key)
@@ -616,7 +302,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if verdict is not Continuity.FAILOVER:
             return position, False
         assert position.gtids is not None and identity is not None  # judge's FAILOVER
-        if _snapshot_running(offset):
+        if snapshot_running(offset):
             raise SourceError(
                 f"the source failed over from {identity} to {view.where()} while a snapshot "
                 f"is running (offset {position}): its chunks' watermarks are places on the old "
@@ -658,7 +344,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             names = catalog.match_tables(conn, self.options.table_filter())
             known = {(t.database, t.table) for t in self.plan.tables}
             added = tuple(
-                _load_schema(conn, db, t, self.options) for db, t in names if (db, t) not in known
+                load_schema(conn, db, t, self.options) for db, t in names if (db, t) not in known
             )
         for schema in added:
             log.info("mysql-cdc: table %s now matches; its snapshot starts", schema.qualified_name)
@@ -727,7 +413,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         snapshot = base.get("snapshot")
         if snapshot is None:
             return False
-        return _snapshot_running(base) or any(t not in snapshot for t in self.coordinator.schemas)
+        return snapshot_running(base) or any(t not in snapshot for t in self.coordinator.schemas)
 
     def _caught_up(self, base: dict[str, Any], target: AvailableNowTarget) -> bool:
         """Everything the AvailableNow run started with is read once ``base`` is read."""
@@ -735,7 +421,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return False
         if self.options.scan_startup_mode == "snapshot":
             return True
-        return _same_server(_identity(base), target.identity) and _position(base) >= (
+        return same_server(offset_identity(base), target.identity) and offset_position(base) >= (
             target.position
         )
 
@@ -744,7 +430,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         took over since the run started is read to its end as of now."""
         target = self._target
         assert target is not None
-        if not _same_server(target.identity, view.identity):
+        if not same_server(target.identity, view.identity):
             log.warning(
                 "mysql-cdc: the source moved from %s to %s during a Trigger.AvailableNow run; "
                 "the run reads up to %s there",
@@ -767,10 +453,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
         chunks = chunk_budget(limit, self.options.chunks_per_batch, self.options.chunk_size)
-        identity = _identity(base)
+        identity = offset_identity(base)
         failover: dict[str, Any] | None = None
         if self.options.scan_startup_mode == "snapshot":
-            position = _position(base)  # snapshot only: the binlog never advances
+            position = offset_position(base)  # snapshot only: the binlog never advances
         else:
             view = self._view(self._poll_connection())
             here, moved = self._locate(base, view)
@@ -781,12 +467,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             position = replace(position, seq_file_base=here.seq_file_base)
             position = max(position, here)
             identity = view.identity
-            if moved and identity != _identity(base):
+            if moved and identity != offset_identity(base):
                 # the batch that crosses over says so in the checkpoint's offset log
-                failover = {"from": base.get("server"), "gtids": str(_position(base).gtids)}
+                failover = {"from": base.get("server"), "gtids": str(offset_position(base).gtids)}
         snapshot = base.get("snapshot")
         if snapshot is None:
-            self._planned = _offset(position, identity=identity, failover=failover)
+            self._planned = make_offset(position, identity=identity, failover=failover)
             return self._planned
         # typed: one fixed table; AvailableNow: the tables found when the run started
         if self.options.newly_added_table and not self.plan.typed and self._target is None:
@@ -796,10 +482,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             log.info(
                 "mysql-cdc progress: %s; binlog at %s (%s behind the server)",
                 self.coordinator.describe(advanced),
-                _position(base),
-                _distance(_position(base), position),
+                offset_position(base),
+                distance(offset_position(base), position),
             )
-        self._planned = _offset(position, advanced, identity, failover)
+        self._planned = make_offset(position, advanced, identity, failover)
         return self._planned
 
     def _binlog_range(
@@ -812,11 +498,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         read; ends taken on a server we failed over from are followed by GTID. The rows of
         the batch all take the seq base of its start (see ``after_failover``).
         """
-        begin, stop = _position(start), _position(end)
+        begin, stop = offset_position(start), offset_position(end)
         if self.options.scan_startup_mode == "snapshot":
             return begin, stop
         fresh = self._planned is not None and end == self._planned
-        before, after = _identity(start), _identity(end)
+        before, after = offset_identity(start), offset_identity(end)
         same = before == after or (
             before is not None and after is not None and before.same_server(after)
         )
@@ -838,7 +524,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             # (PythonMicroBatchStream.setLatestSeenOffset): the base of the next offset.
             self._remember(end)
             return []
-        _check_successor(start, end)
+        check_successor(start, end)
         begin, stop = self._binlog_range(start, end)  # raises before anything is read
         self._remember(end)
         parts: list[InputPartition] = []
@@ -858,8 +544,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
             parts.extend(
                 BinlogRangePartition(
-                    json.dumps(_offset(begin)),
-                    json.dumps(_offset(stop)),
+                    json.dumps(make_offset(begin)),
+                    json.dumps(make_offset(stop)),
                     self.server_ids.pick(index),  # a replication connection each
                     flt,
                     keys,
@@ -967,12 +653,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             yield from self._read_chunk(partition)
             return
         assert isinstance(partition, BinlogRangePartition)
-        start = _position(json.loads(partition.start))
-        end = _position(json.loads(partition.end))
+        start = offset_position(json.loads(partition.start))
+        end = offset_position(json.loads(partition.end))
         includes: Callable[[str, str], bool] = self.plan.includes
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
-            includes = partial(_captured, captured)
+            includes = partial(is_captured, captured)
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
@@ -1029,7 +715,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return
         staging = ChunkStaging(self.store)
         limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
-        since = _position(json.loads(partition.since)) if partition.since else None
+        since = offset_position(json.loads(partition.since)) if partition.since else None
         schema = (  # a partition's chunks are of one table
             schema_from_json(json.loads(partition.schema))
             if partition.schema

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkcdc.spark.source import MAX_CHUNKS_PER_TASK, spread, tasks_per_table
+from sparkcdc.spark.offsets import MAX_CHUNKS_PER_TASK, spread, tasks_per_table
 
 
 @given(st.integers(0, 500), st.integers(1, 40))

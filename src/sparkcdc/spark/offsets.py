@@ -1,0 +1,202 @@
+"""The offsets of the ``mysql-cdc`` source and the plan of a batch: its partitions (binlog
+shares, chunk groups per table) and the checks that a batch follows its predecessor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pyspark.sql.datasource import InputPartition
+
+from sparkcdc.errors import SourceError
+from sparkcdc.model.identity import ServerIdentity
+from sparkcdc.model.options import ServerIdRange
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.snapshot.coordinator import SnapshotProgress
+
+
+@dataclass(frozen=True)
+class BinlogRangePartition(InputPartition):
+    """One binlog range ``[start, end)`` of one batch; offsets and filter as JSON text."""
+
+    start: str
+    end: str
+    server_id: int
+    filter_state: str = ""  # InterleavingFilter state while tables are under snapshot
+    key_columns: str = ""  # {table: chunk key column}
+    tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
+    versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
+    share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
+    shares: int = 1  # ... of this many
+
+
+@dataclass(frozen=True)
+class ChunkPartition(InputPartition):
+    """Consecutive snapshot chunks of one table, read in order (or taken from staging on a
+    replay). Several chunks per task spread Spark's per-task cost; adjacent ones are read
+    together in groups (``_staged_chunks``), each chunk staged on its own."""
+
+    chunks: tuple[str, ...]  # ChunkRange JSON
+    key_column: str
+    collation: str | None
+    server_id: int
+    since: str = ""  # the batch's end offset (JSON): DDL after it comes with the chunk
+    schema: str = ""  # the table's schema (JSON) when it was added while the query ran
+
+
+def is_captured(tables: frozenset[tuple[str, str]], database: str, table: str) -> bool:
+    return (database, table) in tables
+
+
+def offset_position(offset: dict[str, Any]) -> BinlogPosition:
+    return BinlogPosition.from_offset(offset["binlog"])
+
+
+def offset_identity(offset: dict[str, Any]) -> ServerIdentity | None:
+    raw = offset.get("server")
+    return None if raw is None else ServerIdentity.from_offset(raw)
+
+
+def make_offset(
+    position: BinlogPosition,
+    snapshot: dict[str, Any] | None = None,
+    identity: ServerIdentity | None = None,
+    failover: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"binlog": position.to_offset()}
+    if identity is not None:
+        out["server"] = identity.to_offset()
+    if failover is not None:
+        out["failover"] = failover  # {"from": <identity offset>, "gtids": <GTID set>}
+    if snapshot is not None:
+        out["snapshot"] = snapshot
+    return out
+
+
+def snapshot_running(offset: dict[str, Any]) -> bool:
+    return any(
+        not SnapshotProgress.from_offset(p).pure_binlog
+        for p in (offset.get("snapshot") or {}).values()
+    )
+
+
+def same_server(a: ServerIdentity | None, b: ServerIdentity | None) -> bool:
+    return a == b or (a is not None and b is not None and a.same_server(b))
+
+
+@dataclass(frozen=True)
+class AvailableNowTarget:
+    """Where a ``Trigger.AvailableNow`` run stops reading the binlog: the server's binlog
+    end when the run started (``prepareForTriggerAvailableNow``)."""
+
+    position: BinlogPosition
+    identity: ServerIdentity
+
+
+def distance(start: BinlogPosition, end: BinlogPosition) -> str:
+    """How far ``end`` is ahead of ``start``, for progress lines."""
+    if start.file == end.file:
+        return f"{max(end.pos - start.pos, 0):,} bytes"
+    return f"{end.file_number - start.file_number} binlog file(s)"
+
+
+T = TypeVar("T")
+MAX_CHUNKS_PER_TASK = 128  # by default (tasks_per_table): ~1M rows at the default chunk size
+# adjacent chunks a task reads under one pair of watermarks (snapshot.reader.read_chunks):
+# about four default chunks; bounds a task's memory to this many rows
+READ_GROUP_ROWS = 32_768
+
+
+def check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
+    """``end`` must have been planned from ``start``; else the state belongs to another query."""
+    before, after = start.get("snapshot"), end.get("snapshot")
+    if before is None and after is None:
+        return
+
+    def planned_from(table: str) -> bool:
+        assert before is not None and after is not None
+        previous = before.get(table, {"next": 0, "prev": 0})  # a newly added table
+        return bool(
+            SnapshotProgress.from_offset(after[table]).prev
+            == SnapshotProgress.from_offset(previous).next
+        )
+
+    if before is None or after is None or not all(planned_from(t) for t in after):
+        raise SourceError(
+            "the mysql-cdc state under state.location does not belong to this query's "
+            "checkpoint (it was reused by another query or cleaned): give each query its own "
+            "state.location, or start over with a new checkpoint and an empty state.location"
+        )
+
+
+SHARE_BYTES = 4 << 20  # binlog bytes a partition decodes under scan.binlog.partitions=auto
+
+
+def binlog_shares(
+    setting: str,
+    begin: BinlogPosition,
+    stop: BinlogPosition,
+    parallelism: int,
+    server_ids: ServerIdRange,
+) -> int:
+    """How many Spark partitions decode the binlog range ``[begin, stop)`` of one batch.
+
+    ``setting`` is ``scan.binlog.partitions``: a number, or ``auto``: one partition per
+    ``SHARE_BYTES`` of binlog, up to the session's parallelism (a range that spans binlog
+    files counts as large), so that small batches stay one partition (each one more opens a
+    replication connection and reads the whole range again; only decoding is shared). Never
+    more than the ``server-id`` range has ids: each partition is a replica of its own.
+
+    >>> ids = ServerIdRange(5400, 5408)
+    >>> a, b = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 4 + 9 * SHARE_BYTES)
+    >>> binlog_shares("auto", a, b, 2, ids), binlog_shares("auto", a, a, 2, ids)
+    (2, 1)
+    >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401))
+    2
+    """
+    if setting != "auto":
+        wanted = int(setting)
+    elif begin.file != stop.file:
+        wanted = parallelism
+    else:
+        wanted = min(parallelism, (stop.pos - begin.pos) // SHARE_BYTES)
+    return max(1, min(wanted, server_ids.size))
+
+
+def tasks_per_table(counts: Sequence[int], parallelism: int, per_task: int | None) -> list[int]:
+    """How many Spark tasks read each table's chunks of a batch (``counts`` chunks each).
+
+    ``per_task`` (``chunks-per-partition`` set): that many chunks a task. By default the
+    batch's chunks are spread over ``parallelism`` tasks, each table getting its share (at
+    least one task) and no task more than ``MAX_CHUNKS_PER_TASK`` chunks: a task of a
+    Python source costs Spark ~30-60 ms besides its rows, paid once per core this way.
+
+    >>> tasks_per_table([248], 2, None), tasks_per_table([248], 2, 16)
+    ([2], [16])
+    >>> tasks_per_table([200, 48, 1, 0], 2, None)
+    [2, 1, 1, 0]
+    """
+    if per_task is not None:
+        return [-(-n // per_task) for n in counts]
+    total = sum(counts)
+    return [
+        min(n, max(-(-n // MAX_CHUNKS_PER_TASK), round(parallelism * n / total), 1)) if n else 0
+        for n in counts
+    ]
+
+
+def spread(items: Sequence[T], parts: int) -> list[Sequence[T]]:
+    """``items`` cut into ``parts`` consecutive runs whose sizes differ by one at most.
+
+    >>> spread([1, 2, 3, 4, 5], 2)
+    [[1, 2, 3], [4, 5]]
+    """
+    size, extra = divmod(len(items), parts) if parts else (0, 0)
+    runs: list[Sequence[T]] = []
+    start = 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        runs.append(items[start:end])
+        start = end
+    return runs
