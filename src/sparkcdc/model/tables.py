@@ -11,6 +11,7 @@ Every regex must match the whole name.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparkcdc.errors import ConfigError
@@ -57,6 +58,10 @@ def parse_table_patterns(text: str, *, option: str = "tables") -> tuple[Pattern,
     if not patterns:
         raise ConfigError(f"{option} is empty; give at least one 'database.table' pattern")
     return tuple(patterns)
+
+
+# (database, table) -> captured? The question every reader of the binlog asks per table.
+TablePredicate = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)

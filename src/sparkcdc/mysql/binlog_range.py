@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
+from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
@@ -36,7 +37,6 @@ from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incompl
 
 __all__ = ["RowChanges", "SchemaChange", "read_range"]
 
-TableFilter = Callable[[str, str], bool]
 
 # DDL statements that change a table's shape (the first table name they name).
 _DDL_RE = re.compile(
@@ -203,7 +203,7 @@ class _XaGroups:
 
 
 def _statement_change(
-    event: QueryEvent, here: BinlogPosition, table_filter: TableFilter, xa: _XaGroups
+    event: QueryEvent, here: BinlogPosition, table_filter: TablePredicate, xa: _XaGroups
 ) -> tuple[str, str] | None:
     """The captured (database, table) a DDL statement acts on; raises on a statement that
     changed captured rows without row images (a session in STATEMENT / MIXED format)."""
@@ -250,7 +250,7 @@ class _ColumnMetadata:
     def __init__(
         self,
         versions: TableVersions | None,
-        table_filter: TableFilter,
+        table_filter: TablePredicate,
         start: BinlogPosition,
         judge_xa: bool,
     ) -> None:
@@ -301,7 +301,7 @@ def _changes(
     here: BinlogPosition,
     timestamp: int,
     metadata: _ColumnMetadata,
-    table_filter: TableFilter,
+    table_filter: TablePredicate,
 ) -> Iterator[RowChanges | SchemaChange]:
     """The changes one event (at ``here``) makes to captured tables; stops on anything it
     cannot deliver exactly."""
@@ -392,7 +392,7 @@ def read_range(
     server_id: int,
     start: BinlogPosition,
     end: BinlogPosition,
-    table_filter: TableFilter,
+    table_filter: TablePredicate,
     versions: TableVersions | None = None,
     *,
     rows: bool = True,
@@ -446,7 +446,7 @@ def changes_of_events(
     events: Iterable[bytes | memoryview],
     start: BinlogPosition,
     end: BinlogPosition,
-    table_filter: TableFilter,
+    table_filter: TablePredicate,
     versions: TableVersions | None = None,
     *,
     rows: bool = True,

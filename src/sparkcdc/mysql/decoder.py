@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.constants import (
     EVENT_HEADER,
@@ -56,8 +57,6 @@ from sparkcdc.mysql.events import (
 )
 from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
 from sparkcdc.mysql.tablemap import parse_table_map_body, read_lenenc
-
-TableFilter = Callable[[str, str], bool]
 
 # ------------------------------------------------------------------------ byte layouts
 
@@ -264,7 +263,7 @@ class BinlogDecoder:
 
     def __init__(
         self,
-        table_filter: TableFilter | None = None,
+        table_filter: TablePredicate | None = None,
         on_table_map: Callable[[TableMapEvent], None] | None = None,
     ) -> None:
         self._filter = table_filter

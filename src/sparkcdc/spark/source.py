@@ -31,6 +31,7 @@ from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcErr
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
+from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range
 from sparkcdc.mysql.connection import sql_connection
@@ -655,7 +656,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         assert isinstance(partition, BinlogRangePartition)
         start = offset_position(json.loads(partition.start))
         end = offset_position(json.loads(partition.end))
-        includes: Callable[[str, str], bool] = self.plan.includes
+        includes: TablePredicate = self.plan.includes
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(is_captured, captured)
