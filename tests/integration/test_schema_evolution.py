@@ -481,13 +481,16 @@ def test_delta_truncate_by_behavior(
 
 
 @pytest.mark.parametrize(
-    ("behavior", "expected"),
+    ("behavior", "drop", "expected"),
     [
-        ("evolve", (["id", "z"], [(1, "z1")])),
+        ("evolve", "DROP TABLE ev", (["id", "z"], [(1, "z1")])),
+        # the captured table is the second one the statement drops
+        ("evolve", "DROP TABLE aux, ev", (["id", "z"], [(1, "z1")])),
         # the drop is not forwarded (every row stays); the re-created table's columns are
         # added to the old ones
         (
             "lenient",
+            "DROP TABLE ev",
             (
                 ["id", "b", "c", "d", "z"],
                 [(1, None, None, None, "z1"), (2, "b2", 2, 2, None), (3, "b3", 3, 3, None)],
@@ -502,15 +505,17 @@ def test_jdbc_drop_and_create_table_by_behavior(
     pg: DevPostgres,
     tmp_path: Path,
     behavior: str,
+    drop: str,
     expected: tuple[list[str], list[Row]],
 ) -> None:
-    schema = f"recreate_{behavior}"
+    schema = f"recreate_{behavior}_{len(drop)}"
     block = jdbc_sink(pg, schema)
     config = make_config(server, tmp_path, block, behavior)
     steps = [
         [
+            "CREATE TABLE IF NOT EXISTS aux (id INT PRIMARY KEY)",  # not captured
             "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
-            "DROP TABLE ev",
+            drop,
             "CREATE TABLE ev (id INT PRIMARY KEY, z VARCHAR(5))",
             "INSERT INTO ev VALUES (1, 'z1')",
         ]

@@ -8,7 +8,6 @@ the same range again yields the same changes (Spark's replay).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -17,6 +16,7 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.ddl_names import ddl_tables
 from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
 from sparkcdc.mysql.events import (
     BinlogEvent,
@@ -36,15 +36,6 @@ from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
 __all__ = ["RowChanges", "SchemaChange", "read_range"]
-
-
-# DDL statements that change a table's shape (the first table name they name).
-_DDL_RE = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*)*(ALTER|CREATE|DROP|RENAME|TRUNCATE)\s+"
-    r"(?:ONLINE\s+|IGNORE\s+|TEMPORARY\s+|OR\s+REPLACE\s+)*(?:TABLE\s+)?"
-    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(`[^`]+`|\w+)(?:\s*\.\s*(`[^`]+`|\w+))?",
-    re.IGNORECASE | re.DOTALL,
-)
 
 
 @dataclass(slots=True)
@@ -73,21 +64,6 @@ class SchemaChange:
     ddl: str
     timestamp: int
     position: BinlogPosition
-
-
-def ddl_target(default_database: str, query: str) -> tuple[str, str] | None:
-    """(database, table) a DDL statement acts on, or None if it is not table DDL.
-
-    >>> ddl_target("app", "ALTER TABLE `orders` ADD COLUMN x INT")
-    ('app', 'orders')
-    """
-    match = _DDL_RE.match(query)
-    if not match:
-        return None
-    first, second = match.group(2).strip("`"), match.group(3)
-    if second is not None:
-        return first, second.strip("`")
-    return default_database, first
 
 
 # Event types that carry no row change of their own: statement context (INTVAR, RAND,
@@ -204,13 +180,14 @@ class _XaGroups:
 
 def _statement_change(
     event: QueryEvent, here: BinlogPosition, table_filter: TablePredicate, xa: _XaGroups
-) -> tuple[str, str] | None:
-    """The captured (database, table) a DDL statement acts on; raises on a statement that
-    changed captured rows without row images (a session in STATEMENT / MIXED format)."""
+) -> list[tuple[str, str]]:
+    """The captured (database, table)s a DDL statement acts on, each once, in statement
+    order; raises on a statement that changed captured rows without row images (a session
+    in STATEMENT / MIXED format)."""
     kind = statement_kind(event.query)
     if kind in ("control", "xa_rollback"):
         xa.statement(event, here)
-        return None
+        return []
     if kind == "dml":
         tables = dml_tables(event.database, event.query)
         captured = None if tables is None else [t for t in tables if table_filter(*t)]
@@ -227,11 +204,10 @@ def _statement_change(
                 f"{event.thread_id}); CDC needs the rows it changed, which the binlog does "
                 f"not hold. {_SESSION_FIX}"
             )
-        return None
-    target = ddl_target(event.database, event.query)
-    if target is not None and table_filter(*target):
-        return target
-    return None
+        return []
+    return list(
+        dict.fromkeys(t for t in ddl_tables(event.database, event.query) if table_filter(*t))
+    )
 
 
 def _preview(query: str, limit: int = 200) -> str:
@@ -320,10 +296,11 @@ def _changes(
                 event.table,
             )
     elif isinstance(event, QueryEvent):
-        target = _statement_change(event, here, table_filter, metadata.xa)
-        if target is not None:
-            metadata.schema_change(target[0], target[1], here)
-            yield SchemaChange(target[0], target[1], event.query, timestamp, here)
+        # a statement on several captured tables (DROP TABLE a, b; RENAME TABLE ...) is
+        # a schema change of each
+        for database, table in _statement_change(event, here, table_filter, metadata.xa):
+            metadata.schema_change(database, table, here)
+            yield SchemaChange(database, table, event.query, timestamp, here)
     elif isinstance(event, UnknownEvent):
         _refuse_unknown(event, here)
 

@@ -39,6 +39,12 @@ from sparkcdc.model.schema_change import (
     TruncateTable,
 )
 from sparkcdc.model.text import split_top_level
+from sparkcdc.mysql.ddl_names import (
+    RENAME_PAIR,
+    RENAME_TABLE,
+    qualified,
+    statement_text,
+)
 
 
 class DdlParseError(SourceError):
@@ -48,19 +54,10 @@ class DdlParseError(SourceError):
 # Words MariaDB / MySQL allow that sqlglot's MySQL dialect does not know; they do not change
 # what the statement does to the columns.
 _NOISE = re.compile(r"^(\s*ALTER)\s+(?:ONLINE\s+|IGNORE\s+)+(TABLE)", re.IGNORECASE)
-_COMMENT = re.compile(r"/\*(?!!).*?\*/|^\s*--[^\n]*\n|^\s*#[^\n]*\n", re.DOTALL)
-# /*!40005 TEMPORARY */: text the server runs (MySQL and MariaDB log DROP TEMPORARY this way)
-_EXECUTABLE_COMMENT = re.compile(r"/\*!(?:\d{5,6})?(.*?)\*/", re.DOTALL)
 # ADD [COLUMN] (a INT, b INT): sqlglot reads only one column per ADD
 _ADD_LIST = re.compile(r"\bADD\s+(?:COLUMN\s+)?\(((?:[^()]|\([^()]*\))*)\)", re.IGNORECASE)
 # MariaDB's PERSISTENT is STORED (sqlglot knows only the latter)
 _PERSISTENT = re.compile(r"(\))\s*PERSISTENT\b", re.IGNORECASE)
-_RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
-_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_RENAME_PAIR = re.compile(
-    rf"\s*({_IDENT}(?:\s*\.\s*{_IDENT})?)\s+TO\s+({_IDENT}(?:\s*\.\s*{_IDENT})?)\s*",
-    re.IGNORECASE,
-)
 # sqlglot renders some types differently from information_schema's COLUMN_TYPE
 _TYPE_ALIASES = {
     "boolean": ("tinyint", "tinyint(1)"),
@@ -93,10 +90,10 @@ def _numeric_tinyint1(event: SchemaChangeEvent) -> SchemaChangeEvent:
 
 
 def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
-    text = _EXECUTABLE_COMMENT.sub(r" \1 ", _COMMENT.sub(" ", statement))
+    text = statement_text(statement)
     text = _ADD_LIST.sub(_split_add_list, _NOISE.sub(r"\1 \2", text)).strip().rstrip(";")
     text = _PERSISTENT.sub(r"\1 STORED", text)
-    renamed = _RENAME_TABLE.match(text)
+    renamed = RENAME_TABLE.match(text)
     if renamed:
         return _rename_tables(default_database, renamed.group(1), statement)
     try:
@@ -130,30 +127,16 @@ def _split_add_list(match: re.Match[str]) -> str:
     return ", ".join(f"ADD COLUMN {part}" for part in split_top_level(match.group(1)))
 
 
-def _unquote(name: str) -> str:
-    name = name.strip()
-    if name.startswith("`") and name.endswith("`"):
-        return name[1:-1].replace("``", "`")
-    return name
-
-
 def _rename_tables(default_database: str, pairs: str, statement: str) -> list[TableChange]:
     changes: list[TableChange] = []
     for part in split_top_level(pairs):
-        match = _RENAME_PAIR.fullmatch(part)
+        match = RENAME_PAIR.fullmatch(part)
         if not match:
             raise DdlParseError(f"cannot parse DDL {statement!r}: expected 'a TO b' in {part!r}")
-        old_db, old = _qualified(match.group(1), default_database)
-        new_db, new = _qualified(match.group(2), default_database)
+        old_db, old = qualified(match.group(1), default_database)
+        new_db, new = qualified(match.group(2), default_database)
         changes.append(TableChange(old_db, old, RenameTable(new_db, new)))
     return changes
-
-
-def _qualified(text: str, default_database: str) -> tuple[str, str]:
-    names = re.findall(_IDENT, text)
-    if len(names) == 2:
-        return _unquote(names[0]), _unquote(names[1])
-    return default_database, _unquote(names[0])
 
 
 def _table_name(node: exp.Expression, default_database: str) -> tuple[str, str]:

@@ -548,8 +548,13 @@ class SchemaEvolver:
             except DdlParseError as exc:
                 log.warning("%s (seq %s); its table's columns are taken as unchanged", exc, row.seq)
                 continue
+            # a statement on several captured tables (DROP TABLE a, b) comes as a row per
+            # table, each with the whole statement: a row brings its own table's changes
+            own = f"{row.database}.{row.table}"
             for c in changes:
                 q = c.qualified_name
+                if q != own:
+                    continue
                 if q not in state.sources and isinstance(c.event, CreateTable):
                     if self._join(state, q, c.event.schema, row.seq, row.statement):
                         applied[q] = row.seq

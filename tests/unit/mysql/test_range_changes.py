@@ -286,3 +286,29 @@ def test_every_reader_of_a_share_judges_an_xa_rollback_of_captured_rows() -> Non
     for index in range(3):
         with pytest.raises(SourceError, match="rolled back"):
             list(changes_of_events(events, START, end, orders, share=Share(index, 3)))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DROP TABLE audit, orders",  # the captured table is not the first named
+        "RENAME TABLE orders_new TO orders",  # an online schema change tool's swap
+        "RENAME TABLE audit TO audit_old, orders TO orders_old",
+        "ALTER TABLE orders_tmp RENAME TO orders",
+    ],
+)
+def test_a_ddl_on_a_captured_table_anywhere_in_the_statement_is_delivered(statement: str) -> None:
+    body = struct.pack("<IIBHH", 9, 0, 4, 0, 0) + b"shop\0" + statement.encode()
+    changes = read([mysql8_fde(), event(EventType.QUERY, body)], orders)
+    assert [(type(c), c.database, c.table) for c in changes] == [(SchemaChange, "shop", "orders")]
+    assert isinstance(changes[0], SchemaChange) and changes[0].ddl == statement
+
+
+def test_a_ddl_on_two_captured_tables_is_a_schema_change_of_each() -> None:
+    statement = "DROP TABLE orders, shop.orders_archive"
+    body = struct.pack("<IIBHH", 9, 0, 4, 0, 0) + b"shop\0" + statement.encode()
+    changes = read([mysql8_fde(), event(EventType.QUERY, body)], lambda d, t: d == "shop")
+    assert [(c.database, c.table) for c in changes] == [
+        ("shop", "orders"),
+        ("shop", "orders_archive"),
+    ]

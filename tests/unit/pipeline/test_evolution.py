@@ -789,10 +789,18 @@ def test_ddl_of_a_table_not_captured_is_ignored(row: DdlRow) -> None:
     assert plan.state == start()
 
 
-def test_the_statement_names_the_table_not_the_row() -> None:
+def test_a_row_brings_the_changes_of_its_own_table() -> None:
+    """The source sends a statement on several captured tables as a row per table, each
+    with the whole statement (and that table's database): each row applies its table's
+    changes once, and an unqualified name resolves in the row's database."""
     evolver, sink = make("evolve")
-    evolver.plan(start(), [DdlRow("other", "x", 10, "ALTER TABLE db.t ADD COLUMN e BIGINT")])
-    assert sink.calls == [("add_column", "e", "BIGINT")]
+    statement = "ALTER TABLE db.t ADD COLUMN e BIGINT"
+    evolver.plan(start(), [DdlRow("other", "x", 10, statement)])
+    assert sink.calls == []  # a row of another table: its changes are not t's
+    evolver, sink = make("evolve")
+    drop_two = "DROP TABLE other.x, db.t"
+    evolver.plan(start(), [DdlRow("other", "x", 10, drop_two), DdlRow("db", "t", 10, drop_two)])
+    assert sink.calls == [("drop_table", T)]  # once, though both rows carry it
 
 
 def test_a_statement_is_applied_once() -> None:

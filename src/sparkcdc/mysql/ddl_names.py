@@ -1,0 +1,89 @@
+"""The tables a DDL statement names, read without parsing the statement.
+
+Every QUERY event of the binlog is asked which captured tables it changes, so this stays a
+few regular expressions (``mysql/ddl.py`` parses a statement fully, with sqlglot, only once
+it is known to touch a captured table, and reads names with the same expressions).
+
+Every table a statement acts on counts, not only the first it names: ``DROP TABLE a, orders``
+drops ``orders``, and ``RENAME TABLE orders_new TO orders`` (an online schema change tool's
+swap) replaces it.
+
+>>> ddl_tables("app", "DROP TABLE IF EXISTS tmp, `shop`.`orders`")
+[('app', 'tmp'), ('shop', 'orders')]
+>>> ddl_tables("app", "RENAME TABLE orders TO orders_old, orders_new TO orders")
+[('app', 'orders'), ('app', 'orders_old'), ('app', 'orders_new'), ('app', 'orders')]
+>>> ddl_tables("app", "ALTER TABLE t RENAME TO u"), ddl_tables("app", "ALTER USER 'x'")
+([('app', 't'), ('app', 'u')], [])
+"""
+
+from __future__ import annotations
+
+import re
+
+from sparkcdc.model.text import split_top_level
+
+# comments the server does not run; /*!NNNNN text */ is text the server runs (MySQL and
+# MariaDB log DROP TEMPORARY this way)
+COMMENT = re.compile(r"/\*(?!!).*?\*/|^\s*--[^\n]*\n|^\s*#[^\n]*\n", re.DOTALL)
+EXECUTABLE_COMMENT = re.compile(r"/\*!(?:\d{5,6})?(.*?)\*/", re.DOTALL)
+IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_NAME = rf"{IDENT}(?:\s*\.\s*{IDENT})?"
+RENAME_TABLE = re.compile(r"^\s*RENAME\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+RENAME_PAIR = re.compile(rf"\s*({_NAME})\s+TO\s+({_NAME})\s*", re.IGNORECASE)
+# ALTER | CREATE | DROP ... TABLE name, TRUNCATE [TABLE] name: the words allowed before it
+_TABLE_STATEMENT = re.compile(
+    r"^\s*(?P<verb>ALTER|CREATE|DROP|TRUNCATE)\s+"
+    r"(?:(?:ONLINE|IGNORE|TEMPORARY|OR\s+REPLACE)\s+)*"
+    r"(?P<table>TABLE\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?(?P<rest>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_LEADING_NAME = re.compile(rf"\s*({_NAME})")
+# ALTER TABLE t ... RENAME [TO | AS] u (not RENAME COLUMN / INDEX / KEY)
+_ALTER_RENAME = re.compile(
+    rf"\bRENAME\s+(?!COLUMN\b|INDEX\b|KEY\b)(?:TO\s+|AS\s+)?({_NAME})", re.IGNORECASE
+)
+
+
+def statement_text(statement: str) -> str:
+    """The statement as the server runs it: comments dropped, executable comments opened."""
+    return EXECUTABLE_COMMENT.sub(r" \1 ", COMMENT.sub(" ", statement))
+
+
+def unquote(name: str) -> str:
+    name = name.strip()
+    if name.startswith("`") and name.endswith("`"):
+        return name[1:-1].replace("``", "`")
+    return name
+
+
+def qualified(text: str, default_database: str) -> tuple[str, str]:
+    """``db.t`` or ``t`` (in ``default_database``), backticks removed."""
+    names = re.findall(IDENT, text)
+    if len(names) == 2:
+        return unquote(names[0]), unquote(names[1])
+    return default_database, unquote(names[0])
+
+
+def ddl_tables(default_database: str, query: str) -> list[tuple[str, str]]:
+    """Every (database, table) a table DDL statement acts on, in statement order; ``[]`` for
+    any other statement. ``default_database`` is the QUERY event's current database."""
+    text = statement_text(query)
+    renamed = RENAME_TABLE.match(text)
+    if renamed:
+        names = []
+        for part in split_top_level(renamed.group(1)):
+            pair = RENAME_PAIR.fullmatch(part)
+            if pair:
+                names += [pair.group(1), pair.group(2)]
+        return [qualified(n, default_database) for n in names]
+    match = _TABLE_STATEMENT.match(text)
+    if not match or (match["table"] is None and match["verb"].upper() != "TRUNCATE"):
+        return []
+    verb, rest = match["verb"].upper(), match["rest"]
+    # DROP TABLE a, b [RESTRICT | CASCADE]: every name; the others act on one table
+    parts = split_top_level(rest) if verb == "DROP" else [rest]
+    leading = [m for m in (_LEADING_NAME.match(p) for p in parts) if m]
+    names = [m.group(1) for m in leading]
+    if verb == "ALTER" and leading:
+        names += [m.group(1) for m in _ALTER_RENAME.finditer(rest, leading[0].end())]
+    return [qualified(n, default_database) for n in names]
