@@ -58,6 +58,11 @@ TYPED_ROWS = [
 ]
 
 
+def rows_of(result: ChunkResult) -> list[tuple[Any, ...]]:
+    """The chunk's rows as tuples in the table's column order."""
+    return [tuple(row.values()) for row in result.rows.to_pylist()]
+
+
 def settings_of(server: DevServer, reader: str = "") -> ConnectionSettings:
     """The dev server's settings; for the connectorx reader without TLS (connectorx reads
     only what a plain connection would: see snapshot/reader.py ``_select``)."""
@@ -102,7 +107,7 @@ def test_snapshot_rows_look_like_binlog_rows(
         use_connectorx=reader == "connectorx",
     )
     assert result.reader == reader
-    snap = {row[0]: row for row in result.to_rows()}
+    snap = {row[0]: row for row in rows_of(result)}
     assert set(snap) == {1, 2, 3}
     for key, row in decoded.items():
         for name, want, got in zip(schema.column_names, row, snap[key], strict=True):
@@ -171,9 +176,11 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     schema = load_schema(conn, database, "items")
     splitter = ChunkSplitter.for_table(conn, schema, chunk_size=60)
     results: list[ChunkResult] = []
+    planned = 0
     worker.start()
     try:
-        while batch := splitter.next_chunks(4):
+        while batch := splitter.chunks(planned, 4):
+            planned += len(batch)
             # the workload keeps pace however fast chunks are read: 5 operations a batch
             seen = workload.operations
             while workload.operations < seen + 5 and worker.is_alive():
@@ -212,7 +219,7 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     for r in results:
         c = r.chunk
         later = [(b, a) for p, b, a in changes if p >= r.high]
-        rows = {row[0]: row for row in r.to_rows()}
+        rows = {row[0]: row for row in rows_of(r)}
         assert all(in_range(key, c.start, c.end, k) for key in rows)
         rows = apply_backfill(
             rows, later, lambda row, c=c: in_range(row[0], c.start, c.end, k), lambda row: row[0]
@@ -283,7 +290,7 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     )
     # read with the table as it is now, and carrying the two statements that made it so
     assert result.schema.column_names == ("id", "bb", "c")
-    assert sorted(result.to_rows()) == [(1, "x", None), (2, "y", 7)]
+    assert sorted(rows_of(result)) == [(1, "x", None), (2, "y", 7)]
     assert [d.ddl for d in result.ddl] == [
         "ALTER TABLE ev RENAME COLUMN b TO bb",
         "ALTER TABLE ev ADD COLUMN c INT",

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from test_snapshot_reader import settings_of
+from test_snapshot_reader import rows_of, settings_of
 from test_stream import wait_for
 
 from sparkcdc.devserver import DevServer
@@ -145,4 +145,4 @@ def test_a_chunk_read_waits_for_the_xa_and_then_has_its_row(
         logger.removeHandler(records)
     result = out[0]
     assert isinstance(result, ChunkResult), result
-    assert sorted(result.to_rows()) == [(1, 1), (2, 2), (3, 1)]
+    assert sorted(rows_of(result)) == [(1, 1), (2, 2), (3, 1)]

@@ -742,4 +742,3 @@ class EnvelopeBuilder:
 
 
 Builder = TypedChangelogBuilder | EnvelopeBuilder | TablesBuilder
-BuilderFactory = Callable[[], Builder]
