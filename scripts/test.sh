@@ -9,5 +9,5 @@ bash scripts/setup.sh
 "$PYTHON" -m ruff check src tests bench
 "$PYTHON" -m ruff format --check src tests bench
 "$PYTHON" -m mypy --strict src
-"$PYTHON" -m sparkcdc.devserver start
+"$PYTHON" -m sparkcdc.testing.devserver start
 exec "$PYTHON" -m pytest -q -p no:cacheprovider "$@"

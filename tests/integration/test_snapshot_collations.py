@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.snapshot.chunks import ChunkRange
@@ -25,6 +24,7 @@ from sparkcdc.snapshot.filter import (
 )
 from sparkcdc.snapshot.keys import chunk_membership, key_order
 from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ import connectorx  # noqa: F401  (a dependency: a broken install fails here, nev
 import pytest
 from workload import ITEMS_DDL, Workload, random_row
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.binlog_range import RowChanges, read_range
 from sparkcdc.mysql.catalog import load_schema
@@ -27,6 +26,7 @@ from sparkcdc.snapshot.reader import (
     select_pymysql,
 )
 from sparkcdc.snapshot.splitter import ChunkSplitter
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
@@ -17,6 +16,7 @@ from sparkcdc.snapshot.reader import chunk_where
 from sparkcdc.snapshot.rowvalues import sql_converter
 from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks, column_collation
 from sparkcdc.snapshot.storage import StateStore
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

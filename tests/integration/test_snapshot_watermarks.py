@@ -15,7 +15,6 @@ import pytest
 from test_snapshot_reader import rows_of, settings_of
 from test_stream import wait_for
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import SnapshotError
 from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.catalog import load_schema
@@ -23,6 +22,7 @@ from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult, read_chunk
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from workload import ITEMS_DDL, Workload, source_state
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
