@@ -35,13 +35,13 @@ import sys
 import time
 from typing import Any
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import RotateEvent, RowsEvent, RowsKind
 from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.testing.devserver import DevServer
 
 DATABASE = "bench_decode"
 DDL = """

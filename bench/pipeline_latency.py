@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.devkafka import DevKafka
-from sparkcdc.devserver import DEV_PASSWORD, DEV_USER, DevServer
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.spark.session import spark_session
+from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 DATABASE = "bench_latency"
 ROWS_PER_TX = 10

@@ -54,11 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from snapshot import DATABASE, FILL, RssSampler, jdbc_frame, load
 
-from sparkcdc.devkafka import DevKafka
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.runner import committed_offset
 from sparkcdc.spark.session import spark_session
+from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 TABLE = "throughput"
 KEY_BLOCK = 1000  # rows per change statement

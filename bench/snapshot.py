@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.spark.session import spark_session
+from sparkcdc.testing.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE = "bench_snap"

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from snapshot import DATABASE, load, sparkcdc_snapshot
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
 from sparkcdc.spark.session import spark_session
+from sparkcdc.testing.devserver import DevServer
 
 PIPELINE = """
 source:

@@ -13,7 +13,7 @@ packages=()
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   packages+=(mariadb-server mariadb-client)
 fi
-# postgresql: the private jdbc-sink target of the tests (src/sparkcdc/devpostgres.py)
+# postgresql: the private jdbc-sink target of the tests (src/sparkcdc/testing/devpostgres.py)
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   packages+=(postgresql)
 fi

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from sparkcdc.devserver import DevServer, DevSettings
+from sparkcdc.testing.devserver import DevServer, DevSettings
 
 _counter = itertools.count()
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
-from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 SHARD_DDL = """
 CREATE TABLE {name} (

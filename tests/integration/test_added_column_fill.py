@@ -31,9 +31,9 @@ from test_schema_evolution import (
     run_steps,
 )
 
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DevServer
 from sparkcdc.pipeline.evolution import Divergences
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.validator import check_source
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

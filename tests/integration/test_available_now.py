@@ -25,8 +25,8 @@ from workload import (
     source_state,
 )
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.spark.compat import ADMISSION_CONTROL
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration

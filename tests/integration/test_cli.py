@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

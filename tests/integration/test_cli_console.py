@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import PipelineConfig, load_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

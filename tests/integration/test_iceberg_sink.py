@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyiceberg.table import StaticTable
 
 from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.pipeline.config import parse_pipeline
@@ -26,17 +27,8 @@ from sparkcdc.sinks.iceberg import (
     safe_uri,
 )
 
-try:
-    from pyiceberg.table import StaticTable
-except ImportError:  # an optional, independent reader: see test_pyiceberg_reads_what_spark_wrote
-    StaticTable = None
-
 pytestmark = pytest.mark.integration
 
-PYICEBERG_MISSING = (
-    'pyiceberg is not installed: add `"pyiceberg>=0.12",` to the dev extras in pyproject.toml '
-    "(next to deltalake) to check the iceberg sink's tables with an independent reader"
-)
 META = "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRING"
 ORDERS_COLUMNS = (
     SinkColumn("id", "BIGINT", nullable=False),
@@ -103,12 +95,11 @@ def hadoop_metadata(sink: IcebergSink, table: SinkTable) -> Path:
 def read_back(
     spark: Any, sink: IcebergSink, table: SinkTable, metadata: Path | str | None = None
 ) -> list[tuple[Any, ...]]:
-    """The table's rows read with Spark; with pyiceberg too (they must agree) if installed."""
+    """The table's rows read with Spark and with pyiceberg (they must agree)."""
     spark_rows = arrow_rows(spark.table(sink.identifier(table)).toArrow(), table)
-    if StaticTable is not None:
-        location = str(metadata or hadoop_metadata(sink, table))
-        independent = arrow_rows(StaticTable.from_metadata(location).scan().to_arrow(), table)
-        assert independent == spark_rows, "pyiceberg and Spark disagree on the table's rows"
+    location = str(metadata or hadoop_metadata(sink, table))
+    independent = arrow_rows(StaticTable.from_metadata(location).scan().to_arrow(), table)
+    assert independent == spark_rows, "pyiceberg and Spark disagree on the table's rows"
     return spark_rows
 
 
@@ -374,14 +365,12 @@ def test_foreach_batch_stream(spark: Any, tmp_path: Path) -> None:
     assert [s.get(sink.batch_property) for s in snapshots(spark, sink, table)] == ["0", "1"]
 
 
-@pytest.mark.skipif(StaticTable is None, reason=PYICEBERG_MISSING)
 def test_pyiceberg_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
-    """Every read_back above compares with pyiceberg; this one makes a missing reader visible."""
+    """Every read_back above compares with pyiceberg; this one checks a position delete."""
     sink, table = make_sink(spark, tmp_path / "wh"), orders_table()
     sink.open([table])
     sink.write(table, orders_frame(spark, [("+I", 1, 1, "a"), ("+I", 2, 2, "b")]), 0)
     sink.write(table, orders_frame(spark, [("-D", 3, 1, "a")]), 1)  # a position delete
-    assert StaticTable is not None
     scanned = StaticTable.from_metadata(str(hadoop_metadata(sink, table))).scan().to_arrow()
     assert arrow_rows(scanned, table) == [row(2, "b")]
 
@@ -390,7 +379,7 @@ def test_pyiceberg_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
 
 
 def test_jdbc_catalog_on_mariadb(spark: Any, tmp_path: Path) -> None:
-    from sparkcdc.devserver import DevServer
+    from sparkcdc.testing.devserver import DevServer
 
     server = DevServer.from_env()
     settings = server.start()

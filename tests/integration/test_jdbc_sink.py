@@ -18,11 +18,11 @@ from typing import Any
 import pymysql
 import pytest
 
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
 from sparkcdc.sinks.jdbc import JdbcOptions, JdbcSink, JdbcUrl, target_type
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

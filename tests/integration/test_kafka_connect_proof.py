@@ -24,11 +24,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pipelines import fresh_database, pipeline_env, source_block
 
-from sparkcdc.devkafka import DEFAULT_DIR, LIB_DIR, DevKafka
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.schema import fraction_digits
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.testing.devkafka import DEFAULT_DIR, LIB_DIR, DevKafka
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -54,10 +54,10 @@ from confluent_kafka import Producer
 from flink_consumer import FlinkReadError, flink_rows
 from pipelines import fresh_database, pipeline_env, source_block
 
-from sparkcdc.devkafka import DevKafka
-from sparkcdc.devserver import DevServer
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pydantic import ValidationError
 
-from sparkcdc.devkafka import DevKafka
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
 from sparkcdc.sinks.kafka import KafkaOptions, KafkaSink, kafka_messages
+from sparkcdc.testing.devkafka import DevKafka
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pymysql
 import pytest
 from test_stream import AvailableNowRuns, options
 
-from sparkcdc.devserver import DevServer
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,12 @@ import pymysql
 import pytest
 from test_stream import AvailableNowRuns, options
 
-from sparkcdc.devserver import DevServer, DevSettings
 from sparkcdc.errors import SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
 from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.testing.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 

@@ -19,12 +19,12 @@ import pytest
 from pipelines import fresh_database, iceberg_block, pipeline_env
 from psycopg import sql as pgsql
 
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import STATUS_FILE, run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 import pytest
 from pipelines import Writer, create_shop
 
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.sinks.delta import DeltaSink
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -24,14 +24,14 @@ import pytest
 from pipelines import Writer, burst, create_shop, uncommitted_batch
 from psycopg import sql
 
-from sparkcdc.devpostgres import DEFAULT_DIR, DevPostgres
-from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.checkpoint import has_planned_batches, run_id
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc.sinks.base import SinkContext
+from sparkcdc.testing.devpostgres import DEFAULT_DIR, DevPostgres
+from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

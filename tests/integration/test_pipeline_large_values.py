@@ -28,12 +28,12 @@ from pipelines import fresh_database, pipeline_env, source_block, uncommitted_ba
 from test_pipeline_kafka import consume, end_offset, replay_topic
 from test_server_continuity import big_connection
 
-from sparkcdc.devkafka import DevKafka
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -16,13 +16,13 @@ import pytest
 from pipelines import fresh_database, iceberg_block
 from psycopg import sql
 
-from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
+from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ import pytest
 from pyspark.sql import functions as F
 from test_decoder_types import CASES
 
-from sparkcdc.devserver import DEV_PASSWORD, DEV_USER, DevServer
 from sparkcdc.mysql import catalog
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.composer import source_changes
+from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from sparkcdc.devserver import DevServer, DevSettings
 from sparkcdc.errors import PositionError, SourceError
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
 from sparkcdc.mysql import server
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.replication import LOG_EVENT_ARTIFICIAL_F, BinlogClient, parse_rotate
+from sparkcdc.testing.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ import pytest
 from test_stream import changelog, options, start_collecting
 from workload import ITEMS_DDL, Workload, source_state
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.mysql import server
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration

@@ -13,13 +13,18 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.filter import InterleavingFilter
+from sparkcdc.snapshot.filter import (
+    InterleavingFilter,
+    completed_chunks,
+    filter_state,
+    tracked_table,
+)
 from sparkcdc.snapshot.keys import chunk_membership, key_order
-from sparkcdc.snapshot.splitter import ChunkSplitter
+from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -77,12 +82,11 @@ def test_membership_and_filter_agree_with_the_server(dev_server: DevServer, coll
         }, chunk
 
     # the interleaving filter: every other chunk done (HW 100), keys batched, then judged
-    flt = InterleavingFilter(lambda: dev_server.connection())
-    flt.track("db.s", collation)
-    for chunk in plan[::2]:
-        flt.complete(chunk, BinlogPosition("b.000001", 100))
+    hw = BinlogPosition("b.000001", 100)
+    done = [completed_chunks(c.start, c.end, hw, c.index, c.index + 1) for c in plan[::2]]
+    state = filter_state({"db.s": tracked_table(collation, len(done), len(plan), done)})
     flt = InterleavingFilter.from_state(
-        json.loads(json.dumps(flt.to_state())), lambda: dev_server.connection()
+        json.loads(json.dumps(state)), lambda: dev_server.connection()
     )
     at = BinlogPosition("b.000001", 200)
     assert flt.needs_server("db.s", at)
@@ -104,9 +108,7 @@ def test_string_chunks_cover_the_table_once_under_uca(
         sql.execute("INSERT IGNORE INTO s VALUES (%s)", (key,))
     conn = dev_server.connection(database)
     splitter = ChunkSplitter.for_table(conn, load_schema(conn, database, "s"), chunk_size=3)
-    chunks: list[ChunkRange] = []
-    while batch := splitter.next_chunks(4):
-        chunks.extend(batch)
+    chunks = all_chunks(splitter, step=4)
     seen: list[str] = []
     for chunk in chunks:
         where, params = [], []

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
 from sparkcdc.snapshot.reader import chunk_where
 from sparkcdc.snapshot.rowvalues import sql_converter
-from sparkcdc.snapshot.splitter import ChunkSplitter, column_collation
+from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks, column_collation
 from sparkcdc.snapshot.storage import StateStore
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -132,9 +132,7 @@ def test_chunks_cover_the_table_exactly_once(
     collation = column_collation(conn, database, "t", key)
     order = key_order(collation, lambda: conn, owned=False)
     convert = sql_converter(next(c for c in schema.columns if c.name == key))
-    chunks = []
-    while batch := splitter.next_chunks(5):
-        chunks.extend(batch)
+    chunks = all_chunks(splitter, step=5)
     sql.execute("SELECT COUNT(*) FROM t")
     total = sql.fetchone()[0]
     seen = 0

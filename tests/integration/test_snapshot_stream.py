@@ -34,7 +34,7 @@ from workload import (
     json_state,
 )
 
-from sparkcdc.devserver import DevServer
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,9 @@ import threading
 from typing import Any
 
 import pytest
-from test_snapshot_reader import settings_of
+from test_snapshot_reader import rows_of, settings_of
 from test_stream import wait_for
 
-from sparkcdc.devserver import DevServer
 from sparkcdc.errors import SnapshotError
 from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.catalog import load_schema
@@ -23,6 +22,7 @@ from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult, read_chunk
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -145,4 +145,4 @@ def test_a_chunk_read_waits_for_the_xa_and_then_has_its_row(
         logger.removeHandler(records)
     result = out[0]
     assert isinstance(result, ChunkResult), result
-    assert sorted(result.to_rows()) == [(1, 1), (2, 2), (3, 1)]
+    assert sorted(rows_of(result)) == [(1, 1), (2, 2), (3, 1)]

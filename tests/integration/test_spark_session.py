@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 
 def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceReader

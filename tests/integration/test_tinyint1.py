@@ -14,11 +14,11 @@ from pipelines import fresh_database, iceberg_block, pipeline_env, source_block
 from psycopg import sql
 from test_pipeline_kafka import consume
 
-from sparkcdc.devkafka import DevKafka
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DevServer
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

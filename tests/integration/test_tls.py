@@ -13,11 +13,11 @@ from test_snapshot_stream import check_against_source, ordered, prepare, snapsho
 from test_stream import start_collecting, wait_for
 from workload import MultiWorkload
 
-from sparkcdc.devserver import DevServer, TlsFiles
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.testing.devserver import DevServer, TlsFiles
 
 pytestmark = pytest.mark.integration
 
@@ -179,12 +179,12 @@ def test_pipeline_into_postgresql_over_tls_equals_the_source(
     from pipelines import burst, create_shop
     from test_pipeline_jdbc import DATABASE, SCHEMA, assert_target_equals_source, drop_schema
 
-    from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
-    from sparkcdc.devpostgres import DevPostgres
-    from sparkcdc.devserver import DEV_PASSWORD
     from sparkcdc.errors import SinkError
     from sparkcdc.pipeline.config import parse_pipeline
     from sparkcdc.pipeline.runner import run_pipeline
+    from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+    from sparkcdc.testing.devpostgres import DevPostgres
+    from sparkcdc.testing.devserver import DEV_PASSWORD
 
     pg = DevPostgres.from_env()
     pg.start()

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from sparkcdc.devserver import DevServer, DevSettings
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.validator import check_source, validate_source
+from sparkcdc.testing.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 

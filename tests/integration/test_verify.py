@@ -15,12 +15,12 @@ import pytest
 from pipelines import Writer, create_shop, fresh_database
 from test_decoder_types import CASES
 
-from sparkcdc.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.devpostgres import DevPostgres
-from sparkcdc.devserver import DEV_PASSWORD, DevServer
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import VerifyReport, verify_pipeline
+from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.testing.devpostgres import DevPostgres
+from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import random
 import threading
 import time
@@ -179,19 +180,30 @@ TABLE_KEYS = {"items": ["id"], "skus": ["sku"], "order_lines": ["order_id", "lin
 def json_state(
     conn: pymysql.connections.Connection, table: str
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """A table as the envelope shows it: rows as decoded JSON images, keyed by primary key."""
-    import json
+    """A table as the envelope shows it: rows as decoded JSON images, keyed by primary key.
 
-    from sparkcdc.spark.changelog import image_json
-
+    Built from the SELECT result by ``_json_value`` alone (README: decimals as strings,
+    temporal values ISO-8601), never by the implementation's own serialiser.
+    """
     with conn.cursor() as cur:
         cur.execute(f"SELECT * FROM {table}")
         names = [d[0] for d in cur.description]
         out = {}
         for values in cur.fetchall():
-            image = json.loads(image_json(names, values))
+            image = {name: _json_value(value) for name, value in zip(names, values, strict=True)}
             out[tuple(image[k] for k in TABLE_KEYS[table])] = image
     return out
+
+
+def _json_value(value: Any) -> Any:
+    """A value pymysql returns for the workload's columns, as a JSON image holds it."""
+    if value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)  # DECIMAL(p,s) comes back with its s digits, never as an exponent
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    raise TypeError(f"the workload's tables hold no {type(value).__name__}: extend _json_value")
 
 
 def envelope_to_changelog(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from sparkcdc.devserver import DEV_PASSWORD, DEV_USER, DevServer
+from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 SAMPLE_DDL = """
 CREATE TABLE IF NOT EXISTS orders (

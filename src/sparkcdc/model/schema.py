@@ -282,14 +282,14 @@ def _to_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _time_text(value: dt.timedelta, digits: int | None = None) -> str:
+def time_text(value: dt.timedelta, digits: int | None = None) -> str:
     """A TIME value as the server prints it: ``[-]HH:MM:SS``, then ``digits`` fraction
     digits (the column's precision, TIME(3) → ``.500``); without ``digits`` (the column is
     not known) a fraction of 6 digits when there is one.
 
-    >>> _time_text(dt.timedelta(hours=838, minutes=59, seconds=59), 6)
+    >>> time_text(dt.timedelta(hours=838, minutes=59, seconds=59), 6)
     '838:59:59.000000'
-    >>> _time_text(-dt.timedelta(seconds=1.5), 3), _time_text(dt.timedelta(seconds=1.5))
+    >>> time_text(-dt.timedelta(seconds=1.5), 3), time_text(dt.timedelta(seconds=1.5))
     ('-00:00:01.500', '00:00:01.500000')
     """
     micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
@@ -304,7 +304,7 @@ def _time_text(value: dt.timedelta, digits: int | None = None) -> str:
 
 
 def _time_text_of(digits: int) -> Converter:
-    return lambda value: _time_text(value, digits)
+    return lambda value: time_text(value, digits)
 
 
 def _decimal_text(value: Any) -> str:

@@ -17,7 +17,6 @@ import logging
 import random
 import re
 import struct
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +32,8 @@ from sparkcdc.model.position import (
 )
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
+from sparkcdc.mysql.decoder import BinlogDecoder
+from sparkcdc.mysql.events import GtidEvent
 from sparkcdc.mysql.wire import decode_sid_set
 
 log = logging.getLogger(__name__)
@@ -344,8 +345,6 @@ _TRANSACTION_START = frozenset({EventType.GTID, EventType.ANONYMOUS_GTID, EventT
 # QUERY event post-header: thread_id u32, exec_time u32, db_len u8, error_code u16,
 # status_vars_len u16; then status vars, db name + NUL, the statement.
 _QUERY_POST_HEADER = struct.Struct("<IIBHH")
-# MySQL GTID event body: flags u8, sid [16], gno u64.
-_MYSQL_GTID_BODY = struct.Struct("<B16sQ")
 
 
 def _query_text(event: bytes) -> bytes:
@@ -497,6 +496,7 @@ def _scan_for_timestamp(
     """Scan from ``file``'s start; MySQL GTID sets are rebuilt from PREVIOUS_GTIDS + GTIDs."""
     mysql_gtids: MySqlGtidSet | None = None
     in_gtid_transaction = False
+    decoder = BinlogDecoder()  # GTID events are read by the decoder's one reader of them
     for position, type_code, timestamp, event in _events_from(
         settings, BinlogPosition(file, FIRST_EVENT_POS), server_id
     ):
@@ -511,8 +511,9 @@ def _scan_for_timestamp(
         if type_code == EventType.PREVIOUS_GTIDS and info.flavor == "mysql":
             mysql_gtids = MySqlGtidSet(decode_sid_set(event, EVENT_HEADER_SIZE))
         elif type_code == EventType.GTID and mysql_gtids is not None:
-            _, sid, gno = _MYSQL_GTID_BODY.unpack_from(event, EVENT_HEADER_SIZE)
-            mysql_gtids = mysql_gtids.add(str(uuid.UUID(bytes=sid)), gno)
+            gtid = decoder.decode(event)
+            assert isinstance(gtid, GtidEvent)
+            mysql_gtids = mysql_gtids.add(gtid.uuid, gtid.gno)
         if type_code in _TRANSACTION_START:
             in_gtid_transaction = True
         elif type_code in (EventType.XID, EventType.QUERY) and in_gtid_transaction:

@@ -122,19 +122,6 @@ class ChunkRange:
     start: KeyValue
     end: KeyValue
 
-    @property
-    def is_first(self) -> bool:
-        return self.start is None
-
-    @property
-    def is_last(self) -> bool:
-        return self.end is None
-
-    @property
-    def chunk_id(self) -> str:
-        """A file-name-safe id: ``db.table#000042``."""
-        return f"{self.table}#{self.index:06d}"
-
     def to_offset(self) -> dict[str, Any]:
         """A JSON-ready dict of primitives."""
         return {

@@ -26,7 +26,8 @@ from typing import Any
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.snapshot.chunks import ChunkRange, encode_key
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.filter import completed_chunks, filter_state, pure_table, tracked_table
 from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation
 from sparkcdc.snapshot.staging import ChunkStaging
 from sparkcdc.snapshot.storage import StateStore
@@ -162,20 +163,20 @@ class SnapshotCoordinator:
         self, start: dict[str, dict[str, Any]], batch_start: BinlogPosition
     ) -> dict[str, Any]:
         """The InterleavingFilter state for the binlog partition of the batch after ``start``."""
-        tables: dict[str, Any] = {}
+        tables: dict[str, dict[str, Any]] = {}
         for table in self.schemas:
             # a table new to the stream (the pattern widened on restart) starts unread
             progress = SnapshotProgress.from_offset(start.get(table, {"next": 0, "prev": 0}))
             if progress.pure_binlog:
-                tables[table] = {"pure": True}
+                tables[table] = pure_table()
                 continue
             chunks: list[list[Any]] = []
             if progress.prev > 0:
+                # chunks of batches before the last one: their HWs are at or before the
+                # batch start, so one entry with the batch start as HW decides alike
                 first_recent = self.splitter(table).chunk(progress.prev)
                 end_key = None if first_recent is None else first_recent.start
-                chunks.append(
-                    [None, encode_key(end_key), batch_start.file, batch_start.pos, 0, progress.prev]
-                )
+                chunks.append(completed_chunks(None, end_key, batch_start, 0, progress.prev))
             for chunk in self.chunks_between(table, progress.prev, progress.next):
                 meta = self.staging.metadata(chunk)
                 if meta is None:
@@ -185,22 +186,14 @@ class SnapshotCoordinator:
                         "changed or cleaned: start the query again with a new checkpoint"
                     )
                 chunks.append(
-                    [
-                        encode_key(chunk.start),
-                        encode_key(chunk.end),
-                        meta.high.file,
-                        meta.high.pos,
-                        chunk.index,
-                        chunk.index + 1,
-                    ]
+                    completed_chunks(
+                        chunk.start, chunk.end, meta.high, chunk.index, chunk.index + 1
+                    )
                 )
-            tables[table] = {
-                "collation": self.collation(table),
-                "done": progress.next,
-                "total": progress.total,
-                "chunks": chunks,
-            }
-        return {"tables": tables}
+            tables[table] = tracked_table(
+                self.collation(table), progress.next, progress.total, chunks
+            )
+        return filter_state(tables)
 
     def release(self, end: dict[str, dict[str, Any]]) -> None:
         """Spark committed the batch that ends at ``end``: drop its staged rows."""

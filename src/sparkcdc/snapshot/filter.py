@@ -8,18 +8,20 @@ key lies in a chunk not yet completed (planned or not) is dropped: that chunk's 
 SELECT sees its effect. Tables not under snapshot are always emitted, and so are tables
 whose every chunk is done once the position passed their largest HW ("pure binlog").
 
-The driver builds the filter for batch k from the chunks completed in batches < k
-(``complete``), then calls ``compact(B_{k-1})`` so that runs of adjacent chunks whose HW is
-behind the batch start merge into one entry: the state in the offset stays small.
+The driver builds the filter state for batch k (``SnapshotCoordinator.filter_state``, with
+``filter_state`` / ``tracked_table`` / ``completed_chunks`` / ``pure_table`` below: the one
+serialisation) from the chunks completed in batches < k: those of batches before k-1 have
+an HW at or before ``B_{k-1}`` and make one entry; the executor's binlog partition reads it
+with ``InterleavingFilter.from_state``. The state in the offset stays small.
 Lookups are a binary search over each table's completed chunks sorted by start. Where
 the chunk key is a string under a collation only the server orders (``keys.python_orders``)
 the key's place among the known chunk bounds is the server's: ``prepare`` ranks a batch
 of keys in one query, and entries are ordered by chunk index, never by comparing values.
 
 >>> from sparkcdc.model.position import BinlogPosition as P
->>> f = InterleavingFilter()
->>> f.track("app.t", None)
->>> f.complete(ChunkRange("app.t", 0, None, 10), P("b.000001", 500))
+>>> chunk_0 = completed_chunks(None, 10, P("b.000001", 500), 0, 1)  # [-inf, 10) read, HW 500
+>>> state = filter_state({"app.t": tracked_table(None, 1, None, [chunk_0])})
+>>> f = InterleavingFilter.from_state(state)
 >>> f.emit("app.t", 5, P("b.000001", 400)), f.emit("app.t", 5, P("b.000001", 500))
 (False, True)
 >>> f.emit("app.t", 10, P("b.000001", 900)), f.emit("other.t", 1, P("b.000001", 4))
@@ -36,7 +38,7 @@ from typing import Any
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
+from sparkcdc.snapshot.chunks import KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import Connect, KeyOrder, PythonKeyOrder, Ranker, key_order
 
 Place = tuple[int, int]  # (binlog file number, byte offset): the order of positions
@@ -186,24 +188,6 @@ class InterleavingFilter:
         if table not in self._tables:
             self._tables[table] = _TableState(collation, self._order(collation))
 
-    def set_total(self, table: str, total: int) -> None:
-        """The table's plan is complete with ``total`` chunks."""
-        self._state(table).total = total
-
-    def complete(self, chunk: ChunkRange, hw: BinlogPosition) -> None:
-        """Chunk ``chunk`` was read with high watermark ``hw`` in an earlier batch."""
-        state = self._state(chunk.table)
-        state.add(_Entry(chunk.start, chunk.end, hw.file, hw.pos, chunk.index, chunk.index + 1))
-        state.done += 1
-        if chunk.end is None:
-            state.total = chunk.index + 1 if state.total is None else state.total
-
-    def _state(self, table: str) -> _TableState:
-        state = self._tables.get(table)
-        if state is None:
-            raise SnapshotError(f"table {table} is not under snapshot (call track first)")
-        return state
-
     # -- deciding --------------------------------------------------------------------
 
     def is_tracked(self, table: str) -> bool:
@@ -235,65 +219,11 @@ class InterleavingFilter:
         entry = state.find(key)
         return entry is not None and place >= entry.hw
 
-    def compact(self, position: BinlogPosition) -> None:
-        """Forget what no event at or after ``position`` can tell apart.
-
-        Adjacent completed chunks whose HW <= ``position`` merge into one; a table whose
-        chunks are all done and whose max HW <= ``position`` becomes pure binlog.
-        """
-        place = _place(position)
-        for state in self._tables.values():
-            if state.pure:
-                continue
-            if state.all_done and state.max_hw <= place:
-                state.pure = True
-                state.entries = []
-                state._index()
-                continue
-            merged: list[_Entry] = []
-            for entry in state.entries:
-                prev = merged[-1] if merged else None
-                if (
-                    prev is not None
-                    and prev.hi == entry.lo  # adjacent in the plan: one bound, exactly
-                    and prev.hw <= place
-                    and entry.hw <= place
-                ):
-                    later = prev if prev.hw >= entry.hw else entry
-                    merged[-1] = _Entry(
-                        prev.start, entry.end, later.hw_file, later.hw_pos, prev.lo, entry.hi
-                    )
-                else:
-                    merged.append(entry)
-            state.entries = merged
-            state._index()
-
     # -- offsets ---------------------------------------------------------------------
-
-    def to_state(self) -> dict[str, Any]:
-        """A JSON-ready dict of primitives (goes into the binlog partition).
-
-        Per table, ``chunks``: ``[start, end, hw file, hw pos, lo, hi]`` for completed
-        chunks ``lo .. hi-1`` (adjacent ones merged), in plan order.
-        """
-        tables: dict[str, Any] = {}
-        for name, s in self._tables.items():
-            if s.pure:
-                tables[name] = {"pure": True}
-                continue
-            tables[name] = {
-                "collation": s.collation,
-                "done": s.done,
-                "total": s.total,
-                "chunks": [
-                    [encode_key(e.start), encode_key(e.end), e.hw_file, e.hw_pos, e.lo, e.hi]
-                    for e in s.entries
-                ],
-            }
-        return {"tables": tables}
 
     @classmethod
     def from_state(cls, data: dict[str, Any], connect: Connect | None = None) -> InterleavingFilter:
+        """The filter of a state built by ``filter_state`` (after a JSON round trip)."""
         out = cls(connect)
         for name, t in data.get("tables", {}).items():
             if t.get("pure"):
@@ -315,3 +245,42 @@ class InterleavingFilter:
             state.done = int(t["done"])
             state.total = None if t.get("total") is None else int(t["total"])
         return out
+
+
+# -- the filter state -------------------------------------------------------------------
+# JSON-ready primitives (they travel in the binlog partition): ``{"tables": {name: table}}``,
+# a table either ``{"pure": true}`` (every chunk done and the batch past their HWs: no
+# lookup) or ``{"collation", "done", "total", "chunks"}``, where ``done`` counts the chunks
+# completed, ``total`` is the plan's size once known (None before), and ``chunks`` lists
+# ``[start, end, hw file, hw pos, lo, hi]``: completed chunks ``lo .. hi-1``, keys
+# ``[start, end)`` (``encode_key``), read with that HW, in plan order and disjoint.
+
+
+def completed_chunks(
+    start: KeyValue, end: KeyValue, hw: BinlogPosition, lo: int, hi: int
+) -> list[Any]:
+    """The entry of completed chunks ``lo .. hi-1`` (keys ``[start, end)``) with HW ``hw``.
+
+    >>> from sparkcdc.model.position import BinlogPosition as P
+    >>> completed_chunks(None, 10, P("b.000001", 500), 0, 1)
+    [None, ['int', '10'], 'b.000001', 500, 0, 1]
+    """
+    return [encode_key(start), encode_key(end), hw.file, hw.pos, lo, hi]
+
+
+def tracked_table(
+    collation: str | None, done: int, total: int | None, chunks: list[list[Any]]
+) -> dict[str, Any]:
+    """A table under snapshot: ``done`` chunks completed of ``total`` (None: not known yet),
+    ``chunks`` the ``completed_chunks`` entries in plan order."""
+    return {"collation": collation, "done": done, "total": total, "chunks": chunks}
+
+
+def pure_table() -> dict[str, Any]:
+    """A table read whole before the batch: every binlog event of it is emitted."""
+    return {"pure": True}
+
+
+def filter_state(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The filter state of ``tables`` (``tracked_table`` / ``pure_table`` by name)."""
+    return {"tables": tables}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import pairwise
@@ -120,11 +120,6 @@ class ChunkResult:
     @property
     def row_count(self) -> int:
         return int(self.rows.num_rows)
-
-    def to_rows(self) -> list[Row]:
-        """The rows as tuples in the table's column order."""
-        columns = [col.to_pylist() for col in self.rows.columns]
-        return list(zip(*columns, strict=True)) if columns else []
 
 
 # --------------------------------------------------------------------------------- SELECT
@@ -642,10 +637,3 @@ def _select(
                 type(exc).__name__,
             )
     return select_pymysql(conn, schema, key_column, chunk), "pymysql"
-
-
-def iter_rows(result: ChunkResult) -> Iterator[Row]:
-    """Rows of a chunk result, one tuple at a time."""
-    for batch in result.rows.to_batches():
-        columns = [c.to_pylist() for c in batch.columns]
-        yield from zip(*columns, strict=True)

@@ -211,7 +211,7 @@ def all_chunks(splitter: ChunkSplitter, step: int = 64) -> list[ChunkRange]:
     """
     chunks: list[ChunkRange] = []
     while True:
-        more = splitter.next_chunks(step)
+        more = splitter.chunks(len(chunks), step)
         if not more:
             return chunks
         chunks.extend(more)
@@ -237,7 +237,7 @@ class ChunkSplitter:
 
     >>> s = ChunkSplitter("app.t", MemoryTable(list(range(10)), key_sort_key(None)),
     ...                   chunk_size=4, integer_key=False)
-    >>> [(c.start, c.end) for c in s.next_chunks(10)]
+    >>> [(c.start, c.end) for c in s.chunks(0, 10)]
     [(None, 3), (3, 6), (6, None)]
     """
 
@@ -269,7 +269,6 @@ class ChunkSplitter:
         self._lookahead = max(1, lookahead)
         self._plan: list[ChunkRange] = []
         self._complete = False
-        self._cursor = 0
         self._meta: dict[str, Any] | None = None
         self._load()
 
@@ -339,12 +338,6 @@ class ChunkSplitter:
             return []
         self._ensure(start_index + count - 1)
         return self._plan[start_index : start_index + count]
-
-    def next_chunks(self, n: int) -> list[ChunkRange]:
-        """The next ``n`` chunks after those already handed out by this object."""
-        out = self.chunks(self._cursor, n)
-        self._cursor += len(out)
-        return out
 
     # -- planning --------------------------------------------------------------------
 

@@ -32,8 +32,8 @@ from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import (
     Column,
     TableSchema,
-    _time_text,
     spark_decimal,
+    time_text,
     value_converter,
 )
 from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
@@ -626,7 +626,7 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        return _time_text(value)
+        return time_text(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(bytes(value)).decode("ascii")
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
@@ -742,4 +742,3 @@ class EnvelopeBuilder:
 
 
 Builder = TypedChangelogBuilder | EnvelopeBuilder | TablesBuilder
-BuilderFactory = Callable[[], Builder]

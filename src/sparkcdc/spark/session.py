@@ -105,9 +105,10 @@ def _local_launcher() -> str | None:
     again in every process (no bytecode cache): the Python process that serves a streaming
     source's offsets takes ~0.6 s longer to start, at every query start. A pip-installed
     pyspark has the same code, of the same version, installed beside them; this launcher
-    drops those three archives of *that* installation from ``PYTHONPATH`` and runs the
-    interpreter. Local masters only: the script is a file on this machine. None when
-    pyspark or py4j is not installed as plain packages, or no file can be written.
+    runs the interpreter through ``sparkcdc.spark.launch``, which drops those archives
+    (``worker_daemon.strip_spark_archives``, the one implementation) before anything is
+    imported from them. Local masters only: the script is a file on this machine. None
+    when pyspark or py4j is not installed as plain packages, or no file can be written.
     """
     import hashlib
     import importlib.util
@@ -128,19 +129,11 @@ def _local_launcher() -> str | None:
         return None
     script = f"""#!/bin/sh
 # written by sparkcdc (spark/session.py): {sys.executable} without Spark's archives
-set -f
-keep=
-IFS=:
-for p in $PYTHONPATH; do
-  case "$p" in
-    '{lib}/pyspark.zip'|'{lib}'/py4j-*-src.zip|'{home}/jars/'*.jar) ;;
-    *) keep="${{keep:+$keep:}}$p" ;;
-  esac
-done
-unset IFS
-PYTHONPATH=$keep exec '{sys.executable}' "$@"
+exec '{sys.executable}' -m sparkcdc.spark.launch "$@"
 """
-    digest = hashlib.sha256(f"{sys.executable}\0{home}".encode()).hexdigest()[:16]
+    # the script in the name too: sparkcdc versions whose launchers differ (worktrees of
+    # one user, an upgrade while a query runs) never rewrite each other's
+    digest = hashlib.sha256(f"{sys.executable}\0{home}\0{script}".encode()).hexdigest()[:16]
     try:
         # a predictable name under a shared /tmp: refuse a directory another user could write
         folder = Path(launcher_dir())

@@ -11,6 +11,10 @@ Where the interpreter has ``pyspark`` and ``py4j`` installed (a pip-installed Sp
 README's set-up makes), this daemon drops those archives and runs ``pyspark.daemon`` with
 the installed packages. Otherwise (workers that only have Spark's archives) it keeps
 ``sys.path`` as it is. ``spark_session`` sets ``spark.python.daemon.module`` to this module.
+
+``strip_spark_archives`` is the one implementation of the stripping: the launcher
+``spark/session.py`` writes for local masters runs every Python process Spark starts
+through ``sparkcdc.spark.launch``, which calls it too.
 """
 
 from __future__ import annotations
@@ -45,9 +49,21 @@ def without_spark_archives(path: list[str]) -> list[str]:
     return path
 
 
-if __name__ == "__main__":
+def strip_spark_archives() -> None:
+    """Drop Spark's archives from ``sys.path`` where the installed pyspark and py4j stand in
+    for them, and from ``PYTHONPATH``, which the processes this one starts inherit."""
     kept = without_spark_archives(sys.path)
+    if kept is sys.path:
+        return
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)  # or invalidate_caches still reads them
     sys.path[:] = kept
+    inherited = os.environ.get("PYTHONPATH")
+    if inherited is not None:
+        parts = inherited.split(os.pathsep)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in parts if not _spark_archive(p))
+
+
+if __name__ == "__main__":
+    strip_spark_archives()
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)

@@ -22,12 +22,12 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from sparkcdc.devserver import TlsFiles
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.testing.devserver import TlsFiles
 
 PASSWORD = "s3cret-pw"
 NONCE = bytes(range(33, 53))

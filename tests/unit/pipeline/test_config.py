@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import re
 from pathlib import Path
@@ -622,8 +621,6 @@ def test_jdbc_sink() -> None:
 
 
 def test_iceberg_sink_checks_its_keys() -> None:
-    if importlib.util.find_spec("sparkcdc.sinks.iceberg") is None:
-        pytest.skip("sparkcdc.sinks.iceberg does not exist yet")
     message = config_error(pipeline(sink={"type": "iceberg", "zzzzzzzz": 1}))
     assert message.startswith("sink.zzzzzzzz: unknown key.")
 

@@ -4,8 +4,12 @@ from sparkcdc.model.position import BinlogPosition as P
 from sparkcdc.mysql.binlog_range import RowChanges
 from sparkcdc.mysql.constants import ColumnType
 from sparkcdc.mysql.events import ColumnInfo, EventHeader, RowsKind, TableMapEvent
-from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.filter import InterleavingFilter
+from sparkcdc.snapshot.filter import (
+    InterleavingFilter,
+    completed_chunks,
+    filter_state,
+    tracked_table,
+)
 from sparkcdc.snapshot.interleave import filter_changes
 
 HEADER = EventHeader(0, 19, 1, 0, 0, 0)
@@ -27,10 +31,10 @@ def changes(kind: RowsKind, rows: list[tuple[object, object]], pos: int) -> RowC
 
 
 def a_filter() -> InterleavingFilter:
-    f = InterleavingFilter()
-    f.track("app.t", None)
-    f.complete(ChunkRange("app.t", 0, None, 100), P("mysql-bin.000001", 1000))  # chunk [-inf, 100)
-    return f
+    chunk = completed_chunks(None, 100, P("mysql-bin.000001", 1000), 0, 1)  # [-inf, 100) read
+    return InterleavingFilter.from_state(
+        filter_state({"app.t": tracked_table(None, 1, None, [chunk])})
+    )
 
 
 def run(change: RowChanges) -> list[tuple[RowsKind, list[tuple[object, object]]]]:

@@ -12,7 +12,7 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_sort_key
-from sparkcdc.snapshot.splitter import ChunkSplitter, MemoryTable, chunk_key_column
+from sparkcdc.snapshot.splitter import ChunkSplitter, MemoryTable, all_chunks, chunk_key_column
 from sparkcdc.snapshot.storage import StateStore
 
 
@@ -33,10 +33,7 @@ def caseless(value: Any) -> Any:
 
 
 def plan(splitter: ChunkSplitter) -> list[ChunkRange]:
-    out: list[ChunkRange] = []
-    while batch := splitter.next_chunks(3):
-        out.extend(batch)
-    return out
+    return all_chunks(splitter, step=3)
 
 
 def assert_covers_once(chunks: list[ChunkRange], keys: list[Any], sort_key: Any) -> None:
@@ -94,7 +91,7 @@ def test_duplicates_of_one_value_move_on_to_the_next_distinct_value() -> None:
 def test_query_splitting_is_lazy() -> None:
     table = CountingTable(list(range(10_000)), key_sort_key(None))
     splitter = ChunkSplitter("db.t", table, chunk_size=10, lookahead=4)
-    first = splitter.next_chunks(2)
+    first = splitter.chunks(0, 2)
     assert len(first) == 2 and table.queries <= 4
     assert not splitter.is_complete
     assert splitter.estimated_total() >= 900
@@ -135,7 +132,7 @@ def test_plan_is_persisted_and_replayed(tmp_path: Path) -> None:
     k = key_sort_key(None)
     keys = list(range(0, 1000, 3))
     first = ChunkSplitter("db.t", MemoryTable(keys, k), chunk_size=7, store=store)
-    head = first.next_chunks(5)
+    head = first.chunks(0, 5)
     # the table changes; a restart must plan the very same chunks it already planned
     changed = MemoryTable(keys + list(range(1, 1000, 3)), k)
     again = ChunkSplitter("db.t", changed, chunk_size=7, store=store)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import sparkcdc
 from sparkcdc.spark.worker_daemon import without_spark_archives
 
 
@@ -37,3 +41,44 @@ def test_archives_stay_when_only_they_hold_pyspark(tmp_path: Path) -> None:
 def test_a_path_without_archives_is_left_alone(tmp_path: Path) -> None:
     path = [str(tmp_path / "a"), str(tmp_path / "b.egg")]
     assert without_spark_archives(path) == path
+
+
+def _launch(tmp_path: Path, *args: str) -> list[str]:
+    """Output lines of ``python -m sparkcdc.spark.launch ARGS`` with Spark's archives first
+    on PYTHONPATH and pyspark / py4j installed in a site folder after them."""
+    _package(tmp_path / "site", "pyspark")
+    _package(tmp_path / "site", "py4j")
+    (tmp_path / "site" / "probe.py").write_text(
+        "import os, sys\nprint(sys.argv[1:])\nprint(os.environ['PYTHONPATH'])\n"
+        "print(os.pathsep.join(sys.path))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*_spark_path(tmp_path), _src()])}
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkcdc.spark.launch", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    return done.stdout.splitlines()
+
+
+def test_the_launcher_runs_a_module_without_the_archives(tmp_path: Path) -> None:
+    argv, inherited, path = _launch(tmp_path, "-m", "probe", "a", "--b")
+    assert argv == repr(["a", "--b"])
+    assert inherited.split(os.pathsep) == [str(tmp_path / "site"), _src()]
+    archives = set(_spark_path(tmp_path)) - {str(tmp_path / "site")}
+    assert not archives & set(path.split(os.pathsep)), path
+    assert str(tmp_path / "site") in path.split(os.pathsep)
+
+
+def test_the_launcher_runs_other_command_lines_on_a_stripped_pythonpath(tmp_path: Path) -> None:
+    script = "import os, sys; print(sys.argv[1:]); print(os.environ['PYTHONPATH'])"
+    argv, inherited = _launch(tmp_path, "-c", script, "x")
+    assert argv == repr(["x"])
+    assert inherited.split(os.pathsep) == [str(tmp_path / "site"), _src()]
+
+
+def _src() -> str:
+    return str(Path(sparkcdc.__file__).resolve().parents[1])

@@ -10,7 +10,7 @@ Starting it twice is safe: a running broker is reused.
     >>> kafka.start()                          # doctest: +SKIP
     '127.0.0.1:39092'
 
-``python -m sparkcdc.devkafka start|stop|status`` does the same from a shell.
+``python -m sparkcdc.testing.devkafka start|stop|status`` does the same from a shell.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ CLUSTER_ID = "c3BhcmtjZGMtZGV2LWtmaw"
 NODE_ID = 1
 DEFAULT_HEAP_OPTS = "-Xms128m -Xmx512m"
 
-_PROJECT = Path(__file__).resolve().parents[2]
+_PROJECT = Path(__file__).resolve().parents[3]  # src/sparkcdc/testing/devkafka.py
 LIB_DIR = _PROJECT / "jars" / "kafka-broker" / "lib"
 FETCH_SCRIPT = _PROJECT / "scripts" / "fetch_kafka.sh"
 
@@ -117,7 +117,7 @@ class DevKafka:
             time.sleep(0.25)
         raise SinkError(
             f"the private Kafka on port {self.port} did not answer within {timeout_s:.0f}s; "
-            f"run 'python -m sparkcdc.devkafka stop' and start again.{self._log_tails()}"
+            f"run 'python -m sparkcdc.testing.devkafka stop' and start again.{self._log_tails()}"
         )
 
     def stop(self, timeout_s: float = 60.0) -> None:
@@ -316,7 +316,7 @@ def _alive(pid: int) -> bool:
 
 
 def main() -> None:
-    """``python -m sparkcdc.devkafka [start|stop|status]``."""
+    """``python -m sparkcdc.testing.devkafka [start|stop|status]``."""
     import sys
 
     kafka = DevKafka.from_env()
@@ -332,7 +332,9 @@ def main() -> None:
         servers = kafka.start()
         print(f"Kafka running on {servers} (logs in {kafka.base_dir})")
     else:
-        raise SystemExit(f"usage: python -m sparkcdc.devkafka [start|stop|status], not {command!r}")
+        raise SystemExit(
+            f"usage: python -m sparkcdc.testing.devkafka [start|stop|status], not {command!r}"
+        )
 
 
 if __name__ == "__main__":

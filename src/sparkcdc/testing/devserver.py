@@ -322,7 +322,7 @@ def _binary(name: str, fallback: str) -> str:
 
 
 def main() -> None:
-    """``python -m sparkcdc.devserver [start|stop]``."""
+    """``python -m sparkcdc.testing.devserver [start|stop]``."""
     import sys
 
     server = DevServer.from_env()
