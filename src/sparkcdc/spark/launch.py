@@ -1,5 +1,5 @@
 """``python -m sparkcdc.spark.launch ARGS``: the interpreter run as ``python ARGS``, without
-Spark's archives (``worker_daemon.strip_spark_archives``).
+Spark's archives (``spark/archives.py``).
 
 The launcher ``spark/session.py`` writes for local masters is ``PYSPARK_PYTHON``: Spark runs
 each Python process as ``launcher -m <module>``, and the launcher runs this module with
@@ -15,7 +15,7 @@ import os
 import runpy
 import sys
 
-from sparkcdc.spark.worker_daemon import strip_spark_archives
+from sparkcdc.spark.archives import strip_spark_archives
 
 if __name__ == "__main__":
     strip_spark_archives()

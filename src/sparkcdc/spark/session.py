@@ -106,7 +106,7 @@ def _local_launcher() -> str | None:
     source's offsets takes ~0.6 s longer to start, at every query start. A pip-installed
     pyspark has the same code, of the same version, installed beside them; this launcher
     runs the interpreter through ``sparkcdc.spark.launch``, which drops those archives
-    (``worker_daemon.strip_spark_archives``, the one implementation) before anything is
+    (``spark/archives.py``, the one implementation) before anything is
     imported from them. Local masters only: the script is a file on this machine. None
     when pyspark or py4j is not installed as plain packages, or no file can be written.
     """

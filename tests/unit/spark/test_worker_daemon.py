@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import sparkcdc
-from sparkcdc.spark.worker_daemon import without_spark_archives
+from sparkcdc.spark.archives import without_spark_archives
 
 
 def _package(root: Path, name: str) -> None:
