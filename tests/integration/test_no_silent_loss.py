@@ -18,7 +18,12 @@ from test_stream import AvailableNowRuns, options
 from sparkcdc.errors import SourceError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, read_range
+from sparkcdc.mysql.binlog_range import (
+    RowChanges,
+    SchemaChange,
+    read_range,
+    refuse_row_changing_ddl,
+)
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.testing.devserver import DevServer, DevSettings
 
@@ -374,3 +379,88 @@ def test_a_session_row_image_without_all_columns_stops_the_range(
     assert f"{database}.t" in message and "at binlog position" in message
     assert "binlog_row_image=MINIMAL or NOBLOB" in message
     assert "SET GLOBAL binlog_row_image='FULL'" in message
+
+
+_PARTITIONED = (
+    "CREATE TABLE t (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+    "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)"
+)
+
+
+@pytest.mark.parametrize(
+    ("statement", "clause"),
+    [
+        ("ALTER TABLE t DROP PARTITION p0", "DROP PARTITION"),
+        ("ALTER TABLE t TRUNCATE PARTITION p0", "TRUNCATE PARTITION"),
+        ("ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE swap", "EXCHANGE PARTITION"),
+    ],
+)
+def test_a_partition_ddl_that_changes_rows_without_images_stops_the_range(
+    settings: ConnectionSettings, database: str, sql: Any, statement: str, clause: str
+) -> None:
+    """The server removes (or swaps in) the partition's rows and logs only the statement:
+    the range is stopped at it, or, as ddl.row-changes=continue asks, it is delivered as a
+    schema change of the table and the rows after it follow."""
+    sql.execute(_PARTITIONED)
+    sql.execute("CREATE TABLE swap (id INT PRIMARY KEY, v INT)")
+    sql.execute("INSERT INTO t VALUES (1, 1), (101, 1)")
+    start = _position(settings)
+    sql.execute("INSERT INTO t VALUES (2, 2)")
+    sql.execute(statement)
+    sql.execute("INSERT INTO t VALUES (102, 2)")
+    with sql_connection(settings) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT id FROM `{database}`.t ORDER BY id")
+        assert [r[0] for r in cur.fetchall()] == [101, 102]  # the rows are gone at the source
+    changes = _changes(settings, start, database)
+    assert [type(c).__name__ for c in changes] == ["RowChanges", "SchemaChange", "RowChanges"]
+    with pytest.raises(SourceError) as caught:
+        list(refuse_row_changing_ddl(changes))
+    message = str(caught.value)
+    assert f"{database}.t" in message
+    assert clause in message
+    assert str(changes[1].position) in message
+    assert "ddl.row-changes=continue" in message
+    assert "new snapshot" in message
+
+
+def test_a_partition_ddl_that_keeps_the_rows_does_not_stop_the_range(
+    settings: ConnectionSettings, database: str, sql: Any
+) -> None:
+    sql.execute(_PARTITIONED)
+    sql.execute("INSERT INTO t VALUES (1, 1), (101, 1)")
+    start = _position(settings)
+    sql.execute(
+        "ALTER TABLE t REORGANIZE PARTITION p1 INTO (PARTITION p1 VALUES LESS THAN (200), "
+        "PARTITION p2 VALUES LESS THAN MAXVALUE)"
+    )
+    sql.execute("ALTER TABLE t REMOVE PARTITIONING")
+    sql.execute("INSERT INTO t VALUES (201, 2)")
+    changes = list(refuse_row_changing_ddl(_changes(settings, start, database)))
+    assert [type(c).__name__ for c in changes] == ["SchemaChange", "SchemaChange", "RowChanges"]
+
+
+def test_a_stream_stops_at_a_dropped_partition_or_goes_on_when_asked(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any
+) -> None:
+    """Through the streaming source: the default stops the query with the statement; the
+    same checkpoint run again with ddl.row-changes=continue delivers every row change."""
+    import sparkcdc
+
+    sql.execute(_PARTITIONED)
+    opts = options(dev_server, database, "t", **{"server-id": "5530-5534"})
+    runs = AvailableNowRuns(spark, opts, tmp_path / "checkpoint")
+    runs.catch_up()
+    sql.execute("INSERT INTO t VALUES (1, 1), (101, 1)")
+    sql.execute("ALTER TABLE t DROP PARTITION p0")
+    sql.execute("INSERT INTO t VALUES (102, 2)")
+    with pytest.raises(SourceError) as caught:
+        sparkcdc.await_restarting(runs._start)
+    assert "DROP PARTITION" in str(caught.value)
+    assert "ddl.row-changes=continue" in str(caught.value)
+    runs.opts = {**opts, "ddl.row-changes": "continue"}
+    runs.catch_up()
+    assert [(r["_op"], r["id"]) for r in runs.changelog()] == [
+        ("+I", 1),
+        ("+I", 101),
+        ("+I", 102),
+    ]

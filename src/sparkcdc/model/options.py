@@ -138,6 +138,10 @@ class SourceOptions(BaseModel):
     # Spark partitions that decode one batch's binlog range: a number, or "auto" (by the
     # range's size and the session's parallelism; spark/source.py binlog_shares)
     binlog_partitions: str = Field("1", alias="scan.binlog.partitions")
+    # an ALTER TABLE that adds or removes rows with no row image (DROP / TRUNCATE / EXCHANGE
+    # PARTITION, DISCARD TABLESPACE): stop the stream, or deliver the statement and go on
+    # (the sink keeps its rows; mysql/binlog_range.py refuse_row_changing_ddl)
+    ddl_row_changes: Literal["fail", "continue"] = Field("fail", alias="ddl.row-changes")
     # TINYINT(1) as BOOLEAN (0 false, else true), or kept a number (model/schema.py)
     tinyint1_as_boolean: bool = Field(True, alias="treat-tinyint1-as-boolean.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)

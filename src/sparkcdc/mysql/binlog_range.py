@@ -16,7 +16,7 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.ddl_names import ddl_tables
+from sparkcdc.mysql.ddl_names import ddl_tables, row_changes
 from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
 from sparkcdc.mysql.events import (
     BinlogEvent,
@@ -35,7 +35,7 @@ from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
-__all__ = ["RowChanges", "SchemaChange", "read_range"]
+__all__ = ["RowChanges", "SchemaChange", "read_range", "refuse_row_changing_ddl"]
 
 
 @dataclass(slots=True)
@@ -307,6 +307,29 @@ def _changes(
 
 def _images(change: RowChanges) -> int:
     return len(change.rows) * (2 if change.kind is RowsKind.UPDATE else 1)
+
+
+def refuse_row_changing_ddl(
+    changes: Iterable[RowChanges | SchemaChange],
+) -> Iterator[RowChanges | SchemaChange]:
+    """``changes``, stopped at an ALTER TABLE that added or removed rows of a captured table
+    with no row image in the binlog (``DROP PARTITION`` and the like: ddl_names.row_changes),
+    which the source option ``ddl.row-changes=fail`` asks for."""
+    for change in changes:
+        if isinstance(change, SchemaChange):
+            clause = row_changes(change.ddl)
+            if clause is not None:
+                raise SourceError(
+                    f"at binlog position {change.position} the statement {_preview(change.ddl)} "
+                    f"({clause}) added or removed rows of the captured table "
+                    f"{change.database}.{change.table}, and the binlog holds no row image of "
+                    "them: the stream cannot say which rows changed. Take a new snapshot of "
+                    "the table (scan.startup.mode=initial with a new checkpoint), or, if the "
+                    "sink should keep its rows as they are (e.g. old partitions dropped for "
+                    "retention), set ddl.row-changes=continue: the statement is then delivered "
+                    "as a schema change and the stream goes on"
+                )
+        yield change
 
 
 def _refuse_partial_image(event: RowsEvent, here: BinlogPosition) -> None:

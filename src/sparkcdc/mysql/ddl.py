@@ -4,9 +4,13 @@
 [DropColumn(name='x'), RenameColumn(old='a', new='b')]
 
 What does not change a table's columns (indexes, engine, comments, partitions) yields no
-event. A statement sqlglot cannot read raises :class:`DdlParseError`; the caller warns with the
-statement and its position and goes on (DDL on tables we do not capture must never stop a
-stream).
+event. A statement sqlglot cannot read yields no event only when every clause of it is one that
+provably leaves the columns alone (an ALTER TABLE of index, option and partition clauses);
+any other raises :class:`DdlParseError`. Only statements on captured tables are parsed, and a
+stream must not guess what such a statement did to them.
+
+>>> parse_ddl("app", "ALTER TABLE t ADD INDEX i (a), ALGORITHM=INPLACE, WAIT 5")
+[]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from sparkcdc.model.schema_change import (
 )
 from sparkcdc.model.text import split_top_level
 from sparkcdc.mysql.ddl_names import (
+    IDENT,
     RENAME_PAIR,
     RENAME_TABLE,
     qualified,
@@ -58,6 +63,36 @@ _NOISE = re.compile(r"^(\s*ALTER)\s+(?:ONLINE\s+|IGNORE\s+)+(TABLE)", re.IGNOREC
 _ADD_LIST = re.compile(r"\bADD\s+(?:COLUMN\s+)?\(((?:[^()]|\([^()]*\))*)\)", re.IGNORECASE)
 # MariaDB's PERSISTENT is STORED (sqlglot knows only the latter)
 _PERSISTENT = re.compile(r"(\))\s*PERSISTENT\b", re.IGNORECASE)
+# An ALTER TABLE whose clauses all leave the columns as they are: index, key and constraint
+# clauses, table options, partition and tablespace clauses (those that add or remove rows, as
+# DROP PARTITION, are refused by the range reader unless ddl.row-changes is continue:
+# ddl_names.row_changes)
+_ALTER_TABLE = re.compile(
+    rf"^ALTER\s+(?:(?:ONLINE|IGNORE)\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?{IDENT}(?:\s*\.\s*{IDENT})?"
+    r"(?P<clauses>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_NEUTRAL_CLAUSE = re.compile(
+    r"(?:ADD\s+(?:(?:UNIQUE|FULLTEXT|SPATIAL)\b|(?:INDEX|KEY|CONSTRAINT|CHECK|PARTITION)\b"
+    r"|(?:PRIMARY|FOREIGN)\s+KEY\b)"
+    r"|DROP\s+(?:INDEX|KEY|CONSTRAINT|CHECK|(?:PRIMARY|FOREIGN)\s+KEY)\b"
+    r"|(?:ALTER|RENAME)\s+(?:INDEX|KEY)\b"
+    r"|(?:ENGINE|COMMENT|AUTO_INCREMENT|ROW_FORMAT|KEY_BLOCK_SIZE|ALGORITHM|LOCK|AVG_ROW_LENGTH"
+    r"|MAX_ROWS|MIN_ROWS|PACK_KEYS|CHECKSUM|PAGE_CHECKSUM|DELAY_KEY_WRITE|TRANSACTIONAL"
+    r"|STATS_PERSISTENT|STATS_AUTO_RECALC|STATS_SAMPLE_PAGES|PAGE_COMPRESSED"
+    r"|PAGE_COMPRESSION_LEVEL|ENCRYPTED|ENCRYPTION|ENCRYPTION_KEY_ID|COMPRESSION"
+    r"|INSERT_METHOD|TABLESPACE|UNION)\b"
+    r"|(?:DATA|INDEX)\s+DIRECTORY\b|(?:DEFAULT\s+)?(?:CHARACTER\s+SET|CHARSET|COLLATE)\b"
+    r"|FORCE\b|(?:ENABLE|DISABLE)\s+KEYS\b|ORDER\s+BY\b|NOWAIT\b|WAIT\s+\d+"
+    r"|(?:DISCARD|IMPORT)\s+TABLESPACE\b|(?:REMOVE|UPGRADE)\s+PARTITIONING\b)",
+    re.IGNORECASE,
+)
+# a partition clause stands alone in its statement, and its partition list has commas
+_PARTITION_CLAUSE = re.compile(
+    r"\s*(?:(?:REORGANIZE|COALESCE|ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR|DROP|TRUNCATE"
+    r"|EXCHANGE|CONVERT|DISCARD|IMPORT)\s+PARTITION\b|CONVERT\s+TABLE\b|PARTITION\s+BY\b)",
+    re.IGNORECASE,
+)
 # sqlglot renders some types differently from information_schema's COLUMN_TYPE
 _TYPE_ALIASES = {
     "boolean": ("tinyint", "tinyint(1)"),
@@ -99,10 +134,14 @@ def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
     try:
         tree = sqlglot.parse_one(text, read="mysql")
     except ParseError as exc:
+        if _leaves_columns_alone(text):
+            return []
         raise DdlParseError(f"cannot parse DDL {statement!r}: {str(exc).splitlines()[0]}") from None
     if tree.args.get("temporary") or tree.find(exp.TemporaryProperty) is not None:
         return []  # a session's temporary table: never a captured one
     if isinstance(tree, exp.Command):
+        if _leaves_columns_alone(text):
+            return []
         raise DdlParseError(f"cannot parse DDL {statement!r}: syntax sqlglot does not support")
     if isinstance(tree, exp.Alter):
         database, table = _table_name(tree.this, default_database)
@@ -121,6 +160,18 @@ def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
             if t is not None
         ]
     return []
+
+
+def _leaves_columns_alone(text: str) -> bool:
+    """Whether ``text`` is an ALTER TABLE whose every clause keeps the columns unchanged."""
+    match = _ALTER_TABLE.match(text.strip())
+    if match is None:
+        return False
+    if _PARTITION_CLAUSE.match(match["clauses"]):
+        return True
+    return all(
+        _NEUTRAL_CLAUSE.match(clause.strip()) for clause in split_top_level(match["clauses"])
+    )
 
 
 def _split_add_list(match: re.Match[str]) -> str:

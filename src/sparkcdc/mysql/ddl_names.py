@@ -14,6 +14,12 @@ swap) replaces it.
 [('app', 'orders'), ('app', 'orders_old'), ('app', 'orders_new'), ('app', 'orders')]
 >>> ddl_tables("app", "ALTER TABLE t RENAME TO u"), ddl_tables("app", "ALTER USER 'x'")
 ([('app', 't'), ('app', 'u')], [])
+
+Some ALTER TABLE statements add or remove rows themselves, and the binlog holds no row image
+of them (:func:`row_changes`):
+
+>>> row_changes("ALTER TABLE logs DROP PARTITION p2023"), row_changes("ALTER TABLE t ADD c INT")
+('DROP PARTITION', None)
 """
 
 from __future__ import annotations
@@ -42,6 +48,19 @@ _LEADING_NAME = re.compile(rf"\s*({_NAME})")
 _ALTER_RENAME = re.compile(
     rf"\bRENAME\s+(?!COLUMN\b|INDEX\b|KEY\b)(?:TO\s+|AS\s+)?({_NAME})", re.IGNORECASE
 )
+
+
+# ALTER TABLE clauses that remove, add or swap rows with no row image in the binlog: a
+# partition's rows dropped, emptied, swapped with another table's (EXCHANGE), moved out to or
+# in from a table (MariaDB's CONVERT PARTITION / CONVERT TABLE), a tablespace's data dropped or
+# replaced by a file copy (DISCARD / IMPORT TABLESPACE)
+_ROW_CHANGES = re.compile(
+    r"\b(?:(?:DROP|TRUNCATE|EXCHANGE)\s+PARTITION|CONVERT\s+(?:PARTITION|TABLE)"
+    r"|(?:DISCARD|IMPORT)\s+(?:PARTITION\s+.*?\s+)?TABLESPACE)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+# quoted strings and names, which may spell a clause's words
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`")
 
 
 def statement_text(statement: str) -> str:
@@ -87,3 +106,14 @@ def ddl_tables(default_database: str, query: str) -> list[tuple[str, str]]:
     if verb == "ALTER" and leading:
         names += [m.group(1) for m in _ALTER_RENAME.finditer(rest, leading[0].end())]
     return [qualified(n, default_database) for n in names]
+
+
+def row_changes(statement: str) -> str | None:
+    """The clause of an ALTER TABLE that adds or removes rows without row images (e.g.
+    ``DROP PARTITION``), or None."""
+    text = statement_text(statement)
+    match = _TABLE_STATEMENT.match(text)
+    if not match or match["verb"].upper() != "ALTER" or match["table"] is None:
+        return None
+    clause = _ROW_CHANGES.search(_QUOTED.sub("''", match["rest"]))
+    return " ".join(clause.group(0).split()) if clause else None

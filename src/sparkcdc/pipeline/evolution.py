@@ -546,8 +546,15 @@ class SchemaEvolver:
                     row.database, row.statement, tinyint1_as_boolean=self.tinyint1_as_boolean
                 )
             except DdlParseError as exc:
-                log.warning("%s (seq %s); its table's columns are taken as unchanged", exc, row.seq)
-                continue
+                if f"{row.database}.{row.table}" not in state.sources and self.route is None:
+                    continue  # a table this pipeline does not write, nor could join
+                raise DdlParseError(
+                    f"{exc}. It is a DDL statement on the captured table "
+                    f"{row.database}.{row.table} (seq {row.seq}), and sparkcdc cannot tell what "
+                    "it did to the table's columns, so the pipeline stops rather than write "
+                    "rows in a shape that may be wrong. Report the statement; to go on, take a "
+                    "new snapshot (delete the pipeline's checkpoint and run it again)"
+                ) from None
             # a statement on several captured tables (DROP TABLE a, b) comes as a row per
             # table, each with the whole statement: a row brings its own table's changes
             own = f"{row.database}.{row.table}"

@@ -33,7 +33,7 @@ from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range
+from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range, refuse_row_changing_ddl
 from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.tablemeta import TableVersions
@@ -667,6 +667,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         changes: Any = read_range(
             self.settings, partition.server_id, start, end, includes, versions, share=share
         )
+        if self.options.ddl_row_changes == "fail":
+            changes = refuse_row_changing_ddl(changes)
         if not partition.filter_state:
             yield from self.plan.builder().batches(changes)
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.mysql.ddl_names import ddl_tables
+from sparkcdc.mysql.ddl_names import ddl_tables, row_changes
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,29 @@ from sparkcdc.mysql.ddl_names import ddl_tables
 )
 def test_every_table_a_statement_acts_on(statement: str, tables: list[tuple[str, str]]) -> None:
     assert ddl_tables("app", statement) == tables
+
+
+@pytest.mark.parametrize(
+    ("statement", "clause"),
+    [
+        ("ALTER TABLE logs DROP PARTITION p2023", "DROP PARTITION"),
+        ("alter table logs truncate partition all", "truncate partition"),
+        ("ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u", "EXCHANGE PARTITION"),
+        ("ALTER TABLE t CONVERT PARTITION p TO TABLE u", "CONVERT PARTITION"),
+        ("ALTER TABLE t CONVERT TABLE u TO PARTITION p VALUES LESS THAN (9)", "CONVERT TABLE"),
+        ("ALTER TABLE t DISCARD TABLESPACE", "DISCARD TABLESPACE"),
+        ("ALTER TABLE t IMPORT PARTITION p1 TABLESPACE", "IMPORT PARTITION p1 TABLESPACE"),
+        ("/* tool */ ALTER ONLINE TABLE `a b` DROP PARTITION p", "DROP PARTITION"),
+        # the rows stay: no clause
+        ("ALTER TABLE t REORGANIZE PARTITION p INTO (PARTITION a VALUES LESS THAN (3))", None),
+        ("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (9))", None),
+        ("ALTER TABLE t REMOVE PARTITIONING", None),
+        ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", None),
+        ("ALTER TABLE t DROP COLUMN `drop partition`", None),
+        ("ALTER TABLE t COMMENT 'we DROP PARTITION p0 monthly'", None),
+        ("DROP TABLE t", None),
+        ("TRUNCATE TABLE t", None),  # a schema change of its own (truncate.table)
+    ],
+)
+def test_clauses_that_change_rows_without_row_images(statement: str, clause: str | None) -> None:
+    assert row_changes(statement) == clause
