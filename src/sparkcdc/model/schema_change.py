@@ -31,6 +31,9 @@ class SchemaChangeType(StrEnum):
 @dataclass(frozen=True)
 class CreateTable:
     schema: TableSchema
+    # CREATE TABLE IF NOT EXISTS: nothing happens where the table exists (MySQL logs the
+    # statement even then)
+    if_not_exists: bool = False
     kind = SchemaChangeType.CREATE_TABLE
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
@@ -101,15 +102,24 @@ _TYPE_ALIASES = {
 }
 
 
+SchemaOf = Callable[[str, str], TableSchema | None]
+
+
 def parse_ddl(
-    default_database: str, statement: str, *, tinyint1_as_boolean: bool = True
+    default_database: str,
+    statement: str,
+    *,
+    tinyint1_as_boolean: bool = True,
+    schema_of: SchemaOf | None = None,
 ) -> list[TableChange]:
     """The schema change events of one DDL statement, per table, in statement order.
 
     ``default_database`` is the QUERY event's current database (unqualified names);
-    ``tinyint1_as_boolean`` the source's ``treat-tinyint1-as-boolean.enabled``.
+    ``tinyint1_as_boolean`` the source's ``treat-tinyint1-as-boolean.enabled``;
+    ``schema_of(database, table)`` a table's schema at the statement (None: not known), for
+    ``CREATE TABLE t LIKE s``, whose columns are those of ``s``.
     """
-    changes = _parse_ddl(default_database, statement)
+    changes = _parse_ddl(default_database, statement, schema_of)
     if tinyint1_as_boolean:
         return changes
     return [replace(c, event=_numeric_tinyint1(c.event)) for c in changes]
@@ -124,7 +134,9 @@ def _numeric_tinyint1(event: SchemaChangeEvent) -> SchemaChangeEvent:
     return event
 
 
-def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
+def _parse_ddl(
+    default_database: str, statement: str, schema_of: SchemaOf | None
+) -> list[TableChange]:
     text = statement_text(statement)
     text = _ADD_LIST.sub(_split_add_list, _NOISE.sub(r"\1 \2", text)).strip().rstrip(";")
     text = _PERSISTENT.sub(r"\1 STORED", text)
@@ -147,7 +159,7 @@ def _parse_ddl(default_database: str, statement: str) -> list[TableChange]:
         database, table = _table_name(tree.this, default_database)
         return [TableChange(database, table, e) for e in _alter_events(tree, database, table)]
     if isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() == "TABLE":
-        return _create_table(tree, default_database)
+        return _create_table(tree, default_database, statement, schema_of)
     if isinstance(tree, exp.TruncateTable):
         return [
             TableChange(*_table_name(t, default_database), TruncateTable())
@@ -345,10 +357,27 @@ def _alter_events(tree: exp.Alter, database: str, table: str) -> list[SchemaChan
     return events
 
 
-def _create_table(tree: exp.Create, default_database: str) -> list[TableChange]:
+def _create_table(
+    tree: exp.Create, default_database: str, statement: str, schema_of: SchemaOf | None
+) -> list[TableChange]:
     schema_node = tree.this
+    if_not_exists = bool(tree.args.get("exists"))
+    like = tree.find(exp.LikeProperty)
+    if like is not None:
+        database, table = _table_name(schema_node, default_database)
+        like_database, like_table = _table_name(like.this, default_database)
+        model = schema_of(like_database, like_table) if schema_of is not None else None
+        if model is None:
+            raise DdlParseError(
+                f"cannot read DDL {statement!r}: the new table takes the columns of "
+                f"{like_database}.{like_table}, whose schema the stream does not know (it is "
+                "not a captured table)"
+            )
+        schema = replace(model, database=database, table=table)
+        return [TableChange(database, table, CreateTable(schema, if_not_exists))]
     if not isinstance(schema_node, exp.Schema):
-        return []  # CREATE TABLE ... LIKE / AS SELECT: the columns are not in the statement
+        # AS SELECT without a column list: in ROW format the server logs the columns instead
+        raise DdlParseError(f"cannot read DDL {statement!r}: it does not list the table's columns")
     database, table = _table_name(schema_node, default_database)
     key: list[str] = []
     definitions: list[exp.ColumnDef] = []
@@ -363,9 +392,8 @@ def _create_table(tree: exp.Create, default_database: str) -> list[TableChange]:
         elif isinstance(item, exp.PrimaryKey):
             key.extend(e.name for e in item.expressions)
     columns = tuple(column_from_def(d, table, key=d.name in key) for d in definitions)
-    return [
-        TableChange(database, table, CreateTable(TableSchema(database, table, columns, tuple(key))))
-    ]
+    schema = TableSchema(database, table, columns, tuple(key))
+    return [TableChange(database, table, CreateTable(schema, if_not_exists))]
 
 
 def create_table_statement(schema: TableSchema) -> str:

@@ -537,13 +537,23 @@ class SchemaEvolver:
         self._batch = batch_id
         events: list[tuple[int, str, SchemaChangeEvent, str]] = []
         seen: set[tuple[str, str, int]] = set()
+        # each source table's schema as the statements so far leave it (None: none exists)
+        current: dict[str, TableSchema | None] = {}
+
+        def schema_now(database: str, table: str) -> TableSchema | None:
+            q = f"{database}.{table}"
+            return current[q] if q in current else state.schema(q)
+
         for row in sorted(ddl, key=lambda r: r.seq):
             if (row.database, row.table, row.seq) in seen:
                 continue
             seen.add((row.database, row.table, row.seq))
             try:
                 changes = parse_ddl(
-                    row.database, row.statement, tinyint1_as_boolean=self.tinyint1_as_boolean
+                    row.database,
+                    row.statement,
+                    tinyint1_as_boolean=self.tinyint1_as_boolean,
+                    schema_of=schema_now,
                 )
             except DdlParseError as exc:
                 if f"{row.database}.{row.table}" not in state.sources and self.route is None:
@@ -565,9 +575,18 @@ class SchemaEvolver:
                 if q not in state.sources and isinstance(c.event, CreateTable):
                     if self._join(state, q, c.event.schema, row.seq, row.statement):
                         applied[q] = row.seq
+                        current[q] = c.event.schema
                         result.changed = True
                 elif q in state.sources and row.seq > applied[q]:
+                    if isinstance(c.event, CreateTable) and schema_now(row.database, row.table):
+                        if c.event.if_not_exists:
+                            continue  # the server left the table as it was
+                        # the server created it, so the table the stream knows was gone:
+                        # CREATE OR REPLACE, or a drop the binlog names no table in (DROP
+                        # DATABASE); its rows went with it
+                        events.append((row.seq, q, DropTable(), row.statement))
                     events.append((row.seq, q, c.event, row.statement))
+                    current[q] = evolve(schema_now(row.database, row.table), c.event)
         for sink_name, sources in self.members.items():
             fills = self._sink_table(
                 state, sink_name, sources, [e for e in events if e[1] in sources]

@@ -7,6 +7,7 @@ Expected columns are spelled out in full (``Column(...)`` with its Spark type), 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -265,7 +266,8 @@ STATEMENTS = [
                         Column("c", "text", "text", True, "STRING"),
                     ),
                     ("b", "a"),
-                )
+                ),
+                if_not_exists=True,
             ),
             db="db",
         ),
@@ -323,14 +325,32 @@ STATEMENTS = [
     case("set-default", "ALTER TABLE t ALTER COLUMN a SET DEFAULT 1", []),
     case("create-index", "CREATE INDEX i ON t (a)", []),
     case("create-view", "CREATE VIEW v AS SELECT 1", []),
-    case("create-like", "CREATE TABLE t2 LIKE t", []),
-    case("create-as-select", "CREATE TABLE t2 AS SELECT * FROM t", []),
 ]
 
 
 @pytest.mark.parametrize(("statement", "expected"), STATEMENTS)
 def test_statement(statement: str, expected: list[TableChange]) -> None:
     assert parse_ddl(DB, statement) == expected
+
+
+def test_create_table_like_takes_the_columns_of_the_table_it_names() -> None:
+    model = TableSchema(DB, "t", (int_col("a", False), int_col("b")), ("a",))
+    known = {(DB, "t"): model}
+    schema_of = lambda d, t: known.get((d, t))  # noqa: E731
+    assert parse_ddl(DB, "CREATE TABLE IF NOT EXISTS other.t2 LIKE t", schema_of=schema_of) == on(
+        "t2", CreateTable(replace(model, database="other", table="t2"), True), db="other"
+    )
+    with pytest.raises(DdlParseError, match=r"columns of app\.u, whose schema the stream"):
+        parse_ddl(DB, "CREATE TABLE t2 (LIKE u)", schema_of=schema_of)
+    with pytest.raises(DdlParseError, match=r"columns of app\.t,"):
+        parse_ddl(DB, "CREATE TABLE t2 LIKE t")  # no schemas at hand
+
+
+def test_create_table_as_select_without_columns_is_not_read_as_empty() -> None:
+    """In ROW format the server logs the created columns instead; a statement that does not
+    list them cannot say what the table holds."""
+    with pytest.raises(DdlParseError, match="does not list the table's columns"):
+        parse_ddl(DB, "CREATE TABLE t2 AS SELECT * FROM t")
 
 
 def test_default_database_names_unqualified_tables_only() -> None:

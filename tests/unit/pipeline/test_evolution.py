@@ -672,6 +672,73 @@ def test_drop_then_create_table_under_evolve() -> None:
     assert_sink_matches_state(sink, plan)
 
 
+def test_create_table_if_not_exists_of_a_table_that_exists_changes_nothing() -> None:
+    """MySQL logs the statement even when the table exists and the server did nothing:
+    taking its columns would drop b and c from the sink."""
+    evolver, sink = make("evolve")
+    plan = evolver.plan(start(), rows("CREATE TABLE IF NOT EXISTS t (id BIGINT PRIMARY KEY)", ADD))
+    assert sink.calls == [("add_column", "e", "BIGINT")]
+    assert columns(plan) == [*START_COLUMNS, "e:BIGINT"]
+
+
+def test_create_table_if_not_exists_after_a_drop_in_the_same_batch_creates_it() -> None:
+    evolver, sink = make("evolve")
+    plan = evolver.plan(
+        start(), rows(DROP_TABLE, "CREATE TABLE IF NOT EXISTS t (id BIGINT PRIMARY KEY, z TEXT)")
+    )
+    assert sink.calls == [("drop_table", T), ("create_table", T)]
+    assert columns(plan) == ["id:BIGINT", "z:STRING"]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        pytest.param("CREATE OR REPLACE TABLE t (id BIGINT PRIMARY KEY, z TEXT)", id="or-replace"),
+        # the stream knew t, yet the server created it: it was dropped unseen (DROP DATABASE)
+        pytest.param("CREATE TABLE t (id BIGINT PRIMARY KEY, z TEXT)", id="created-again"),
+    ],
+)
+def test_a_create_of_a_table_that_exists_drops_its_rows_first(statement: str) -> None:
+    evolver, sink = make("evolve")
+    plan = evolver.plan(start(), rows(ADD, statement))
+    assert sink.calls == [("add_column", "e", "BIGINT"), ("drop_table", T), ("create_table", T)]
+    assert columns(plan) == ["id:BIGINT", "z:STRING"]
+    assert segments(plan) == [(20, None, ("id", "z"), {"id": "id", "z": "z"})]
+
+
+def test_create_table_like_takes_the_columns_its_model_has_at_that_point() -> None:
+    """t re-created LIKE u takes u's columns as the statements before it left them."""
+    u = replace(SCHEMA, table="u")
+    frames = [frame_of(T, [SCHEMA]), frame_of("db.u", [u])]
+    sink = RecordingSink(SinkOptions(type="memory"), spark=None, context=SinkContext("p", "/x"))
+    sink.open(frames)
+    evolver = SchemaEvolver(sink, "evolve", frame_of, {T: (T,), "db.u": ("db.u",)})
+    state = SchemaState(
+        sources={T: [SourceVersion(-1, SCHEMA)], "db.u": [SourceVersion(-1, u)]},
+        sinks={f.name: SinkTableState.fresh(f) for f in frames},
+    )
+    plan = evolver.plan(
+        state,
+        [
+            DdlRow("db", "u", 10, "ALTER TABLE u ADD COLUMN e BIGINT"),
+            DdlRow("db", "t", 20, DROP_TABLE),
+            DdlRow("db", "t", 30, "CREATE TABLE t LIKE u"),
+        ],
+    )
+    assert ("drop_table", T) in sink.calls
+    assert ("create_table", T) in sink.calls
+    assert columns(plan) == [*START_COLUMNS, "e:BIGINT"]
+    assert plan.state.schema(T) == replace(plan.state.schema("db.u"), table="t")
+
+
+def test_create_table_like_a_table_the_stream_does_not_know_stops_the_pipeline() -> None:
+    evolver, _ = make("evolve")
+    with pytest.raises(DdlParseError) as info:
+        evolver.plan(start(), rows(DROP_TABLE, "CREATE TABLE t LIKE db.template"))
+    assert "db.template" in str(info.value)
+    assert "db.t (seq 20)" in str(info.value)
+
+
 # ------------------------------------------------------- segments cut before a rename
 
 
