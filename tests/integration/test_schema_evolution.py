@@ -480,23 +480,33 @@ def test_delta_truncate_by_behavior(
     assert delta_table(lake / DATABASE / "ev") == (INITIAL[0], expected)
 
 
+RECREATE = "CREATE TABLE ev (id INT PRIMARY KEY, z VARCHAR(5))"
+
+
 @pytest.mark.parametrize(
-    ("behavior", "drop", "expected"),
+    ("behavior", "recreate", "expected"),
     [
-        ("evolve", "DROP TABLE ev", (["id", "z"], [(1, "z1")])),
+        ("evolve", ["DROP TABLE ev", RECREATE], (["id", "z"], [(1, "z1")])),
         # the captured table is the second one the statement drops
-        ("evolve", "DROP TABLE aux, ev", (["id", "z"], [(1, "z1")])),
+        ("evolve", ["DROP TABLE aux, ev", RECREATE], (["id", "z"], [(1, "z1")])),
+        # MariaDB's CREATE OR REPLACE: a drop and a create in one statement
+        (
+            "evolve",
+            ["CREATE OR REPLACE TABLE ev (id INT PRIMARY KEY, z VARCHAR(5))"],
+            (["id", "z"], [(1, "z1")]),
+        ),
         # the drop is not forwarded (every row stays); the re-created table's columns are
         # added to the old ones
         (
             "lenient",
-            "DROP TABLE ev",
+            ["DROP TABLE ev", RECREATE],
             (
                 ["id", "b", "c", "d", "z"],
                 [(1, None, None, None, "z1"), (2, "b2", 2, 2, None), (3, "b3", 3, 3, None)],
             ),
         ),
     ],
+    ids=["evolve-drop", "evolve-drop-second", "evolve-create-or-replace", "lenient-drop"],
 )
 def test_jdbc_drop_and_create_table_by_behavior(
     spark: Any,
@@ -504,19 +514,19 @@ def test_jdbc_drop_and_create_table_by_behavior(
     source: Any,
     pg: DevPostgres,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
     behavior: str,
-    drop: str,
+    recreate: list[str],
     expected: tuple[list[str], list[Row]],
 ) -> None:
-    schema = f"recreate_{behavior}_{len(drop)}"
+    schema = "recreate_" + request.node.callspec.id.replace("-", "_")
     block = jdbc_sink(pg, schema)
     config = make_config(server, tmp_path, block, behavior)
     steps = [
         [
             "CREATE TABLE IF NOT EXISTS aux (id INT PRIMARY KEY)",  # not captured
             "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
-            drop,
-            "CREATE TABLE ev (id INT PRIMARY KEY, z VARCHAR(5))",
+            *recreate,
             "INSERT INTO ev VALUES (1, 'z1')",
         ]
     ]

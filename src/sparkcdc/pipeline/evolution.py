@@ -83,7 +83,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.errors import SinkError
+from sparkcdc.errors import SinkError, SourceError
 from sparkcdc.files import write_private
 from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
@@ -568,8 +568,17 @@ class SchemaEvolver:
             # a statement on several captured tables (DROP TABLE a, b) comes as a row per
             # table, each with the whole statement: a row brings its own table's changes
             own = f"{row.database}.{row.table}"
+            written = own in state.sources or self.route is not None
             for c in changes:
                 q = c.qualified_name
+                event = c.event
+                renamed_in = (
+                    isinstance(event, RenameTable)
+                    and q != own
+                    and f"{event.database}.{event.table}" == own
+                )
+                if renamed_in and written:
+                    raise _replaced(own, q, row.seq, row.statement)
                 if q != own:
                     continue
                 if q not in state.sources and isinstance(c.event, CreateTable):
@@ -924,6 +933,18 @@ class _PendingFill:
             self.name = event.new
         elif isinstance(event, DropColumn) and event.name.lower() == self.name.lower():
             self.dropped, self.target = True, mapping.get(self.name)
+
+
+def _replaced(table: str, by: str, seq: int, statement: str) -> SourceError:
+    return SourceError(
+        f"{table} was replaced at seq {seq} by {statement!r}: the table {by} took its name. "
+        "The pipeline knows neither the rows nor the columns of that table (an online schema "
+        "change tool, gh-ost or pt-online-schema-change, copies the rows into it and alters "
+        "it, then swaps the names), so writing on would leave the sink's rows and columns "
+        "wrong. The pipeline stops; take a new snapshot (delete the pipeline's checkpoint and "
+        "run it again), or alter the table in place (ALTER TABLE, ALGORITHM=INPLACE or "
+        "INSTANT)"
+    )
 
 
 def _ignored(change: SinkChange, mapping: dict[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.errors import SinkError
+from sparkcdc.errors import SinkError, SourceError
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
 from sparkcdc.mysql.ddl import DdlParseError
@@ -737,6 +737,35 @@ def test_create_table_like_a_table_the_stream_does_not_know_stops_the_pipeline()
         evolver.plan(start(), rows(DROP_TABLE, "CREATE TABLE t LIKE db.template"))
     assert "db.template" in str(info.value)
     assert "db.t (seq 20)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "swap",
+    [
+        pytest.param("RENAME TABLE t TO _t_del, _t_gho TO t", id="gh-ost"),
+        pytest.param("RENAME TABLE t TO _t_old, db._t_new TO db.t", id="pt-osc"),
+        pytest.param("ALTER TABLE t_new RENAME TO t", id="alter-rename"),
+    ],
+)
+@pytest.mark.parametrize("behavior", ["evolve", "lenient", "try_evolve"])
+def test_a_table_renamed_into_a_written_table_stops_the_pipeline(swap: str, behavior: str) -> None:
+    """The table that takes t's name holds rows and columns the pipeline never saw (an online
+    schema change tool's copy, altered): before, every row of t after the swap was dropped
+    (t's schema was gone) and the columns the tool added never reached the sink."""
+    evolver, _ = make(behavior)
+    with pytest.raises(SourceError) as info:
+        evolver.plan(start(), rows(ADD, swap))
+    message = str(info.value)
+    assert "db.t was replaced at seq 20" in message
+    assert swap in message
+    assert "new snapshot" in message
+
+
+def test_a_table_renamed_away_alone_keeps_its_sink_table() -> None:
+    evolver, sink = make("evolve")
+    plan = evolver.plan(start(), rows(ADD, "RENAME TABLE t TO t_archive"))
+    assert sink.calls == [("add_column", "e", "BIGINT")]
+    assert plan.state.schema(T) is None
 
 
 # ------------------------------------------------------- segments cut before a rename
