@@ -22,7 +22,7 @@ import pytest
 from pipelines import fresh_database
 from psycopg import sql
 
-from sparkcdc.errors import SinkError
+from sparkcdc.errors import SinkError, SparkCdcError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import RunSummary, run_pipeline
 from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -129,11 +129,16 @@ def source(server: DevServer) -> Iterator[Any]:
 
 
 def make_config(
-    server: DevServer, tmp_path: Path, sink: str, behavior: str, extra_sink: str = ""
+    server: DevServer,
+    tmp_path: Path,
+    sink: str,
+    behavior: str,
+    extra_sink: str = "",
+    extra_source: str = "",
 ) -> PipelineConfig:
     settings = server.start()
     block = "\n".join(f"  {line}" for line in (sink + extra_sink).strip().splitlines())
-    text = PIPELINE.format(
+    text = PIPELINE.replace("  server-id:", f"{extra_source}  server-id:").format(
         host=settings.host,
         port=settings.port,
         password=DEV_PASSWORD,
@@ -753,3 +758,52 @@ def test_a_table_created_while_the_pipeline_runs_is_snapshotted_and_followed(
     assert columns == ["id", "v", "n"]
     assert rows == new_rows() and rows
     assert delta_table(lake / DATABASE / "ev") == INITIAL
+
+
+# ------------------------------------- an online schema change tool's copy swapped in
+
+GH_OST_STEPS = [
+    [
+        "INSERT INTO ev VALUES (3, 'b3', 3, 3)",
+        # gh-ost: a copy in the likeness of the table, altered while empty, filled with the
+        # table's rows, the table's changes applied to it as they come, then swapped in
+        "CREATE TABLE _ev_gho LIKE ev",
+        "ALTER TABLE _ev_gho ADD COLUMN e INT NOT NULL DEFAULT 7, DROP COLUMN d",
+        "INSERT INTO _ev_gho (id, b, c) SELECT id, b, c FROM ev",
+        "UPDATE ev SET c = 30 WHERE id = 3",
+        "UPDATE _ev_gho SET c = 30 WHERE id = 3",
+    ],
+    [
+        "RENAME TABLE ev TO _ev_del, _ev_gho TO ev",
+        "INSERT INTO ev VALUES (4, 'b4', 4, 9)",
+        "UPDATE ev SET e = 8 WHERE id = 1",
+        "DROP TABLE _ev_del",
+    ],
+]
+
+
+@pytest.mark.parametrize("follow", [True, False], ids=["followed", "not-followed"])
+def test_jdbc_a_gh_ost_migration_reaches_the_sink_at_its_cut_over(
+    spark: Any,
+    server: DevServer,
+    source: Any,
+    pg: DevPostgres,
+    tmp_path: Path,
+    follow: bool,
+) -> None:
+    """With scan.parse.online.schema.changes.enabled the copy's ALTER is applied to the table
+    at the swap, and the sink equals the source (the existing rows get the copy's DEFAULT);
+    without it the run stops at the swap rather than drop the rows after it."""
+    schema = f"gh_ost_{follow}".lower()
+    option = f"  scan.parse.online.schema.changes.enabled: {str(follow).lower()}\n"
+    config = make_config(server, tmp_path, jdbc_sink(pg, schema), "evolve", extra_source=option)
+    if not follow:
+        with pytest.raises(SparkCdcError, match=r"was replaced at seq \d+ by 'RENAME TABLE ev"):
+            run_steps(spark, config, source, GH_OST_STEPS)
+        return
+    run_steps(spark, config, source, GH_OST_STEPS)
+    with source.cursor() as cur:
+        cur.execute("SELECT id, b, c, e FROM ev")
+        expected = sorted(cur.fetchall())
+    assert expected == [(1, "b1", 1, 8), (2, "b2", 2, 7), (3, "b3", 30, 7), (4, "b4", 4, 9)]
+    assert pg_table(pg, schema, "ev") == (["id", "b", "c", "e"], expected)

@@ -142,6 +142,9 @@ class SourceOptions(BaseModel):
     # PARTITION, DISCARD TABLESPACE): stop the stream, or deliver the statement and go on
     # (the sink keeps its rows; mysql/binlog_range.py refuse_row_changing_ddl)
     ddl_row_changes: Literal["fail", "continue"] = Field("fail", alias="ddl.row-changes")
+    # DDL on gh-ost / pt-online-schema-change copies of captured tables (_t_gho, _t_new)
+    # delivered too, so a pipeline applies them to t when the tool swaps the copy in
+    online_schema_changes: bool = Field(False, alias="scan.parse.online.schema.changes.enabled")
     # TINYINT(1) as BOOLEAN (0 false, else true), or kept a number (model/schema.py)
     tinyint1_as_boolean: bool = Field(True, alias="treat-tinyint1-as-boolean.enabled")
     factor_lower: float = Field(0.05, alias="chunk-key.even-distribution.factor.lower-bound", ge=0)

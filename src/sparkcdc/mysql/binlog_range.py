@@ -179,7 +179,11 @@ class _XaGroups:
 
 
 def _statement_change(
-    event: QueryEvent, here: BinlogPosition, table_filter: TablePredicate, xa: _XaGroups
+    event: QueryEvent,
+    here: BinlogPosition,
+    table_filter: TablePredicate,
+    ddl_filter: TablePredicate,
+    xa: _XaGroups,
 ) -> list[tuple[str, str]]:
     """The captured (database, table)s a DDL statement acts on, each once, in statement
     order; raises on a statement that changed captured rows without row images (a session
@@ -205,9 +209,7 @@ def _statement_change(
                 f"not hold. {_SESSION_FIX}"
             )
         return []
-    return list(
-        dict.fromkeys(t for t in ddl_tables(event.database, event.query) if table_filter(*t))
-    )
+    return list(dict.fromkeys(t for t in ddl_tables(event.database, event.query) if ddl_filter(*t)))
 
 
 def _preview(query: str, limit: int = 200) -> str:
@@ -278,9 +280,10 @@ def _changes(
     timestamp: int,
     metadata: _ColumnMetadata,
     table_filter: TablePredicate,
+    ddl_filter: TablePredicate,
 ) -> Iterator[RowChanges | SchemaChange]:
-    """The changes one event (at ``here``) makes to captured tables; stops on anything it
-    cannot deliver exactly."""
+    """The changes one event (at ``here``) makes to captured tables (and the DDL of the
+    tables ``ddl_filter`` adds); stops on anything it cannot deliver exactly."""
     if isinstance(event, RowsEvent):
         if event.rows is not None and event.table is not None:
             if event.absent_before or event.absent_after:
@@ -298,7 +301,9 @@ def _changes(
     elif isinstance(event, QueryEvent):
         # a statement on several captured tables (DROP TABLE a, b; RENAME TABLE ...) is
         # a schema change of each
-        for database, table in _statement_change(event, here, table_filter, metadata.xa):
+        for database, table in _statement_change(
+            event, here, table_filter, ddl_filter, metadata.xa
+        ):
             metadata.schema_change(database, table, here)
             yield SchemaChange(database, table, event.query, timestamp, here)
     elif isinstance(event, UnknownEvent):
@@ -398,10 +403,14 @@ def read_range(
     rows: bool = True,
     on_xa: Callable[[str, BinlogPosition], None] | None = None,
     share: Share | None = None,
+    ddl_filter: TablePredicate | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
     ``share``: this reader's part of the range when several read it (:class:`Share`).
+
+    ``ddl_filter``: the tables whose DDL statements are yielded (default: the captured
+    ones), e.g. with the copies an online schema change tool alters.
 
     ``rows=False``: only their schema changes (no row is decoded).
 
@@ -439,6 +448,7 @@ def read_range(
             on_xa=on_xa,
             check_format=check_format,
             share=share,
+            ddl_filter=ddl_filter,
         )
 
 
@@ -453,10 +463,12 @@ def changes_of_events(
     on_xa: Callable[[str, BinlogPosition], None] | None = None,
     check_format: Callable[[str, EventHeader], None] | None = None,
     share: Share | None = None,
+    ddl_filter: TablePredicate | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
     FORMAT_DESCRIPTION before any row of that file is read."""
+    ddl = ddl_filter or table_filter
     # a caller that reads no rows, or follows XA itself (the chunk backfill reads its chunk
     # again when an XA finishes in its range), has no delivered rows an XA ROLLBACK undoes
     judge_xa = rows and on_xa is None
@@ -503,14 +515,14 @@ def changes_of_events(
             mine = share.takes()
             first_row = 0
             for inner in event.events:
-                for change in _changes(inner, here, header.timestamp, metadata, table_filter):
+                for change in _changes(inner, here, header.timestamp, metadata, table_filter, ddl):
                     if isinstance(change, RowChanges):
                         change.first_row = first_row
                         first_row += _images(change)
                     if mine:
                         yield change
         else:
-            for change in _changes(event, here, header.timestamp, metadata, table_filter):
+            for change in _changes(event, here, header.timestamp, metadata, table_filter, ddl):
                 if share.first or isinstance(change, RowChanges):
                     yield change
     if reached < end:

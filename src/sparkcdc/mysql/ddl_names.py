@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from sparkcdc.model.tables import TablePredicate
 from sparkcdc.model.text import split_top_level
 
 # comments the server does not run; /*!NNNNN text */ is text the server runs (MySQL and
@@ -117,3 +118,37 @@ def row_changes(statement: str) -> str | None:
         return None
     clause = _ROW_CHANGES.search(_QUOTED.sub("''", match["rest"]))
     return " ".join(clause.group(0).split()) if clause else None
+
+
+# the tables an online schema change tool makes beside t: gh-ost's _t_gho (the copy it alters,
+# fills with t's rows and swaps in by RENAME), _t_ghc (its changelog) and _t_del (t, swapped
+# out); pt-online-schema-change's _t_new and _t_old (more leading underscores when the name is
+# taken)
+_TOOL_TABLE = re.compile(r"^_+(.+)_(gho|ghc|del|new|old)$", re.DOTALL)
+_COPIES = ("gho", "new")
+
+
+def tool_table_of(table: str) -> tuple[str, bool] | None:
+    """``(t, is_copy)`` when ``table`` is, by its name, a table an online schema change tool
+    makes beside ``t`` (``is_copy``: the altered copy it swaps in), else None.
+
+    >>> tool_table_of("_orders_gho"), tool_table_of("__orders_old"), tool_table_of("orders_new")
+    (('orders', True), ('orders', False), None)
+    """
+    match = _TOOL_TABLE.match(table)
+    return (match.group(1), match.group(2) in _COPIES) if match else None
+
+
+def shadow_of(table: str) -> str | None:
+    """The table ``table`` is an online schema change tool's altered copy of, or None."""
+    tool = tool_table_of(table)
+    return tool[0] if tool is not None and tool[1] else None
+
+
+def with_shadows(captured: TablePredicate, database: str, table: str) -> bool:
+    """Whether ``table`` is captured, or an online schema change tool's copy of a captured
+    table (whose DDL a pipeline applies to that table when the tool swaps the copy in)."""
+    if captured(database, table):
+        return True
+    original = shadow_of(table)
+    return original is not None and captured(database, original)

@@ -82,6 +82,8 @@ class PipelinePlan:
     sink_tables: tuple[SinkTable, ...]
     # the source's treat-tinyint1-as-boolean.enabled (tables created by DDL are typed by it)
     tinyint1_as_boolean: bool = True
+    # the source's scan.parse.online.schema.changes.enabled
+    online_schema_changes: bool = False
 
     def sources_of(self, sink_table: SinkTable) -> tuple[SourceTablePlan, ...]:
         return tuple(s for s in self.sources if s.sink_table == sink_table.name)
@@ -324,7 +326,12 @@ def plan_pipeline(
         )
         for name in names
     )
-    return PipelinePlan(tuple(sources), sink_tables, config.source.tinyint1_as_boolean)
+    return PipelinePlan(
+        tuple(sources),
+        sink_tables,
+        config.source.tinyint1_as_boolean,
+        config.source.online_schema_changes,
+    )
 
 
 def sink_frame(
@@ -515,6 +522,7 @@ class BatchWriter:
             members,
             self._route if router else None,
             tinyint1_as_boolean=plan.tinyint1_as_boolean,
+            online_schema_changes=plan.online_schema_changes,
         )
 
     def _route(self, schema: TableSchema) -> str:

@@ -65,8 +65,6 @@ _FLINK_ONLY: dict[str, dict[str, str]] = {
         "jdbc.properties.* options",
         "scan.binlog.newly-added-table.enabled": "use scan.newly-added-table.enabled: new "
         "tables are snapshotted and then followed while the query runs",
-        "scan.parse.online.schema.changes.enabled": "gh-ost / pt-osc shadow-table swaps "
-        "are not followed; remove the option",
         "include-comments.enabled": "table and column comments are not carried to sinks; "
         "remove the option",
         "use.legacy.json.format": "JSON values are delivered as the server prints them; "

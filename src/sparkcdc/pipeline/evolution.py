@@ -96,10 +96,13 @@ from sparkcdc.model.schema_change import (
     RenameTable,
     SchemaChangeEvent,
     SchemaChangeType,
+    TableChange,
     TruncateTable,
     evolve,
     matches_kinds,
 )
+from sparkcdc.mysql.ddl import DdlParseError, SchemaOf, parse_ddl
+from sparkcdc.mysql.ddl_names import tool_table_of
 from sparkcdc.sinks.base import Sink, SinkColumn, SinkTable
 
 log = logging.getLogger(__name__)
@@ -148,6 +151,10 @@ class SchemaState:
 
     sources: dict[str, list[SourceVersion]]
     sinks: dict[str, SinkTableState]
+    # an online schema change tool's copy of a source table (gh-ost's _t_gho, pt-osc's
+    # _t_new) → its DDL statements so far, as (seq, database, statement): applied to the
+    # table when the tool swaps the copy in (scan.parse.online.schema.changes.enabled)
+    shadows: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, schemas: Sequence[TableSchema], sinks: Sequence[SinkTable]) -> SchemaState:
@@ -168,6 +175,7 @@ class SchemaState:
                 for q, vs in self.sources.items()
             },
             dict(self.sinks),
+            {q: list(statements) for q, statements in self.shadows.items()},
         )
 
 
@@ -241,6 +249,7 @@ class SchemaHistory:
                 }
                 for name, s in state.sinks.items()
             },
+            "shadows": {q: [list(item) for item in items] for q, items in state.shadows.items()},
         }
         write_private(self.root / f"{batch_id + 1:012d}.json", json.dumps(data, indent=1))
 
@@ -268,6 +277,10 @@ class SchemaHistory:
                     bool(s["dropped"]),
                 )
                 for name, s in data["sinks"].items()
+            },
+            {
+                q: [(int(seq), str(db), str(text)) for seq, db, text in items]
+                for q, items in data.get("shadows", {}).items()
             },
         )
 
@@ -482,8 +495,11 @@ class SchemaEvolver:
         members: dict[str, tuple[str, ...]],
         route: Callable[[TableSchema], str] | None = None,
         tinyint1_as_boolean: bool = True,
+        online_schema_changes: bool = False,
     ) -> None:
         self.sink = sink
+        # scan.parse.online.schema.changes.enabled: follow gh-ost / pt-osc copies
+        self.online_schema_changes = online_schema_changes
         # the source's treat-tinyint1-as-boolean.enabled: DDL columns typed as the catalog's
         self.tinyint1_as_boolean = tinyint1_as_boolean
         self.behavior = behavior
@@ -518,11 +534,10 @@ class SchemaEvolver:
         ``replay``: the batch ran before up to its writes, so truncate / drop / create, which
         are not idempotent against those writes, are not done again (column changes are).
         """
-        from sparkcdc.mysql.ddl import DdlParseError, parse_ddl
-
         self._replay = replay
 
         state = state.copy()
+        shadows = state.copy().shadows
         result = BatchPlan(state)
         # a statement already applied (a snapshot chunk carried it a batch early, or several
         # chunks did) comes again: each table takes a statement once, by its position
@@ -548,13 +563,10 @@ class SchemaEvolver:
             if (row.database, row.table, row.seq) in seen:
                 continue
             seen.add((row.database, row.table, row.seq))
+            if self._tool_table(state, row, schema_now):
+                continue
             try:
-                changes = parse_ddl(
-                    row.database,
-                    row.statement,
-                    tinyint1_as_boolean=self.tinyint1_as_boolean,
-                    schema_of=schema_now,
-                )
+                changes = self._parse(row.database, row.statement, schema_now)
             except DdlParseError as exc:
                 if f"{row.database}.{row.table}" not in state.sources and self.route is None:
                     continue  # a table this pipeline does not write, nor could join
@@ -569,6 +581,16 @@ class SchemaEvolver:
             # table, each with the whole statement: a row brings its own table's changes
             own = f"{row.database}.{row.table}"
             written = own in state.sources or self.route is not None
+            copy = self._swapped_in(state, own, changes)
+            if copy is not None:  # an online schema change tool's cut-over
+                if schema_now(row.database, row.table) is None:  # renamed away before
+                    raise _replaced(own, copy, row.seq, row.statement)
+                if row.seq > applied[own]:
+                    for event in self._copy_events(state, copy, own, row.seq):
+                        events.append((row.seq, own, event, row.statement))
+                        current[own] = evolve(schema_now(row.database, row.table), event)
+                del state.shadows[copy]
+                continue
             for c in changes:
                 q = c.qualified_name
                 event = c.event
@@ -602,8 +624,95 @@ class SchemaEvolver:
             )
             result.fills.extend(fills)
             result.segments[sink_name] = self._segments(state, sink_name, sources)
-        result.changed = result.changed or bool(events)
+        result.changed = result.changed or bool(events) or state.shadows != shadows
         return result
+
+    def _parse(
+        self, database: str, statement: str, schema_of: SchemaOf | None = None
+    ) -> list[TableChange]:
+        return parse_ddl(
+            database,
+            statement,
+            tinyint1_as_boolean=self.tinyint1_as_boolean,
+            schema_of=schema_of,
+        )
+
+    def _tool_table(
+        self,
+        state: SchemaState,
+        row: DdlRow,
+        schema_now: SchemaOf,
+    ) -> bool:
+        """Whether ``row`` is a statement on a table an online schema change tool made beside
+        a source table (scan.parse.online.schema.changes.enabled), which it then takes in:
+        the copy's statements are kept for the cut-over, the tool's other tables (and the
+        copy's swap out of its name) are left alone, and none of them joins the pipeline."""
+        tool = tool_table_of(row.table) if self.online_schema_changes else None
+        if tool is None or f"{row.database}.{tool[0]}" not in state.sources:
+            return False
+        original, is_copy = tool
+        copy = f"{row.database}.{row.table}"
+        if not is_copy:
+            return True
+        try:
+            changes = self._parse(row.database, row.statement, schema_now)
+        except DdlParseError:
+            changes = None  # kept as written: the cut-over says what it cannot read
+        own = [c.event for c in changes or [] if c.qualified_name == copy]
+        if changes is not None and any(isinstance(e, RenameTable | DropTable) for e in own):
+            state.shadows.pop(copy, None)  # swapped out (the cut-over took it) or dropped
+            return True
+        created = [e for e in own if isinstance(e, CreateTable)]
+        if created:
+            model = schema_now(row.database, original)
+            if model is not None and replace(created[0].schema, table=original) == model:
+                state.shadows[copy] = []  # a copy of the table: its statements follow
+            else:
+                state.shadows.pop(copy, None)  # not a copy: a cut-over stops
+            return True
+        kept = state.shadows.get(copy)
+        if kept is not None and (not kept or kept[-1][0] < row.seq):
+            kept.append((row.seq, row.database, row.statement))
+        return True
+
+    def _swapped_in(
+        self, state: SchemaState, own: str, changes: Sequence[TableChange]
+    ) -> str | None:
+        """The followed copy a statement renames into ``own`` (the cut-over), or None."""
+        for c in changes:
+            event = c.event
+            if (
+                isinstance(event, RenameTable)
+                and f"{event.database}.{event.table}" == own
+                and c.qualified_name in state.shadows
+                and own in state.sources
+            ):
+                return c.qualified_name
+        return None
+
+    def _copy_events(
+        self, state: SchemaState, copy: str, own: str, seq: int
+    ) -> list[SchemaChangeEvent]:
+        """The column changes the tool made to its copy, as changes of ``own`` at the
+        cut-over (rows before it have the old shape, rows after it the new one)."""
+        events: list[SchemaChangeEvent] = []
+        for at, database, statement in state.shadows[copy]:
+            try:
+                changes = self._parse(database, statement)
+            except DdlParseError as exc:
+                raise DdlParseError(
+                    f"{exc}. The online schema change tool ran it on {copy} (seq {at}), the "
+                    f"copy it swapped in for {own} at seq {seq}; sparkcdc cannot tell what it "
+                    "did to the columns, so the pipeline stops. Report the statement; to go "
+                    "on, take a new snapshot (delete the pipeline's checkpoint and run it again)"
+                ) from None
+            for c in changes:
+                if c.qualified_name != copy:
+                    continue
+                if isinstance(c.event, CreateTable | DropTable | RenameTable | TruncateTable):
+                    raise _replaced(own, copy, seq, statement)
+                events.append(c.event)
+        return events
 
     def _join(
         self, state: SchemaState, source: str, schema: TableSchema, seq: int, statement: str

@@ -36,6 +36,7 @@ from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range, refuse_row_changing_ddl
 from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
+from sparkcdc.mysql.ddl_names import with_shadows
 from sparkcdc.mysql.tablemeta import TableVersions
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
@@ -664,8 +665,16 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
         share = Share(partition.share, partition.shares)
+        ddl_filter = partial(with_shadows, includes) if self.options.online_schema_changes else None
         changes: Any = read_range(
-            self.settings, partition.server_id, start, end, includes, versions, share=share
+            self.settings,
+            partition.server_id,
+            start,
+            end,
+            includes,
+            versions,
+            share=share,
+            ddl_filter=ddl_filter,
         )
         if self.options.ddl_row_changes == "fail":
             changes = refuse_row_changing_ddl(changes)

@@ -768,6 +768,97 @@ def test_a_table_renamed_away_alone_keeps_its_sink_table() -> None:
     assert plan.state.schema(T) is None
 
 
+def osc(behavior: str = "evolve") -> tuple[SchemaEvolver, RecordingSink]:
+    """An evolver that follows online schema change tools' copies."""
+    evolver, sink = make(behavior)
+    evolver.online_schema_changes = True
+    return evolver, sink
+
+
+def on(table: str, seq: int, statement: str) -> DdlRow:
+    return DdlRow("db", table, seq, statement)
+
+
+GH_OST = [
+    on("_t_ghc", 10, "CREATE TABLE _t_ghc (id BIGINT PRIMARY KEY, hint VARCHAR(64))"),
+    on("_t_gho", 20, "CREATE TABLE _t_gho LIKE t"),
+    on("_t_gho", 30, "ALTER TABLE _t_gho ADD COLUMN e BIGINT NOT NULL DEFAULT 7, DROP COLUMN c"),
+    on("t", 40, "RENAME TABLE t TO _t_del, _t_gho TO t"),
+    on("_t_gho", 40, "RENAME TABLE t TO _t_del, _t_gho TO t"),
+    on("_t_del", 40, "RENAME TABLE t TO _t_del, _t_gho TO t"),
+    on("_t_del", 50, "DROP TABLE IF EXISTS _t_del"),
+]
+
+
+def test_a_gh_ost_migration_is_applied_to_its_table_at_the_cut_over() -> None:
+    evolver, sink = osc()
+    plan = evolver.plan(start(), GH_OST)
+    assert sink.calls == [("add_column", "e", "BIGINT"), ("drop_column", "c")]
+    assert columns(plan) == ["id:INT", "b:STRING", "e:BIGINT"]
+    # rows before the cut-over keep the old shape, rows after it have the copy's
+    # (the copy's two changes take effect at one seq: the one between holds no row)
+    assert segments(plan) == [
+        (None, 40, OLD, {"id": "id", "b": "b"}),
+        (40, 40, (*OLD, "e"), {"id": "id", "b": "b", "e": "e"}),
+        (40, None, ("id", "b", "e"), {"id": "id", "b": "b", "e": "e"}),
+    ]
+    # the existing rows get the copy's default, as the tool's copy gave them
+    (fill,) = plan.fills
+    assert (fill.column.name, fill.default.literal) == ("e", "7")
+    assert plan.state.shadows == {}
+
+
+def test_a_migration_across_batches_is_kept_in_the_state() -> None:
+    evolver, sink = osc()
+    first = evolver.plan(start(), GH_OST[:3], batch_id=1)
+    assert sink.calls == []
+    assert first.changed  # so the composer saves the state with the copy's statements
+    assert first.state.shadows == {"db._t_gho": [(30, "db", GH_OST[2].statement)]}
+    plan = evolver.plan(first.state, GH_OST[3:], batch_id=2)
+    assert sink.calls == [("add_column", "e", "BIGINT"), ("drop_column", "c")]
+    assert columns(plan) == ["id:INT", "b:STRING", "e:BIGINT"]
+
+
+def test_a_pt_osc_migration_with_a_created_copy() -> None:
+    evolver, sink = osc("lenient")
+    plan = evolver.plan(
+        start(),
+        [
+            on(
+                "_t_new",
+                10,
+                "CREATE TABLE _t_new (id INT NOT NULL, b VARCHAR(20), c INT, PRIMARY KEY (id))",
+            ),
+            on("_t_new", 20, "ALTER TABLE _t_new ADD COLUMN z VARCHAR(5)"),
+            on("t", 30, "RENAME TABLE t TO _t_old, _t_new TO t"),
+            on("_t_old", 40, "DROP TABLE IF EXISTS _t_old"),
+        ],
+    )
+    assert sink.calls == [("add_column", "z", "STRING")]
+    assert columns(plan) == [*START_COLUMNS, "z:STRING"]
+
+
+@pytest.mark.parametrize(
+    "rows_before",
+    [
+        pytest.param([], id="copy-made-before-the-stream"),
+        pytest.param(
+            [on("_t_gho", 20, "CREATE TABLE _t_gho (id INT PRIMARY KEY)")], id="not-a-copy"
+        ),
+    ],
+)
+def test_a_cut_over_of_a_copy_it_did_not_follow_stops(rows_before: list[DdlRow]) -> None:
+    evolver, _ = osc()
+    with pytest.raises(SourceError, match=r"db\.t was replaced at seq 40"):
+        evolver.plan(start(), [*rows_before, *GH_OST[2:4]])
+
+
+def test_without_the_option_a_tool_copy_is_a_table_like_any() -> None:
+    evolver, _ = make("evolve")
+    with pytest.raises(SourceError, match=r"db\.t was replaced at seq 40"):
+        evolver.plan(start(), GH_OST)
+
+
 # ------------------------------------------------------- segments cut before a rename
 
 
@@ -944,6 +1035,15 @@ def test_history_of_a_new_checkpoint_is_empty(tmp_path: Path) -> None:
     assert history.latest() is None
     assert history.before(0) is None
     assert not history.has(-1)
+
+
+def test_history_keeps_a_followed_copy(tmp_path: Path) -> None:
+    history = SchemaHistory(str(tmp_path))
+    evolver, _ = osc()
+    state = evolver.plan(start(), GH_OST[:3], batch_id=0).state
+    history.save(0, state)
+    assert history.latest() == state
+    assert history.latest().shadows == {"db._t_gho": [(30, "db", GH_OST[2].statement)]}
 
 
 def test_history_round_trip(tmp_path: Path) -> None:
