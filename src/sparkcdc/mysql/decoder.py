@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.constants import (
@@ -49,7 +50,6 @@ from sparkcdc.mysql.events import (
     QueryEvent,
     RotateEvent,
     RowsEvent,
-    RowsKind,
     TableMapEvent,
     TransactionPayloadEvent,
     UnknownEvent,
@@ -57,6 +57,7 @@ from sparkcdc.mysql.events import (
 )
 from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
 from sparkcdc.mysql.tablemap import parse_table_map_body, read_lenenc
+from sparkcdc.mysql.tablemeta import image_columns
 
 # ------------------------------------------------------------------------ byte layouts
 
@@ -220,6 +221,23 @@ class _MappedTable:
     primary_key: tuple[int, ...]
     included: bool
     shapes: dict[_ShapeKey, _RowsShape] = field(default_factory=dict)
+    # what RowChanges of the table carry: built here, once per TABLE_MAP body
+    image_columns: ImageColumns = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.image_columns = image_columns(self.columns)
+
+    def event(self, header: EventHeader) -> TableMapEvent:
+        """The TABLE_MAP event of this body (with ``header``)."""
+        return TableMapEvent(
+            header,
+            self.table_id,
+            self.database,
+            self.table,
+            self.columns,
+            self.primary_key,
+            self.image_columns,
+        )
 
     def shape(self, key: _ShapeKey) -> _RowsShape:
         """The row decoder and absent columns for ``key``, built once per key."""
@@ -353,10 +371,7 @@ class BinlogDecoder:
                 self._completed.clear()
             cached = self._completed[key] = (mapped, done)
         done = cached[1]
-        completed = TableMapEvent(
-            event.header, event.table_id, event.database, event.table, done.columns,
-            event.primary_key,
-        )  # fmt: skip
+        completed = done.event(event.header)
         self._tables[table_id] = (completed, done)
         return completed
 
@@ -414,14 +429,7 @@ class BinlogDecoder:
             if len(self._map_cache) > _MAP_CACHE_LIMIT:
                 self._map_cache.clear()
             self._map_cache[body] = mapped
-        event = TableMapEvent(
-            header,
-            mapped.table_id,
-            mapped.database,
-            mapped.table,
-            mapped.columns,
-            mapped.primary_key,
-        )
+        event = mapped.event(header)
         self._tables[mapped.table_id] = (event, mapped)
         if self._on_table_map is not None:
             self._on_table_map(event)

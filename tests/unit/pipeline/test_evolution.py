@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
 from sparkcdc.pipeline.evolution import (
     BatchPlan,
-    DdlRow,
     SchemaEvolver,
     SchemaHistory,
     SchemaState,
@@ -153,8 +153,8 @@ def make(
     return SchemaEvolver(sink, behavior, frame_of, {T: (T,)}), sink
 
 
-def rows(*statements: str) -> list[DdlRow]:
-    return [DdlRow("db", "t", 10 * (i + 1), s) for i, s in enumerate(statements)]
+def rows(*statements: str) -> list[SchemaChange]:
+    return [SchemaChange("db", "t", s, 10 * (i + 1)) for i, s in enumerate(statements)]
 
 
 def columns(plan: BatchPlan) -> list[str]:
@@ -750,7 +750,7 @@ def test_unparseable_statement_only_warns(caplog: pytest.LogCaptureFixture) -> N
     evolver, sink = make("evolve")
     statement = "ALTER TABLE t ADD COLUMN g POINT"
     with caplog.at_level(logging.WARNING, logger="sparkcdc.pipeline.evolution"):
-        plan = evolver.plan(start(), [DdlRow("db", "t", 10, statement)])
+        plan = evolver.plan(start(), [SchemaChange("db", "t", statement, 10)])
     assert sink.calls == []
     assert not plan.changed
     assert plan.state == start()
@@ -774,14 +774,18 @@ def test_an_unparseable_statement_does_not_stop_the_next(
 @pytest.mark.parametrize(
     "row",
     [
-        pytest.param(DdlRow("db", "other", 10, "ALTER TABLE other ADD x INT"), id="other-table"),
-        pytest.param(DdlRow("db2", "t", 10, "ALTER TABLE t ADD x INT"), id="other-database"),
-        pytest.param(DdlRow("db", "t", 10, "ALTER TABLE db2.t DROP c"), id="qualified-other"),
-        pytest.param(DdlRow("db", "u", 10, "CREATE TABLE u (id INT PRIMARY KEY)"), id="create"),
-        pytest.param(DdlRow("db", "u", 10, "DROP TABLE u"), id="drop-other"),
+        pytest.param(
+            SchemaChange("db", "other", "ALTER TABLE other ADD x INT", 10), id="other-table"
+        ),
+        pytest.param(SchemaChange("db2", "t", "ALTER TABLE t ADD x INT", 10), id="other-database"),
+        pytest.param(SchemaChange("db", "t", "ALTER TABLE db2.t DROP c", 10), id="qualified-other"),
+        pytest.param(
+            SchemaChange("db", "u", "CREATE TABLE u (id INT PRIMARY KEY)", 10), id="create"
+        ),
+        pytest.param(SchemaChange("db", "u", "DROP TABLE u", 10), id="drop-other"),
     ],
 )
-def test_ddl_of_a_table_not_captured_is_ignored(row: DdlRow) -> None:
+def test_ddl_of_a_table_not_captured_is_ignored(row: SchemaChange) -> None:
     evolver, sink = make("evolve")
     plan = evolver.plan(start(), [row])
     assert sink.calls == []
@@ -795,11 +799,13 @@ def test_a_row_brings_the_changes_of_its_own_table() -> None:
     changes once, and an unqualified name resolves in the row's database."""
     evolver, sink = make("evolve")
     statement = "ALTER TABLE db.t ADD COLUMN e BIGINT"
-    evolver.plan(start(), [DdlRow("other", "x", 10, statement)])
+    evolver.plan(start(), [SchemaChange("other", "x", statement, 10)])
     assert sink.calls == []  # a row of another table: its changes are not t's
     evolver, sink = make("evolve")
     drop_two = "DROP TABLE other.x, db.t"
-    evolver.plan(start(), [DdlRow("other", "x", 10, drop_two), DdlRow("db", "t", 10, drop_two)])
+    evolver.plan(
+        start(), [SchemaChange("other", "x", drop_two, 10), SchemaChange("db", "t", drop_two, 10)]
+    )
     assert sink.calls == [("drop_table", T)]  # once, though both rows carry it
 
 
@@ -831,7 +837,7 @@ def test_history_round_trip(tmp_path: Path) -> None:
     evolver, _ = make("evolve")
     initial = start()
     renamed = evolver.plan(initial, rows(ADD, RENAME), batch_id=0).state
-    truncated = evolver.plan(renamed, [DdlRow("db", "t", 50, TRUNCATE)], batch_id=2).state
+    truncated = evolver.plan(renamed, [SchemaChange("db", "t", TRUNCATE, 50)], batch_id=2).state
     history.save(-1, initial)  # at the first start
     history.save(0, renamed)
     history.save(2, truncated)
@@ -1132,6 +1138,6 @@ def test_a_column_kept_from_before_is_read_back_not_filled_by_its_nulls() -> Non
     """lenient keeps a dropped column; added again, its sink column holds old values."""
     evolver, _ = make("lenient")
     state = evolver.plan(start(), rows(DROP)).state
-    add = DdlRow("db", "t", 100, "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+    add = SchemaChange("db", "t", "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5", 100)
     plan = evolver.plan(state, [add], batch_id=1)
     assert fills(plan) == [("c", "c", "literal", False)]
