@@ -29,8 +29,10 @@ from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.constants import (
+    CHECKSUM_ALG_SIZE,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
+    FORMAT_DESCRIPTION_FIXED,
     BinlogChecksum,
     EventType,
     PayloadCompression,
@@ -65,11 +67,6 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
-# FORMAT_DESCRIPTION body: binlog_version u16, server_version char[50], create_timestamp u32,
-# header_length u8, then one post-header length per event type, then (checksum-aware
-# servers) the checksum algorithm byte.
-_FDE_FIXED = struct.Struct("<H50sIB")
-_CHECKSUM_ALG_SIZE = 1
 # QUERY post-header: thread_id u32, exec_time u32, db_len u8, error_code u16, status_vars_len u16
 _QUERY_POST_HEADER = struct.Struct("<IIBHH")
 # ROTATE post-header: position of the first event in the next file, u64
@@ -388,13 +385,13 @@ class BinlogDecoder:
 
     def _format_description(self, header: EventHeader, data: bytes) -> FormatDescriptionEvent:
         body = data[EVENT_HEADER_SIZE:]
-        version, raw_server, _created, header_length = _FDE_FIXED.unpack_from(body, 0)
+        version, raw_server, _created, header_length = FORMAT_DESCRIPTION_FIXED.unpack_from(body, 0)
         server_version = raw_server.split(b"\0", 1)[0].decode("ascii", "replace")
-        rest = body[_FDE_FIXED.size :]
+        rest = body[FORMAT_DESCRIPTION_FIXED.size :]
         checksum = BinlogChecksum.OFF
         if checksum_aware(server_version) and rest:
-            alg = rest[-_CHECKSUM_ALG_SIZE]
-            rest = rest[:-_CHECKSUM_ALG_SIZE]
+            alg = rest[-CHECKSUM_ALG_SIZE]
+            rest = rest[:-CHECKSUM_ALG_SIZE]
             try:
                 checksum = BinlogChecksum(alg)
             except ValueError:
