@@ -35,11 +35,12 @@ import sys
 import time
 from typing import Any
 
+from sparkcdc.model.events import RowsKind
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import RotateEvent, RowsEvent, RowsKind
+from sparkcdc.mysql.events import RotateEvent, RowsEvent
 from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.testing.devserver import DevServer
 

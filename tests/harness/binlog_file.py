@@ -13,10 +13,14 @@ from collections.abc import Iterator
 from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql.constants import (
     BINLOG_MAGIC,
+    CHECKSUM_ALG_SIZE,
     CHECKSUM_SIZE,
+    EVENT_FLAGS_OFFSET,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
     FIRST_EVENT_POS,
+    FORMAT_DESCRIPTION_FIXED,
+    LOG_EVENT_BINLOG_IN_USE_F,
     BinlogChecksum,
     EventType,
 )
@@ -24,11 +28,6 @@ from sparkcdc.mysql.decoder import checksum_aware
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-# a checksum-aware server's FORMAT_DESCRIPTION ends with the algorithm byte, then the CRC
-_CHECKSUM_ALG_SIZE = 1
-# common header: flags u16 is the last field; LOG_EVENT_BINLOG_IN_USE_F marks an open file
-_HEADER_FLAGS_OFFSET = EVENT_HEADER_SIZE - 2
-_BINLOG_IN_USE_FLAG = 0x0001
 
 
 def split_binlog_file(data: bytes) -> Iterator[bytes]:
@@ -61,10 +60,10 @@ def split_binlog_file(data: bytes) -> Iterator[bytes]:
         event = data[pos : pos + size]
         strip = crc
         if type_code == EventType.FORMAT_DESCRIPTION:
-            version = event[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\0", 1)[0]
-            if checksum_aware(version.decode("ascii", "replace")):
+            _, version, _, _ = FORMAT_DESCRIPTION_FIXED.unpack_from(event, EVENT_HEADER_SIZE)
+            if checksum_aware(version.split(b"\0", 1)[0].decode("ascii", "replace")):
                 # a checksum-aware server's FDE always has the algorithm byte + 4-byte trailer
-                alg = event[-(CHECKSUM_SIZE + _CHECKSUM_ALG_SIZE)]
+                alg = event[-(CHECKSUM_SIZE + CHECKSUM_ALG_SIZE)]
                 crc = alg == BinlogChecksum.CRC32
                 strip = True
             else:
@@ -83,8 +82,8 @@ def _verify_crc32(body: bytes, trailer: bytes, type_code: int, pos: int) -> None
     checked = body
     if type_code == EventType.FORMAT_DESCRIPTION:
         # the server sets "binlog in use" in the FDE flags after computing its checksum
-        flags = _U16.unpack_from(body, _HEADER_FLAGS_OFFSET)[0] & ~_BINLOG_IN_USE_FLAG
-        checked = body[:_HEADER_FLAGS_OFFSET] + _U16.pack(flags) + body[EVENT_HEADER_SIZE:]
+        flags = _U16.unpack_from(body, EVENT_FLAGS_OFFSET)[0] & ~LOG_EVENT_BINLOG_IN_USE_F
+        checked = body[:EVENT_FLAGS_OFFSET] + _U16.pack(flags) + body[EVENT_HEADER_SIZE:]
     computed = zlib.crc32(checked)
     if computed != _U32.unpack(trailer)[0]:
         raise ProtocolError(

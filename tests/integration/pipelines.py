@@ -61,6 +61,24 @@ def iceberg_block(tmp_path: Path) -> tuple[str, str]:
     return block, catalog
 
 
+def write_pipeline(template: str, tmp_path: Path, server: DevServer, database: str) -> Path:
+    """``tmp_path/pipeline.yaml``: ``template`` (a pipeline's YAML) with ``{host}`` and
+    ``{port}`` of the private MariaDB, ``{database}``, and a Delta ``{lake}`` and a
+    ``{checkpoint}`` under ``tmp_path``."""
+    settings = server.start()
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(
+        template.format(
+            host=settings.host,
+            port=settings.port,
+            database=database,
+            lake=tmp_path / "lake",
+            checkpoint=tmp_path / "checkpoint",
+        )
+    )
+    return path
+
+
 def pipeline_env() -> dict[str, str]:
     """The environment a test pipeline's ``${...}`` passwords are read from."""
     return {

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pipelines import fresh_database, write_pipeline
 
 from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
@@ -52,25 +53,10 @@ def sparkcdc(*args: str, password: str | None = DEV_PASSWORD) -> subprocess.Comp
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Path:
     server = DevServer.from_env()
-    settings = server.start()
-    with server.root_connection() as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-        cur.execute(f"CREATE TABLE {DATABASE}.t (id INT PRIMARY KEY, v VARCHAR(10))")
-        cur.executemany(
-            f"INSERT INTO {DATABASE}.t VALUES (%s, %s)", [(i, f"v{i}") for i in range(1, 31)]
-        )
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(
-        PIPELINE.format(
-            host=settings.host,
-            port=settings.port,
-            database=DATABASE,
-            lake=tmp_path / "lake",
-            checkpoint=tmp_path / "checkpoint",
-        )
-    )
-    return path
+    with fresh_database(server, DATABASE) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"v{i}") for i in range(1, 31)])
+    return write_pipeline(PIPELINE, tmp_path, server, DATABASE)
 
 
 def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ go on between and during the runs, so that runs stop while batches and writes ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import random
@@ -19,12 +20,12 @@ import select
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pipelines import Writer, fresh_database, write_pipeline
 
 from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
@@ -61,15 +62,21 @@ STDERR = [
 ]
 
 
-class Writer:
-    """Random inserts, updates, key changes and deletes on ``t`` in a thread."""
+class TableChanges:
+    """Random inserts, updates, key changes and deletes on ``t``, one a ``step``: a workload
+    for ``pipelines.Writer``."""
 
-    def __init__(self, seed: int) -> None:
-        self.conn = DevServer.from_env().connection(DATABASE)
-        self.conn.autocommit(True)
+    def __init__(self, conn: Any, seed: int) -> None:
+        self.conn = conn
         self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.operations = 0
+
+    @classmethod
+    def connect(cls, seed: int) -> TableChanges:
+        """The workload on an autocommit connection of its own."""
+        conn = DevServer.from_env().connection(DATABASE)
+        conn.autocommit(True)
+        return cls(conn, seed)
 
     def step(self) -> None:
         rng = self.rng
@@ -87,18 +94,12 @@ class Writer:
                 cur.execute("UPDATE IGNORE t SET id = %s WHERE id = %s", (rng.randint(1, 120), key))
             else:
                 cur.execute("DELETE FROM t WHERE id = %s", (key,))
+        self.operations += 1
 
-    def _loop(self) -> None:
-        while not self.stop.wait(0.05):
-            self.step()
 
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+def writer(seed: int) -> Writer:
+    """``TableChanges`` in a thread for the span of a ``with`` block."""
+    return Writer(DevServer.from_env(), DATABASE, seed, workload=TableChanges)
 
 
 def noise(text: str, allowed: list[str]) -> list[str]:
@@ -125,25 +126,10 @@ def source_rows() -> dict[int, tuple[Any, ...]]:
 def pipeline(tmp_path: Path) -> Path:
     """``t`` with 60 rows, and a pipeline file that copies it into Delta under tmp_path."""
     server = DevServer.from_env()
-    settings = server.start()
-    with server.root_connection() as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-        cur.execute(f"CREATE TABLE {DATABASE}.t (id INT PRIMARY KEY, v INT, s VARCHAR(5))")
-        cur.executemany(
-            f"INSERT INTO {DATABASE}.t VALUES (%s, %s, 'x')", [(i, i) for i in range(1, 61)]
-        )
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(
-        PIPELINE.format(
-            host=settings.host,
-            port=settings.port,
-            database=DATABASE,
-            lake=tmp_path / "lake",
-            checkpoint=tmp_path / "checkpoint",
-        )
-    )
-    return path
+    with fresh_database(server, DATABASE) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(5))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s, 'x')", [(i, i) for i in range(1, 61)])
+    return write_pipeline(PIPELINE, tmp_path, server, DATABASE)
 
 
 ENV = {**os.environ, "TWENTY_PASSWORD": DEV_PASSWORD}
@@ -155,19 +141,14 @@ def test_twenty_available_now_runs_print_only_the_documented_lines(
 ) -> None:
     lake = tmp_path / "lake"
     command = [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline), "--available-now"]
-    between = Writer(seed=1)
+    between = TableChanges.connect(seed=1)
     for run in range(RUNS):
         last = run == RUNS - 1
         for _ in range(20):  # writes between runs
             between.step()
-        writer = Writer(seed=100 + run)  # and while it runs, except the last
-        if not last:
-            writer.__enter__()
-        try:
+        # and while it runs, except the last
+        with contextlib.nullcontext() if last else writer(seed=100 + run):
             done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
-        finally:
-            if not last:
-                writer.__exit__()
         where = f"run {run + 1}/{RUNS}, exit {done.returncode}:\n{done.stderr[-4000:]}"
         assert done.returncode == 0, where
         assert "Traceback" not in done.stderr and "\tat " not in done.stderr, where
@@ -205,7 +186,7 @@ def test_ctrl_c_in_a_terminal_stops_cleanly(pipeline: Path, tmp_path: Path) -> N
     checkpoint and the Delta table go on exactly in the next run."""
     command = [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline)]
     seen = bytearray()
-    with Writer(seed=7):
+    with writer(seed=7):
         pid, fd = pty.fork()
         if pid == 0:  # the child: the run, on the terminal
             try:
@@ -290,7 +271,7 @@ def test_a_failure_inside_the_query_is_one_line_with_what_to_do(
 ) -> None:
     cause, line, code = FAILURES[failure]
     assert run_once(pipeline).returncode == 0
-    Writer(seed=3).step()
+    TableChanges.connect(seed=3).step()
     with DevServer.from_env().connection(DATABASE) as conn, conn.cursor() as cur:
         cur.execute("INSERT INTO t VALUES (500, 1, 'n')")  # a row to write in the next run
         conn.commit()

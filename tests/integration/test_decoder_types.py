@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from tests.harness.binlog_file import split_binlog_file
 
+from sparkcdc.model.events import RowsKind
 from sparkcdc.model.position import binlog_file_number
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS
 from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import RowsEvent, RowsKind
+from sparkcdc.mysql.events import RowsEvent
 from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration

@@ -16,14 +16,10 @@ import pytest
 from test_stream import AvailableNowRuns, options
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
-from sparkcdc.mysql.binlog_range import (
-    RowChanges,
-    SchemaChange,
-    read_range,
-    refuse_row_changing_ddl,
-)
+from sparkcdc.mysql.binlog_range import read_range, refuse_row_changing_ddl
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.testing.devserver import DevServer, DevSettings
 
@@ -249,7 +245,7 @@ def _decoded_rows(
     for change in read_range(settings, next(_ids), start, end, captured, versions):
         if isinstance(change, SchemaChange):
             continue
-        assert [c.name for c in change.table_map.columns][:2] == ["id", "big"]
+        assert list(change.columns.names)[:2] == ["id", "big"]
         out.extend(after for _before, after in change.rows if after is not None)
     return out
 

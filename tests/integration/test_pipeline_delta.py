@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from pipelines import Writer, create_shop
+from pipelines import Writer, create_shop, write_pipeline
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
@@ -127,18 +127,7 @@ def source(server: DevServer) -> Iterator[Any]:
 
 
 def pipeline_file(tmp_path: Path, server: DevServer) -> Path:
-    settings = server.start()
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(
-        PIPELINE.format(
-            host=settings.host,
-            port=settings.port,
-            database=DATABASE,
-            lake=tmp_path / "lake",
-            checkpoint=tmp_path / "checkpoint",
-        )
-    )
-    return path
+    return write_pipeline(PIPELINE, tmp_path, server, DATABASE)
 
 
 def test_pipeline_into_delta_equals_the_source_across_a_restart(

@@ -12,11 +12,12 @@ from typing import Any
 import pymysql
 import pytest
 
+from sparkcdc.model.events import RowsKind
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import MISSING, RotateEvent, RowsEvent, RowsKind
+from sparkcdc.mysql.events import MISSING, RotateEvent, RowsEvent
 from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.testing.devserver import DevSettings
 

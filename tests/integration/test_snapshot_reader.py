@@ -11,8 +11,9 @@ import connectorx  # noqa: F401  (a dependency: a broken install fails here, nev
 import pytest
 from workload import ITEMS_DDL, Workload, random_row
 
+from sparkcdc.model.events import RowChanges
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql.binlog_range import RowChanges, read_range
+from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import current_position, server_info
@@ -90,7 +91,7 @@ def test_snapshot_rows_look_like_binlog_rows(
     decoded: dict[int, tuple[Any, ...]] = {}
     for change in read_range(settings, SERVER_ID, start, end, lambda d, t: d == database):
         assert isinstance(change, RowChanges)
-        names = [c.name for c in change.table_map.columns]
+        names = list(change.columns.names)
         assert names == list(schema.column_names)
         for _, after in change.rows:
             assert after is not None
@@ -259,7 +260,7 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     # read with the table as it is now, and carrying the two statements that made it so
     assert result.schema.column_names == ("id", "bb", "c")
     assert sorted(rows_of(result)) == [(1, "x", None), (2, "y", 7)]
-    assert [d.ddl for d in result.ddl] == [
+    assert [d.statement for d in result.ddl] == [
         "ALTER TABLE ev RENAME COLUMN b TO bb",
         "ALTER TABLE ev ADD COLUMN c INT",
     ]

@@ -270,7 +270,8 @@ def test_a_user_of_mariadbs_ed25519_plugin_logs_in_and_reads_the_binlog(
 ) -> None:
     """MariaDB's ed25519 (client_ed25519): the password signs the server's scramble, over
     plain TCP and TLS alike, on SQL connections and on the replication client."""
-    from sparkcdc.mysql.binlog_range import RowChanges, read_range
+    from sparkcdc.model.events import RowChanges
+    from sparkcdc.mysql.binlog_range import read_range
     from sparkcdc.mysql.server import current_position, server_info
 
     with dev_server.root_connection() as root, root.cursor() as cur:

@@ -1,8 +1,19 @@
-"""Change row kinds, as Flink's RowKind and Debezium's op codes."""
+"""The change-event vocabulary every layer speaks, from the decoder to the sinks.
+
+:class:`RowChanges` (the rows one source event changes) and :class:`SchemaChange` (a DDL
+statement on a captured table) are what a source yields; :class:`RowKind` and
+:class:`EnvelopeOp` are how the change rows spell them (Flink's RowKind, Debezium's op
+codes).
+"""
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column
 
 
 class RowKind(StrEnum):
@@ -22,3 +33,95 @@ class EnvelopeOp(StrEnum):
     UPDATE = "u"
     DELETE = "d"
     DDL = "ddl"
+
+
+class RowsKind(Enum):
+    """What one source event (a binlog ROWS event) does to each of its rows."""
+
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+Image = tuple[object, ...]
+"""One row image: a value per column, in the order :class:`ImageColumns` describes."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ImageColumns:
+    """The columns of a table's row images, in image order, as the source logged them.
+
+    ``names[i]`` names the column at image position i (None: the source did not name it;
+    the binlog range reader names every column of the changes it yields, or stops).
+    ``same_storage(i, column)`` says whether the values at position i are stored exactly
+    as ``column`` stores them (type, signedness, precision, bytes or text), so a value
+    there is a value of ``column``; otherwise (a row written before a schema change, or
+    metadata the source did not log) it must be carried in its own decoded form.
+
+    The source builds one per table shape (per distinct binlog TABLE_MAP), not one per
+    event: a consumer may cache what it derives from one by identity.
+
+    >>> columns = ImageColumns(("id", "name"), lambda i, column: column.name == "id")
+    >>> columns.names.index("name")
+    1
+    """
+
+    names: tuple[str | None, ...]
+    same_storage: Callable[[int, Column], bool] = field(repr=False)
+
+
+@dataclass(slots=True)
+class RowChanges:
+    """The rows one source event changes in a captured table: complete images, laid out
+    as ``columns`` describes (every column named).
+
+    ``first_row``: row images before these at the same position (the events of a
+    compressed transaction share its position): image ``i`` has
+    ``seq = position.seq(first_row + i)``.
+    """
+
+    database: str
+    table: str
+    kind: RowsKind
+    rows: list[tuple[Image | None, Image | None]]  # (before, after) per row
+    timestamp: int  # event time, seconds since the epoch
+    position: BinlogPosition  # where the event starts
+    columns: ImageColumns
+    first_row: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """A DDL statement on a captured table, at its place in the stream.
+
+    ``seq`` orders it among its table's rows. One the source read from the binlog also
+    says when (``timestamp``, seconds since the epoch) and where (``position``); one read
+    back from the change stream (a pipeline's schema evolution) knows its ``seq`` only.
+    A statement on several captured tables is a schema change of each.
+
+    >>> at = BinlogPosition("mysql-bin.000002", 4)
+    >>> change = SchemaChange.from_binlog("app", "t", "ALTER TABLE t ADD c INT", 0, at)
+    >>> change.seq == at.seq(), change.where
+    (True, 'binlog position mysql-bin.000002:4')
+    """
+
+    database: str
+    table: str
+    statement: str
+    seq: int
+    timestamp: int | None = None
+    position: BinlogPosition | None = None
+
+    @classmethod
+    def from_binlog(
+        cls, database: str, table: str, statement: str, timestamp: int, position: BinlogPosition
+    ) -> SchemaChange:
+        """The schema change of a statement the binlog holds at ``position``."""
+        return cls(database, table, statement, position.seq(), timestamp, position)
+
+    @property
+    def where(self) -> str:
+        """Its place, for messages: the binlog position where known, else its seq."""
+        if self.position is not None:
+            return f"binlog position {self.position}"
+        return f"seq {self.seq}"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError, SourceError
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.connection import ConnectionSettings
@@ -26,7 +27,6 @@ from sparkcdc.mysql.events import (
     QueryEvent,
     RotateEvent,
     RowsEvent,
-    RowsKind,
     TableMapEvent,
     TransactionPayloadEvent,
     UnknownEvent,
@@ -35,35 +35,7 @@ from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
 
-__all__ = ["RowChanges", "SchemaChange", "read_range", "refuse_row_changing_ddl"]
-
-
-@dataclass(slots=True)
-class RowChanges:
-    """The rows of one rows event of a captured table: complete images, and a TABLE_MAP
-    that names every column (from the binlog, or the schema versions)."""
-
-    database: str
-    table: str
-    kind: RowsKind
-    rows: list[tuple[tuple[object, ...] | None, tuple[object, ...] | None]]
-    timestamp: int  # event time, seconds since the epoch
-    position: BinlogPosition  # where the event starts
-    table_map: TableMapEvent
-    # row images before these in the same event (the events of a compressed transaction
-    # share its position): seq = position.seq(first_row + image index)
-    first_row: int = 0
-
-
-@dataclass(slots=True)
-class SchemaChange:
-    """A DDL statement on a captured table."""
-
-    database: str
-    table: str
-    ddl: str
-    timestamp: int
-    position: BinlogPosition
+__all__ = ["Share", "changes_of_events", "read_range", "refuse_row_changing_ddl"]
 
 
 # Event types that carry no row change of their own: statement context (INTVAR, RAND,
@@ -296,7 +268,7 @@ def _changes(
                 event.rows,
                 timestamp,
                 here,
-                event.table,
+                event.table.image_columns,
             )
     elif isinstance(event, QueryEvent):
         # a statement on several captured tables (DROP TABLE a, b; RENAME TABLE ...) is
@@ -305,7 +277,7 @@ def _changes(
             event, here, table_filter, ddl_filter, metadata.xa
         ):
             metadata.schema_change(database, table, here)
-            yield SchemaChange(database, table, event.query, timestamp, here)
+            yield SchemaChange.from_binlog(database, table, event.query, timestamp, here)
     elif isinstance(event, UnknownEvent):
         _refuse_unknown(event, here)
 
@@ -322,10 +294,10 @@ def refuse_row_changing_ddl(
     which the source option ``ddl.row-changes=fail`` asks for."""
     for change in changes:
         if isinstance(change, SchemaChange):
-            clause = row_changes(change.ddl)
+            clause = row_changes(change.statement)
             if clause is not None:
                 raise SourceError(
-                    f"at binlog position {change.position} the statement {_preview(change.ddl)} "
+                    f"at {change.where} the statement {_preview(change.statement)} "
                     f"({clause}) added or removed rows of the captured table "
                     f"{change.database}.{change.table}, and the binlog holds no row image of "
                     "them: the stream cannot say which rows changed. Take a new snapshot of "

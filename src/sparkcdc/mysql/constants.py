@@ -165,11 +165,26 @@ class Command(IntEnum):
 # event_size u32, log_pos u32 (end position of the event), flags u16.
 EVENT_HEADER = struct.Struct("<IBIIIH")
 EVENT_HEADER_SIZE = EVENT_HEADER.size  # 19
+EVENT_FLAGS_OFFSET = EVENT_HEADER_SIZE - 2  # the flags u16 ends the header
+# the CRC32 trailer of every event when checksums are on (BinlogChecksum.CRC32)
 CHECKSUM_SIZE = 4
 
 # common header flag LOG_EVENT_IGNORABLE_F: a server that does not know the event type may
 # skip it; without it, an unknown event type must stop replication
 LOG_EVENT_IGNORABLE_F = 0x0080
+# common header flag LOG_EVENT_BINLOG_IN_USE_F, set in a file's FORMAT_DESCRIPTION while
+# the server writes the file (cleared when it is closed): the server sets it after
+# computing the event's checksum, so the CRC32 covers the header with it clear
+LOG_EVENT_BINLOG_IN_USE_F = 0x0001
+
+# FORMAT_DESCRIPTION body (after the common header): binlog_version u16, server_version
+# char[50] (NUL-padded), create_timestamp u32, header_length u8; then one post-header
+# length u8 per event type; then, from a checksum-aware server (MySQL >= 5.6.1, MariaDB
+# >= 5.3), the checksum algorithm byte (BinlogChecksum), CHECKSUM_ALG_SIZE long, and the
+# event's own CRC32 trailer when checksums are on. Layout: FORMAT_DESCRIPTION_EVENT on the
+# binlog events page above (MySQL's libbinlogevents: Format_description_event).
+FORMAT_DESCRIPTION_FIXED = struct.Struct("<H50sIB")
+CHECKSUM_ALG_SIZE = 1
 
 # binlog files start with this magic; the first event is at offset 4
 BINLOG_MAGIC = b"\xfebin"

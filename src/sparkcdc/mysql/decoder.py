@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.constants import (
+    CHECKSUM_ALG_SIZE,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
+    FORMAT_DESCRIPTION_FIXED,
     BinlogChecksum,
     EventType,
     PayloadCompression,
@@ -49,7 +52,6 @@ from sparkcdc.mysql.events import (
     QueryEvent,
     RotateEvent,
     RowsEvent,
-    RowsKind,
     TableMapEvent,
     TransactionPayloadEvent,
     UnknownEvent,
@@ -57,6 +59,7 @@ from sparkcdc.mysql.events import (
 )
 from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
 from sparkcdc.mysql.tablemap import parse_table_map_body, read_lenenc
+from sparkcdc.mysql.tablemeta import image_columns
 
 # ------------------------------------------------------------------------ byte layouts
 
@@ -64,11 +67,6 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
-# FORMAT_DESCRIPTION body: binlog_version u16, server_version char[50], create_timestamp u32,
-# header_length u8, then one post-header length per event type, then (checksum-aware
-# servers) the checksum algorithm byte.
-_FDE_FIXED = struct.Struct("<H50sIB")
-_CHECKSUM_ALG_SIZE = 1
 # QUERY post-header: thread_id u32, exec_time u32, db_len u8, error_code u16, status_vars_len u16
 _QUERY_POST_HEADER = struct.Struct("<IIBHH")
 # ROTATE post-header: position of the first event in the next file, u64
@@ -220,6 +218,23 @@ class _MappedTable:
     primary_key: tuple[int, ...]
     included: bool
     shapes: dict[_ShapeKey, _RowsShape] = field(default_factory=dict)
+    # what RowChanges of the table carry: built here, once per TABLE_MAP body
+    image_columns: ImageColumns = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.image_columns = image_columns(self.columns)
+
+    def event(self, header: EventHeader) -> TableMapEvent:
+        """The TABLE_MAP event of this body (with ``header``)."""
+        return TableMapEvent(
+            header,
+            self.table_id,
+            self.database,
+            self.table,
+            self.columns,
+            self.primary_key,
+            self.image_columns,
+        )
 
     def shape(self, key: _ShapeKey) -> _RowsShape:
         """The row decoder and absent columns for ``key``, built once per key."""
@@ -353,10 +368,7 @@ class BinlogDecoder:
                 self._completed.clear()
             cached = self._completed[key] = (mapped, done)
         done = cached[1]
-        completed = TableMapEvent(
-            event.header, event.table_id, event.database, event.table, done.columns,
-            event.primary_key,
-        )  # fmt: skip
+        completed = done.event(event.header)
         self._tables[table_id] = (completed, done)
         return completed
 
@@ -373,13 +385,13 @@ class BinlogDecoder:
 
     def _format_description(self, header: EventHeader, data: bytes) -> FormatDescriptionEvent:
         body = data[EVENT_HEADER_SIZE:]
-        version, raw_server, _created, header_length = _FDE_FIXED.unpack_from(body, 0)
+        version, raw_server, _created, header_length = FORMAT_DESCRIPTION_FIXED.unpack_from(body, 0)
         server_version = raw_server.split(b"\0", 1)[0].decode("ascii", "replace")
-        rest = body[_FDE_FIXED.size :]
+        rest = body[FORMAT_DESCRIPTION_FIXED.size :]
         checksum = BinlogChecksum.OFF
         if checksum_aware(server_version) and rest:
-            alg = rest[-_CHECKSUM_ALG_SIZE]
-            rest = rest[:-_CHECKSUM_ALG_SIZE]
+            alg = rest[-CHECKSUM_ALG_SIZE]
+            rest = rest[:-CHECKSUM_ALG_SIZE]
             try:
                 checksum = BinlogChecksum(alg)
             except ValueError:
@@ -414,14 +426,7 @@ class BinlogDecoder:
             if len(self._map_cache) > _MAP_CACHE_LIMIT:
                 self._map_cache.clear()
             self._map_cache[body] = mapped
-        event = TableMapEvent(
-            header,
-            mapped.table_id,
-            mapped.database,
-            mapped.table,
-            mapped.columns,
-            mapped.primary_key,
-        )
+        event = mapped.event(header)
         self._tables[mapped.table_id] = (event, mapped)
         if self._on_table_map is not None:
             self._on_table_map(event)

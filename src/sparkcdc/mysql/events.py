@@ -12,10 +12,10 @@ a column absent from a row image (``binlog_row_image=MINIMAL/NOBLOB``) holds the
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.mysql.constants import (
     LOG_EVENT_IGNORABLE_F,
     BinlogChecksum,
@@ -48,14 +48,6 @@ class _Missing:
 
 MISSING: Final = _Missing()
 """Value of a column absent from a row image (its bit is clear in the columns-present bitmap)."""
-
-
-class RowsKind(enum.Enum):
-    """What a ROWS event does to each of its rows."""
-
-    INSERT = "insert"
-    UPDATE = "update"
-    DELETE = "delete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +128,9 @@ class TableMapEvent:
     columns: tuple[ColumnInfo, ...]
     # column indexes of the primary key from optional metadata, () if absent
     primary_key: tuple[int, ...]
+    # ``columns`` as the model describes row images (names, storage): built once per
+    # TABLE_MAP body by the decoder (``tablemeta.image_columns``), shared by its events
+    image_columns: ImageColumns
 
 
 Row = tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]

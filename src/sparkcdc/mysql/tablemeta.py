@@ -23,9 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.events import ImageColumns
 from sparkcdc.model.schema import (
     GEOMETRY_TYPES,
     PLUGIN_TEXT_TYPES,
@@ -143,6 +145,23 @@ def same_storage(info: ColumnInfo, column: Column) -> bool:
     return True
 
 
+def _same_storage_at(columns: tuple[ColumnInfo, ...], position: int, column: Column) -> bool:
+    return same_storage(columns[position], column)
+
+
+def image_columns(columns: tuple[ColumnInfo, ...]) -> ImageColumns:
+    """The model's description of the row images a TABLE_MAP with ``columns`` lays out:
+    their names and :func:`same_storage` by image position.
+
+    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> info = ColumnInfo("n", ColumnType.LONG, 0, True, False, None, None, None)
+    >>> image = image_columns((info,))
+    >>> image.names, image.same_storage(0, Column.from_mysql("n", "int", "int(11)", True))
+    (('n',), True)
+    """
+    return ImageColumns(tuple(c.name for c in columns), partial(_same_storage_at, columns))
+
+
 def complete_columns(
     columns: tuple[ColumnInfo, ...], schema: TableSchema, where: str
 ) -> tuple[ColumnInfo, ...]:
@@ -253,4 +272,12 @@ class TableVersions:
         return cls({(s.database, s.table): [(start, s)] for s in schemas})
 
 
-__all__ = ["Column", "TableVersions", "complete_columns", "is_incomplete", "labels"]
+__all__ = [
+    "Column",
+    "TableVersions",
+    "complete_columns",
+    "image_columns",
+    "is_incomplete",
+    "labels",
+    "same_storage",
+]

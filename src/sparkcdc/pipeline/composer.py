@@ -21,6 +21,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits, spark_decimal
@@ -28,7 +29,6 @@ from sparkcdc.model.text import split_top_level
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
 from sparkcdc.pipeline.evolution import (
     ColumnFill,
-    DdlRow,
     Divergences,
     SchemaEvolver,
     SchemaHistory,
@@ -590,7 +590,7 @@ class BatchWriter:
                     binlogged.add(qualified)
             ddl = (
                 [
-                    DdlRow(r[DATABASE], r[TABLE], int(r[SEQ]), r["_ddl"])
+                    SchemaChange(r[DATABASE], r[TABLE], r["_ddl"], int(r[SEQ]))
                     for r in batch.where(F.col(OP) == DDL_OP)
                     .select(DATABASE, TABLE, SEQ, "_ddl")
                     .collect()

@@ -85,6 +85,7 @@ from typing import Any
 
 from sparkcdc.errors import SinkError, SourceError
 from sparkcdc.files import write_private
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
     AddColumn,
@@ -324,16 +325,6 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class DdlRow:
-    """A schema change row of the stream."""
-
-    database: str
-    table: str
-    seq: int
-    statement: str
-
-
-@dataclass(frozen=True)
 class SinkChange:
     """A change of a sink table's columns, derived from its sources' schema changes."""
 
@@ -524,7 +515,7 @@ class SchemaEvolver:
     def plan(
         self,
         state: SchemaState,
-        ddl: Sequence[DdlRow],
+        ddl: Sequence[SchemaChange],
         *,
         batch_id: int = 0,
         replay: bool = False,
@@ -640,7 +631,7 @@ class SchemaEvolver:
     def _tool_table(
         self,
         state: SchemaState,
-        row: DdlRow,
+        row: SchemaChange,
         schema_now: SchemaOf,
     ) -> bool:
         """Whether ``row`` is a statement on a table an online schema change tool made beside

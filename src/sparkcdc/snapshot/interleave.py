@@ -15,19 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
-from sparkcdc.mysql.events import RowsKind, TableMapEvent
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.snapshot.filter import InterleavingFilter
 
 WINDOW_KEYS = 2000  # keys held back for one server ranking per table
 
 
-def _key_index(table_map: TableMapEvent, key_column: str) -> int:
-    for i, column in enumerate(table_map.columns):
-        if column.name == key_column:
+def _key_index(change: RowChanges, key_column: str) -> int:
+    for i, name in enumerate(change.columns.names):
+        if name == key_column:
             return i
     raise SnapshotError(
-        f"the binlog's table map of {table_map.database}.{table_map.table} has no column "
+        f"the binlog's table map of {change.database}.{change.table} has no column "
         f"named {key_column!r} (chunk key); the snapshot needs binlog_row_metadata=FULL, "
         "or the column was renamed/dropped during the snapshot: re-snapshot the table"
     )
@@ -49,7 +48,7 @@ def filter_changes(
         table = f"{change.database}.{change.table}"
         if not flt.needs_server(table, change.position):
             continue
-        k = _key_index(change.table_map, key_columns[table])
+        k = _key_index(change, key_columns[table])
         keys = pending.setdefault(table, [])
         for before, after in change.rows:
             keys.extend(image[k] for image in (before, after) if image is not None)
@@ -82,7 +81,7 @@ def _decide(
             yield change
             continue
         at = change.position
-        k = _key_index(change.table_map, key_columns[table])
+        k = _key_index(change, key_columns[table])
         if change.kind is RowsKind.UPDATE:
             kept: list[tuple[tuple[object, ...] | None, tuple[object, ...] | None]] = []
             for before, after in change.rows:
@@ -125,6 +124,6 @@ def _with_rows(
         rows,
         change.timestamp,
         change.position,
-        change.table_map,
+        change.columns,
         change.first_row,
     )

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pymysql
 
 from sparkcdc.errors import SchemaChangedError, SnapshotError
+from sparkcdc.model.events import ImageColumns, RowChanges, SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import (
@@ -43,7 +44,6 @@ from sparkcdc.model.schema import (
     TableSchema,
     with_tinyint1,
 )
-from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, prepared_xa, server_info
@@ -239,11 +239,11 @@ def select_connectorx(
 # ------------------------------------------------------------------------------ backfill IO
 
 
-def _image_mapper(schema: TableSchema, table_map: Any) -> Callable[[Sequence[Any]], Row]:
-    """Row images (table-map order) → tuples in ``schema`` order, by name (the range
+def _image_mapper(schema: TableSchema, columns: ImageColumns) -> Callable[[Sequence[Any]], Row]:
+    """Row images (``columns`` order) → tuples in ``schema`` order, by name (the range
     reader names every column, from the binlog or the schema versions, and passes only
     complete images)."""
-    index = {c.name: i for i, c in enumerate(table_map.columns)}
+    index = {name: i for i, name in enumerate(columns.names)}
     positions = [index.get(n) for n in schema.column_names]
 
     def convert(image: Sequence[Any]) -> Row:
@@ -270,7 +270,7 @@ def _backfill_changes(
 ) -> list[Change]:
     """The table's row changes in ``[low, high)``; XA COMMIT/ROLLBACK positions in it are
     appended to ``xa_done``."""
-    from sparkcdc.mysql.binlog_range import RowChanges, read_range
+    from sparkcdc.mysql.binlog_range import read_range
     from sparkcdc.mysql.tablemeta import TableVersions
 
     def on_xa(kind: str, position: BinlogPosition) -> None:
@@ -279,19 +279,21 @@ def _backfill_changes(
 
     db, name = schema.database, schema.table
     changes: list[Change] = []
-    mappers: dict[int, Callable[[Sequence[Any]], Row]] = {}
+    # by the identity of the images' columns: one mapper per table shape
+    mappers: dict[int, tuple[ImageColumns, Callable[[Sequence[Any]], Row]]] = {}
     # ``schema`` was read at the low watermark and a DDL in the range reads the chunk again:
     # it is the schema of every row image of the range
     versions = TableVersions.of([schema])
     wanted = partial(_is_table, db, name)
     for item in read_range(settings, server_id, low, high, wanted, versions, on_xa=on_xa):
         if isinstance(item, SchemaChange):
-            raise _SchemaChangedError(item.ddl)
+            raise _SchemaChangedError(item.statement)
         if not isinstance(item, RowChanges) or item.database != db or item.table != name:
             continue
-        mapper = mappers.get(id(item.table_map))
-        if mapper is None:
-            mapper = mappers[id(item.table_map)] = _image_mapper(schema, item.table_map)
+        cached = mappers.get(id(item.columns))
+        if cached is None or cached[0] is not item.columns:
+            cached = mappers[id(item.columns)] = (item.columns, _image_mapper(schema, item.columns))
+        mapper = cached[1]
         for before, after in item.rows:
             old = None if before is None else mapper(before)
             changes.append((old, None if after is None else mapper(after)))

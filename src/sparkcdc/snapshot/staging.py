@@ -29,9 +29,9 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
-from sparkcdc.mysql.binlog_range import SchemaChange
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult
 from sparkcdc.snapshot.storage import StateStore
@@ -57,9 +57,7 @@ class ChunkMeta:
             "high": self.high.to_offset(),
             "row_count": self.row_count,
             "schema": schema_to_json(self.schema),
-            "ddl": [
-                [d.database, d.table, d.ddl, d.timestamp, d.position.to_offset()] for d in self.ddl
-            ],
+            "ddl": [_ddl_to_json(d) for d in self.ddl],
         }
 
     @classmethod
@@ -71,10 +69,19 @@ class ChunkMeta:
             int(data["row_count"]),
             schema_from_json(data["schema"]),
             tuple(
-                SchemaChange(db, table, text, int(ts), BinlogPosition.from_offset(position))
+                SchemaChange.from_binlog(
+                    db, table, text, int(ts), BinlogPosition.from_offset(position)
+                )
                 for db, table, text, ts, position in data.get("ddl", [])
             ),
         )
+
+
+def _ddl_to_json(change: SchemaChange) -> list[Any]:
+    # a chunk carries statements read from the binlog: each has its time and position
+    assert change.timestamp is not None and change.position is not None
+    position = change.position.to_offset()
+    return [change.database, change.table, change.statement, change.timestamp, position]
 
 
 @dataclass(frozen=True)

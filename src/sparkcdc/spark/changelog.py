@@ -27,7 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaChangedError, SourceError
-from sparkcdc.model.events import EnvelopeOp, RowKind
+from sparkcdc.model.events import (
+    EnvelopeOp,
+    ImageColumns,
+    RowChanges,
+    RowKind,
+    RowsKind,
+    SchemaChange,
+)
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import (
     Column,
@@ -36,8 +43,6 @@ from sparkcdc.model.schema import (
     time_text,
     value_converter,
 )
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
-from sparkcdc.mysql.events import ColumnInfo, RowsKind, TableMapEvent
 
 BATCH_ROWS = 8192
 
@@ -183,23 +188,23 @@ class TypedChangelogBuilder:
         self.schema = schema
         self.schema_seq = schema_seq
         self.arrow_schema = _typed_arrow_schema(schema)
-        self._mappers: dict[tuple[int, bool], tuple[TableMapEvent, _ImageMapper]] = {}
+        self._mappers: dict[tuple[int, bool], tuple[ImageColumns, _ImageMapper]] = {}
 
-    def _mapper(self, table_map: TableMapEvent, older: bool) -> _ImageMapper:
-        key = (id(table_map), older)
+    def _mapper(self, columns: ImageColumns, older: bool) -> _ImageMapper:
+        # one mapper per table shape (the source shares one ImageColumns among its events)
+        key = (id(columns), older)
         cached = self._mappers.get(key)
-        if cached is None or cached[0] is not table_map:
-            names = [c.name for c in table_map.columns]
-            cached = (table_map, _ImageMapper(self.schema, names, older))
+        if cached is None or cached[0] is not columns:
+            cached = (columns, _ImageMapper(self.schema, columns.names, older))
             self._mappers[key] = cached
         return cached[1]
 
     def _schema_change(self, change: SchemaChange) -> None:
-        if change.position.seq() < self.schema_seq:
+        if change.seq < self.schema_seq:
             return
         raise SchemaChangedError(
-            f"table {self.schema.qualified_name} changed at binlog position {change.position}: "
-            f"{change.ddl!r}. A typed stream's columns are fixed when it starts. Restart the "
+            f"table {self.schema.qualified_name} changed at {change.where}: "
+            f"{change.statement!r}. A typed stream's columns are fixed when it starts. Restart the "
             "query (same checkpoint) to go on with the new schema, or read the table through "
             "a pipeline (sparkcdc run), whose sinks follow schema changes"
         )
@@ -239,7 +244,7 @@ class TypedChangelogBuilder:
             if isinstance(change, SchemaChange):
                 self._schema_change(change)
                 continue
-            mapper = self._mapper(change.table_map, change.position.seq() < self.schema_seq)
+            mapper = self._mapper(change.columns, change.position.seq() < self.schema_seq)
             images, ops = row_images(change)
             # each image its own seq: an update's +U orders after its -U
             seqs = change.position.seqs(change.first_row, len(images))
@@ -400,7 +405,7 @@ class TablesBuilder:
             )
             fields.append(pa.field(table_column(index, schema.database, schema.table), struct))
         self.arrow_schema = pa.schema(fields)
-        self._layouts: dict[int, tuple[tuple[ColumnInfo, ...], _Layout]] = {}
+        self._layouts: dict[int, tuple[ImageColumns, _Layout]] = {}
 
     def spark_ddl(self) -> str:
         tables = [
@@ -411,19 +416,16 @@ class TablesBuilder:
         ]
         return ", ".join([TABLES_METADATA_DDL, *tables])
 
-    def _layout(self, table_map: TableMapEvent) -> _Layout:
-        # the decoder shares one columns tuple among the TABLE_MAPs of equal bytes: one
-        # layout per table and shape, not one per transaction
-        infos = table_map.columns
-        cached = self._layouts.get(id(infos))
-        if cached is None or cached[0] is not infos:
-            from sparkcdc.mysql.tablemeta import same_storage
-
-            entry = self._structs.get((table_map.database, table_map.table))
+    def _layout(self, change: RowChanges) -> _Layout:
+        # the source shares one ImageColumns among the events of a table shape: one layout
+        # per table and shape, not one per transaction
+        image = change.columns
+        cached = self._layouts.get(id(image))
+        if cached is None or cached[0] is not image:
+            entry = self._structs.get((change.database, change.table))
             columns = entry[1].columns if entry else ()
-            names = [c.name for c in infos]
-            layout = _Layout(columns, names, lambda pos, c: same_storage(infos[pos], c))
-            cached = self._layouts[id(infos)] = (infos, layout)
+            layout = _Layout(columns, image.names, image.same_storage)
+            cached = self._layouts[id(image)] = (image, layout)
         return cached[1]
 
     def _batch(
@@ -463,9 +465,9 @@ class TablesBuilder:
         for change in changes:
             meta: list[list[Any]] = [
                 [DDL_OP],
-                [change.timestamp * 1_000_000],
-                [change.position.seq()],
-                [change.ddl],
+                [_op_ts(change.timestamp)],
+                [change.seq],
+                [change.statement],
             ]
             key = (change.database, change.table)
             yield self._batch(key, meta, None, pa.nulls(1, _TEXT_TYPE))
@@ -514,7 +516,7 @@ class TablesBuilder:
             rows = pending.get(key)
             if rows is None:
                 rows = pending[key] = _Pending(len(self._struct_fields(key)))
-            layout = self._layout(change.table_map)
+            layout = self._layout(change)
             images, ops = row_images(change)
             seqs = change.position.seqs(change.first_row, len(change.rows))
             if change.kind is RowsKind.UPDATE:  # an update's two rows share its seq
@@ -595,6 +597,11 @@ class _Pending:
     def name(self, database: str, table: str, n: int) -> None:
         self.databases.extend(repeat(database, n))
         self.tables.extend(repeat(table, n))
+
+
+def _op_ts(timestamp: int | None) -> int | None:
+    """Event time (seconds since the epoch) as ``op_ts`` microseconds; NULL if unknown."""
+    return None if timestamp is None else timestamp * 1_000_000
 
 
 def _array(values: Any, arrow: pa.DataType) -> pa.Array:
@@ -695,30 +702,27 @@ class EnvelopeBuilder:
             EnvelopeOp.DDL.value,
             None,
             None,
-            change.timestamp * 1_000_000,
-            change.position.seq(),
+            _op_ts(change.timestamp),
+            change.seq,
             version,
-            change.ddl,
+            change.statement,
         )
 
-    def _column_names(self, table_map: TableMapEvent) -> Sequence[str]:
-        names = [c.name for c in table_map.columns]
+    def _column_names(self, change: RowChanges) -> Sequence[str]:
+        names = change.columns.names
         if any(n is None for n in names):  # read_range names them or stops: never reached
-            raise SourceError(
-                f"the TABLE_MAP of {table_map.database}.{table_map.table} names no columns"
-            )
+            raise SourceError(f"the TABLE_MAP of {change.database}.{change.table} names no columns")
         return names  # type: ignore[return-value]
 
     def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
         rows: list[tuple[Any, ...]] = []
         for change in changes:
-            key = (change.database, change.table)
-            ts = change.timestamp * 1_000_000
-            version = self._versions.get(key, 0)
             if isinstance(change, SchemaChange):
                 rows.append(self._ddl_row(change))
                 continue
-            names = self._column_names(change.table_map)
+            ts = change.timestamp * 1_000_000
+            version = self._versions.get((change.database, change.table), 0)
+            names = self._column_names(change)
             op = _ENVELOPE_OPS[change.kind].value
             for index, (before, after) in enumerate(change.rows):
                 rows.append(

@@ -28,12 +28,13 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcError
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import SchemaChange, Share, read_range, refuse_row_changing_ddl
+from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
 from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.ddl_names import with_shadows
@@ -613,7 +614,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             for change in read_range(
                 self.settings, self.server_ids.pick(0), start, read_at, captured, rows=False
             ):
-                assert isinstance(change, SchemaChange)
+                assert isinstance(change, SchemaChange) and change.position is not None
                 ddl.setdefault((change.database, change.table), []).append(change.position)
         versions: dict[tuple[str, str], list[tuple[int, TableSchema]]] = {}
         for schema in self.plan.tables:
@@ -758,7 +759,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     # chunk's low watermark) tells consumers its columns before its rows
                     from sparkcdc.mysql.ddl import create_table_statement  # sqlglot: 35 ms
 
-                    create = SchemaChange(
+                    create = SchemaChange.from_binlog(
                         schema.database,
                         schema.table,
                         create_table_statement(result.schema),

@@ -13,6 +13,7 @@ from tests.harness.binlog_file import split_binlog_file
 from tests.unit.mysql.test_values import encode_decimal
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.model.events import RowsKind
 from sparkcdc.mysql.constants import (
     BINLOG_MAGIC,
     EVENT_HEADER,
@@ -34,7 +35,6 @@ from sparkcdc.mysql.events import (
     QueryEvent,
     RotateEvent,
     RowsEvent,
-    RowsKind,
     TableMapEvent,
     UnknownEvent,
     XidEvent,

@@ -40,13 +40,13 @@ from tests.unit.mysql.test_jsonb import (
 )
 
 from sparkcdc.errors import ProtocolError
+from sparkcdc.model.events import RowsKind
 from sparkcdc.mysql.constants import LOG_EVENT_IGNORABLE_F, ColumnType, EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import (
     MISSING,
     QueryEvent,
     RowsEvent,
-    RowsKind,
     TableMapEvent,
     TransactionPayloadEvent,
     UnknownEvent,

@@ -22,11 +22,11 @@ from tests.unit.mysql.test_decoder import (
 from tests.unit.mysql.test_decoder_mysql8 import event, mysql8_fde, payload_event
 
 from sparkcdc.errors import ProtocolError, SchemaChangedError, SourceError
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange, Share, changes_of_events
+from sparkcdc.mysql.binlog_range import Share, changes_of_events
 from sparkcdc.mysql.constants import EVENT_HEADER_SIZE, EventType
-from sparkcdc.mysql.events import RowsKind
 from sparkcdc.mysql.tablemeta import TableVersions
 
 START = BinlogPosition("mysql-bin.000001", 4)
@@ -110,7 +110,7 @@ def test_rows_without_metadata_decode_as_with_full_metadata(compressed: bool) ->
     changes = read(events, orders, versions)
     rows = [c.rows for c in changes if isinstance(c, RowChanges)]
     assert rows == [[(None, FULL_VALUES)], [(FULL_VALUES, NULL_VALUES)], [(NULL_VALUES, None)]]
-    names = [c.name for c in changes[0].table_map.columns]  # type: ignore[union-attr]
+    names = list(changes[0].columns.names)  # type: ignore[union-attr]
     assert names == list(ORDERS.column_names)
     with pytest.raises(SourceError, match="no column metadata"):
         read(events, orders)
@@ -260,8 +260,8 @@ def test_readers_of_shares_of_a_range_yield_each_change_exactly_once(count: int)
     assert all(any(isinstance(c, RowChanges) for c in part) for part in parts)
     key = lambda c: (c.position, getattr(c, "first_row", -1))  # noqa: E731
     merged = sorted((c for part in parts for c in part), key=key)
-    assert [(key(c), c.rows if isinstance(c, RowChanges) else c.ddl) for c in merged] == [
-        (key(c), c.rows if isinstance(c, RowChanges) else c.ddl) for c in whole
+    assert [(key(c), c.rows if isinstance(c, RowChanges) else c.statement) for c in merged] == [
+        (key(c), c.rows if isinstance(c, RowChanges) else c.statement) for c in whole
     ]
     # the schema change is reader 0's alone
     assert [sum(isinstance(c, SchemaChange) for c in part) for part in parts] == [1] + [0] * (
@@ -301,7 +301,7 @@ def test_a_ddl_on_a_captured_table_anywhere_in_the_statement_is_delivered(statem
     body = struct.pack("<IIBHH", 9, 0, 4, 0, 0) + b"shop\0" + statement.encode()
     changes = read([mysql8_fde(), event(EventType.QUERY, body)], orders)
     assert [(type(c), c.database, c.table) for c in changes] == [(SchemaChange, "shop", "orders")]
-    assert isinstance(changes[0], SchemaChange) and changes[0].ddl == statement
+    assert isinstance(changes[0], SchemaChange) and changes[0].statement == statement
 
 
 def test_a_ddl_on_two_captured_tables_is_a_schema_change_of_each() -> None:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from sparkcdc.errors import SinkError, SourceError
+from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
 from sparkcdc.mysql.ddl import DdlParseError
 from sparkcdc.pipeline.evolution import (
     BatchPlan,
-    DdlRow,
     SchemaEvolver,
     SchemaHistory,
     SchemaState,
@@ -154,8 +154,8 @@ def make(
     return SchemaEvolver(sink, behavior, frame_of, {T: (T,)}), sink
 
 
-def rows(*statements: str) -> list[DdlRow]:
-    return [DdlRow("db", "t", 10 * (i + 1), s) for i, s in enumerate(statements)]
+def rows(*statements: str) -> list[SchemaChange]:
+    return [SchemaChange("db", "t", s, 10 * (i + 1)) for i, s in enumerate(statements)]
 
 
 def columns(plan: BatchPlan) -> list[str]:
@@ -720,9 +720,9 @@ def test_create_table_like_takes_the_columns_its_model_has_at_that_point() -> No
     plan = evolver.plan(
         state,
         [
-            DdlRow("db", "u", 10, "ALTER TABLE u ADD COLUMN e BIGINT"),
-            DdlRow("db", "t", 20, DROP_TABLE),
-            DdlRow("db", "t", 30, "CREATE TABLE t LIKE u"),
+            SchemaChange("db", "u", "ALTER TABLE u ADD COLUMN e BIGINT", 10),
+            SchemaChange("db", "t", DROP_TABLE, 20),
+            SchemaChange("db", "t", "CREATE TABLE t LIKE u", 30),
         ],
     )
     assert ("drop_table", T) in sink.calls
@@ -775,8 +775,8 @@ def osc(behavior: str = "evolve") -> tuple[SchemaEvolver, RecordingSink]:
     return evolver, sink
 
 
-def on(table: str, seq: int, statement: str) -> DdlRow:
-    return DdlRow("db", table, seq, statement)
+def on(table: str, seq: int, statement: str) -> SchemaChange:
+    return SchemaChange("db", table, statement, seq)
 
 
 GH_OST = [
@@ -847,7 +847,7 @@ def test_a_pt_osc_migration_with_a_created_copy() -> None:
         ),
     ],
 )
-def test_a_cut_over_of_a_copy_it_did_not_follow_stops(rows_before: list[DdlRow]) -> None:
+def test_a_cut_over_of_a_copy_it_did_not_follow_stops(rows_before: list[SchemaChange]) -> None:
     evolver, _ = osc()
     with pytest.raises(SourceError, match=r"db\.t was replaced at seq 40"):
         evolver.plan(start(), [*rows_before, *GH_OST[2:4]])
@@ -959,7 +959,7 @@ def test_a_statement_it_cannot_read_stops_the_pipeline(statement: str) -> None:
 
 def test_a_statement_it_cannot_read_on_a_table_not_written_is_ignored() -> None:
     evolver, sink = make("evolve")
-    plan = evolver.plan(start(), [DdlRow("db", "other", 10, "ALTER TABLE other ADD g POINT")])
+    plan = evolver.plan(start(), [SchemaChange("db", "other", "ALTER TABLE other ADD g POINT", 10)])
     assert sink.calls == []
     assert plan.state == start()
 
@@ -985,14 +985,18 @@ def test_a_statement_sqlglot_cannot_read_that_keeps_the_columns_changes_nothing(
 @pytest.mark.parametrize(
     "row",
     [
-        pytest.param(DdlRow("db", "other", 10, "ALTER TABLE other ADD x INT"), id="other-table"),
-        pytest.param(DdlRow("db2", "t", 10, "ALTER TABLE t ADD x INT"), id="other-database"),
-        pytest.param(DdlRow("db", "t", 10, "ALTER TABLE db2.t DROP c"), id="qualified-other"),
-        pytest.param(DdlRow("db", "u", 10, "CREATE TABLE u (id INT PRIMARY KEY)"), id="create"),
-        pytest.param(DdlRow("db", "u", 10, "DROP TABLE u"), id="drop-other"),
+        pytest.param(
+            SchemaChange("db", "other", "ALTER TABLE other ADD x INT", 10), id="other-table"
+        ),
+        pytest.param(SchemaChange("db2", "t", "ALTER TABLE t ADD x INT", 10), id="other-database"),
+        pytest.param(SchemaChange("db", "t", "ALTER TABLE db2.t DROP c", 10), id="qualified-other"),
+        pytest.param(
+            SchemaChange("db", "u", "CREATE TABLE u (id INT PRIMARY KEY)", 10), id="create"
+        ),
+        pytest.param(SchemaChange("db", "u", "DROP TABLE u", 10), id="drop-other"),
     ],
 )
-def test_ddl_of_a_table_not_captured_is_ignored(row: DdlRow) -> None:
+def test_ddl_of_a_table_not_captured_is_ignored(row: SchemaChange) -> None:
     evolver, sink = make("evolve")
     plan = evolver.plan(start(), [row])
     assert sink.calls == []
@@ -1006,11 +1010,13 @@ def test_a_row_brings_the_changes_of_its_own_table() -> None:
     changes once, and an unqualified name resolves in the row's database."""
     evolver, sink = make("evolve")
     statement = "ALTER TABLE db.t ADD COLUMN e BIGINT"
-    evolver.plan(start(), [DdlRow("other", "x", 10, statement)])
+    evolver.plan(start(), [SchemaChange("other", "x", statement, 10)])
     assert sink.calls == []  # a row of another table: its changes are not t's
     evolver, sink = make("evolve")
     drop_two = "DROP TABLE other.x, db.t"
-    evolver.plan(start(), [DdlRow("other", "x", 10, drop_two), DdlRow("db", "t", 10, drop_two)])
+    evolver.plan(
+        start(), [SchemaChange("other", "x", drop_two, 10), SchemaChange("db", "t", drop_two, 10)]
+    )
     assert sink.calls == [("drop_table", T)]  # once, though both rows carry it
 
 
@@ -1051,7 +1057,7 @@ def test_history_round_trip(tmp_path: Path) -> None:
     evolver, _ = make("evolve")
     initial = start()
     renamed = evolver.plan(initial, rows(ADD, RENAME), batch_id=0).state
-    truncated = evolver.plan(renamed, [DdlRow("db", "t", 50, TRUNCATE)], batch_id=2).state
+    truncated = evolver.plan(renamed, [SchemaChange("db", "t", TRUNCATE, 50)], batch_id=2).state
     history.save(-1, initial)  # at the first start
     history.save(0, renamed)
     history.save(2, truncated)
@@ -1352,6 +1358,6 @@ def test_a_column_kept_from_before_is_read_back_not_filled_by_its_nulls() -> Non
     """lenient keeps a dropped column; added again, its sink column holds old values."""
     evolver, _ = make("lenient")
     state = evolver.plan(start(), rows(DROP)).state
-    add = DdlRow("db", "t", 100, "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5")
+    add = SchemaChange("db", "t", "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5", 100)
     plan = evolver.plan(state, [add], batch_id=1)
     assert fills(plan) == [("c", "c", "literal", False)]

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition as P
-from sparkcdc.mysql.binlog_range import RowChanges
 from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.events import ColumnInfo, EventHeader, RowsKind, TableMapEvent
+from sparkcdc.mysql.events import ColumnInfo
+from sparkcdc.mysql.tablemeta import image_columns
 from sparkcdc.snapshot.filter import (
     InterleavingFilter,
     completed_chunks,
@@ -12,22 +13,16 @@ from sparkcdc.snapshot.filter import (
 )
 from sparkcdc.snapshot.interleave import filter_changes
 
-HEADER = EventHeader(0, 19, 1, 0, 0, 0)
-TABLE_MAP = TableMapEvent(
-    HEADER,
-    1,
-    "app",
-    "t",
+COLUMNS = image_columns(
     (
         ColumnInfo("id", ColumnType.LONG, 0, False, False, None, None, None),
         ColumnInfo("v", ColumnType.LONG, 0, True, False, None, None, None),
-    ),
-    (0,),
+    )
 )
 
 
 def changes(kind: RowsKind, rows: list[tuple[object, object]], pos: int) -> RowChanges:
-    return RowChanges("app", "t", kind, rows, 0, P("mysql-bin.000001", pos), TABLE_MAP)  # type: ignore[arg-type]
+    return RowChanges("app", "t", kind, rows, 0, P("mysql-bin.000001", pos), COLUMNS)  # type: ignore[arg-type]
 
 
 def a_filter() -> InterleavingFilter:
@@ -72,6 +67,6 @@ def test_updates_inside_one_done_chunk_stay_updates_in_order() -> None:
 
 def test_untracked_tables_pass_whole() -> None:
     change = RowChanges(
-        "app", "other", RowsKind.INSERT, [(None, (1, 1))], 0, P("mysql-bin.000001", 4), TABLE_MAP
+        "app", "other", RowsKind.INSERT, [(None, (1, 1))], 0, P("mysql-bin.000001", 4), COLUMNS
     )
     assert list(filter_changes([change], a_filter(), {"app.t": "id"})) == [change]

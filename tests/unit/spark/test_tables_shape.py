@@ -8,12 +8,12 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.binlog_range import RowChanges, SchemaChange
 from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.events import ColumnInfo, EventHeader, RowsKind, TableMapEvent
-from sparkcdc.mysql.tablemeta import same_storage
+from sparkcdc.mysql.events import ColumnInfo
+from sparkcdc.mysql.tablemeta import image_columns, same_storage
 from sparkcdc.spark.changelog import SnapshotRows, TablesBuilder, table_column
 
 UTF8 = 45  # utf8mb4_general_ci
@@ -46,10 +46,6 @@ ORDERS_MAP = (
 )
 
 
-def table_map(columns: tuple[ColumnInfo, ...], table: str = "orders") -> TableMapEvent:
-    return TableMapEvent(EventHeader(0, 19, 1, 0, 0, 0), 7, "app", table, columns, (0,))
-
-
 def rows(
     kind: RowsKind, images: list[tuple[object, object]], columns=ORDERS_MAP, table="orders"
 ) -> RowChanges:
@@ -60,7 +56,7 @@ def rows(
         images,  # type: ignore[arg-type]
         1_700_000_000,
         BinlogPosition("b.000001", 400),
-        table_map(columns, table),
+        image_columns(columns),
     )
 
 
@@ -113,7 +109,9 @@ def test_a_table_without_a_struct_travels_all_as_text() -> None:
     columns = (info("k", ColumnType.LONGLONG), info("at", ColumnType.DATETIME2, 6))
     image = (5, dt.datetime(2024, 1, 2, 3, 4, 5, 6))
     change = rows(RowsKind.INSERT, [(None, image)], columns, table="joined")
-    ddl = SchemaChange("app", "joined", "CREATE TABLE joined (k BIGINT)", 1, change.position)
+    ddl = SchemaChange.from_binlog(
+        "app", "joined", "CREATE TABLE joined (k BIGINT)", 1, change.position
+    )
     out = table_of(list(builder.batches([ddl, change])))
     assert [(r["_op"], r["_table"], r["_ddl"]) for r in out] == [
         ("ddl", "joined", "CREATE TABLE joined (k BIGINT)"),

@@ -1,0 +1,86 @@
+"""The plan of a batch's partitions (spark/offsets.py): how many binlog shares decode its
+range, and how its snapshot chunks are cut into tasks. Table-driven, without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcdc.model.options import ServerIdRange
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.spark.offsets import binlog_shares, spread, tasks_per_table
+
+MIB = 1 << 20
+START = BinlogPosition("mysql-bin.000001", 4)
+
+
+def ids(count: int) -> ServerIdRange:
+    return ServerIdRange(5400, 5400 + count - 1)
+
+
+def ahead(nbytes: int) -> BinlogPosition:
+    """A position ``nbytes`` after START, in the same file."""
+    return BinlogPosition(START.file, START.pos + nbytes)
+
+
+NEXT_FILE = BinlogPosition("mysql-bin.000002", 4)
+
+
+@pytest.mark.parametrize(
+    ("setting", "stop", "parallelism", "server_ids", "shares"),
+    [
+        # auto: one partition per 4 MiB of binlog ...
+        pytest.param("auto", ahead(0), 8, ids(9), 1, id="empty-range"),
+        pytest.param("auto", ahead(1), 8, ids(9), 1, id="one-byte"),
+        pytest.param("auto", ahead(4 * MIB - 1), 8, ids(9), 1, id="under-4MiB"),
+        pytest.param("auto", ahead(4 * MIB), 8, ids(9), 1, id="4MiB"),
+        pytest.param("auto", ahead(8 * MIB - 1), 8, ids(9), 1, id="under-8MiB"),
+        pytest.param("auto", ahead(8 * MIB), 8, ids(9), 2, id="8MiB"),
+        pytest.param("auto", ahead(20 * MIB), 8, ids(9), 5, id="20MiB"),
+        # ... up to the session's parallelism ...
+        pytest.param("auto", ahead(100 * MIB), 4, ids(9), 4, id="parallelism-caps"),
+        pytest.param("auto", ahead(100 * MIB), 1, ids(9), 1, id="one-core"),
+        # ... and the server-id range (each share is a replica of its own)
+        pytest.param("auto", ahead(100 * MIB), 8, ids(3), 3, id="server-ids-cap"),
+        pytest.param("auto", ahead(100 * MIB), 8, ids(1), 1, id="one-server-id"),
+        # a range over several binlog files counts as large
+        pytest.param("auto", NEXT_FILE, 4, ids(9), 4, id="next-file"),
+        pytest.param("auto", NEXT_FILE, 4, ids(2), 2, id="next-file-few-ids"),
+        # a number is taken as it is, whatever the range's size, within the server ids
+        pytest.param("3", ahead(0), 1, ids(9), 3, id="fixed-small-range"),
+        pytest.param("3", ahead(100 * MIB), 8, ids(9), 3, id="fixed-large-range"),
+        pytest.param("3", ahead(100 * MIB), 8, ids(2), 2, id="fixed-server-ids-cap"),
+        pytest.param("1", NEXT_FILE, 8, ids(9), 1, id="fixed-one"),
+    ],
+)
+def test_binlog_shares(
+    setting: str, stop: BinlogPosition, parallelism: int, server_ids: ServerIdRange, shares: int
+) -> None:
+    assert binlog_shares(setting, START, stop, parallelism, server_ids) == shares
+
+
+@pytest.mark.parametrize(
+    ("counts", "parallelism", "per_task", "runs"),
+    [
+        # by default a batch's chunks are spread over the session's cores ...
+        pytest.param([248], 2, None, [[124, 124]], id="one-table-two-cores"),
+        pytest.param([100, 100], 4, None, [[50, 50], [50, 50]], id="two-tables-share-cores"),
+        pytest.param([200, 48, 1, 0], 2, None, [[100, 100], [48], [1], []], id="uneven-tables"),
+        # ... never a task without a chunk ...
+        pytest.param([3], 8, None, [[1, 1, 1]], id="fewer-chunks-than-cores"),
+        # ... and no task over 128 chunks
+        pytest.param([1000], 2, None, [[125] * 8], id="128-chunks-a-task-at-most"),
+        pytest.param([1000, 10], 4, None, [[125] * 8, [10]], id="big-and-small-table"),
+        # chunks-per-partition fixes a task's size
+        pytest.param([248, 5, 0], 2, 16, [[16] * 8 + [15] * 8, [5], []], id="per-task-16"),
+        pytest.param([5], 8, 2, [[2, 2, 1]], id="per-task-2"),
+    ],
+)
+def test_chunk_tasks(
+    counts: list[int], parallelism: int, per_task: int | None, runs: list[list[int]]
+) -> None:
+    tasks = tasks_per_table(counts, parallelism, per_task)
+    chunks = [list(range(n)) for n in counts]
+    got = [spread(c, t) for c, t in zip(chunks, tasks, strict=True)]
+    assert [[len(run) for run in table] for table in got] == runs
+    # each table's runs are its chunks, in order, each once
+    assert [[c for run in table for c in run] for table in got] == chunks
