@@ -10,4 +10,4 @@ bash scripts/setup.sh
 "$PYTHON" -m ruff format --check src tests bench
 "$PYTHON" -m mypy --strict src
 "$PYTHON" -m sparkcdc.testing.devserver start
-exec "$PYTHON" -m pytest -q -p no:cacheprovider "$@"
+exec "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"

@@ -650,8 +650,10 @@ class SchemaEvolver:
         except DdlParseError:
             changes = None  # kept as written: the cut-over says what it cannot read
         own = [c.event for c in changes or [] if c.qualified_name == copy]
-        if changes is not None and any(isinstance(e, RenameTable | DropTable) for e in own):
-            state.shadows.pop(copy, None)  # swapped out (the cut-over took it) or dropped
+        if any(isinstance(e, RenameTable) for e in own):
+            return True  # the cut-over: the table's own row of the statement takes the copy
+        if any(isinstance(e, DropTable) for e in own):
+            state.shadows.pop(copy, None)
             return True
         created = [e for e in own if isinstance(e, CreateTable)]
         if created:

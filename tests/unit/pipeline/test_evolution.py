@@ -808,6 +808,14 @@ def test_a_gh_ost_migration_is_applied_to_its_table_at_the_cut_over() -> None:
     assert plan.state.shadows == {}
 
 
+def test_the_cut_over_does_not_depend_on_the_order_of_its_rows() -> None:
+    """The statement comes as a row of each table it names, all at one seq."""
+    evolver, sink = osc()
+    plan = evolver.plan(start(), [*GH_OST[:3], GH_OST[5], GH_OST[4], GH_OST[3]])
+    assert sink.calls == [("add_column", "e", "BIGINT"), ("drop_column", "c")]
+    assert plan.state.shadows == {}
+
+
 def test_a_migration_across_batches_is_kept_in_the_state() -> None:
     evolver, sink = osc()
     first = evolver.plan(start(), GH_OST[:3], batch_id=1)
