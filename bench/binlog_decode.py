@@ -20,7 +20,9 @@ mixed-type table, then, in the same run, measures decoded row changes per second
     certificate), one Trigger.AvailableNow batch of the typed changelog into a
     ``foreachBatch`` that counts: on ``local[2]`` with ``scan.binlog.partitions=auto``
     (``stream_changes_per_s``) and ``=1`` (``stream_one_partition_changes_per_s``), and on
-    ``local[1]`` (``local1_changes_per_s``; ``scaling`` = local[2] / local[1]); the best of
+    ``local[1]`` (``local1_changes_per_s``; ``scaling`` = local[2] / local[1]); and on
+    ``local[2]``, ``auto``, in clear (``ssl-mode=disabled``: ``stream_clear_changes_per_s``;
+    ``stream_tls_vs_clear`` = TLS rate / clear rate); the best of
     ``--spark-runs`` runs each, query start to end (each session started before).
 The last line printed is one JSON object.
 """
@@ -242,8 +244,10 @@ def spark_catch_up(
     master: str,
     partitions: str,
     runs: int,
+    ssl_mode: str | None = None,
 ) -> float:
-    """Best seconds of ``runs`` Spark queries reading ``[start, now)`` in one batch."""
+    """Best seconds of ``runs`` Spark queries reading ``[start, now)`` in one batch
+    (``ssl_mode``: the source's ``ssl-mode``, else its default)."""
     import tempfile
 
     from sparkcdc.spark.session import spark_session
@@ -263,6 +267,8 @@ def spark_catch_up(
         "scan.startup.specific-offset.pos": str(start.pos),
         "scan.binlog.partitions": partitions,
     }
+    if ssl_mode is not None:
+        options["ssl-mode"] = ssl_mode
     best = float("inf")
     for _ in range(runs):
         counted: list[int] = []
@@ -335,6 +341,7 @@ def main() -> None:
     runs = args.spark_runs
     auto_s = spark_catch_up(server, start, written, "local[2]", "auto", runs)
     one_s = spark_catch_up(server, start, written, "local[2]", "1", runs)
+    clear_s = spark_catch_up(server, start, written, "local[2]", "auto", runs, "disabled")
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -360,6 +367,8 @@ def main() -> None:
         "decode_rows_per_s": round(written / arrow_s),
         "stream_changes_per_s": round(written / auto_s),
         "stream_one_partition_changes_per_s": round(written / one_s),
+        "stream_clear_changes_per_s": round(written / clear_s),
+        "stream_tls_vs_clear": round(clear_s / auto_s, 2),
         "local1_changes_per_s": round(written / local1_s),
         "scaling": round(local1_s / auto_s, 2),
         "reference_error": ref.get("error"),
