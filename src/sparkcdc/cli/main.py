@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--py-files",
         default=None,
-        help="comma-separated zips or wheels for the executors, added to "
+        help="comma-separated .zip/.egg/.py files for the executors, added to "
         "spark.submit.pyFiles (`sparkcdc package` builds sparkcdc's)",
     )
     run.set_defaults(func=_run)

@@ -287,7 +287,7 @@ def run_pipeline(
     ``spark``: an existing session (it must have the connector jars, see
     ``spark_session(connectors=True)``); by default one is made on ``master`` (see
     ``session_master``), its JVM logging to the file ``spark_log`` if given (else to the
-    console, as Spark's defaults say), with ``py_files`` (a zip or wheel of sparkcdc for
+    console, as Spark's defaults say), with ``py_files`` (a zip of sparkcdc for
     the executors of a cluster) added to ``spark.submit.pyFiles``. When the source stops
     because rows after a schema change need the new schema read (a binlog without column
     metadata), the pipeline starts again from its checkpoint, as a typed stream's
