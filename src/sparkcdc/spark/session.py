@@ -16,6 +16,7 @@ class paths, ``spark.sql.extensions``) get sparkcdc's entries after the user's.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -31,6 +32,8 @@ from pyspark.sql import SparkSession
 
 from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
+
+log = logging.getLogger(__name__)
 
 # the master of a session when nothing chose one (no argument, none configured)
 DEFAULT_MASTER = "local[2]"
@@ -425,6 +428,26 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
         )
 
 
+def _warn_jars_not_on_driver(wanted: str | None, configured: Mapping[str, str]) -> None:
+    """Under spark-submit the driver JVM runs already: jars it was not started with reach
+    the executors (``spark.jars``) but not the driver's class path. Say which and how."""
+    have = {
+        _same_entry("spark.jars", e) for e in _entries("spark.jars", configured.get("spark.jars"))
+    }
+    missing = [
+        e for e in _entries("spark.jars", wanted) if _same_entry("spark.jars", e) not in have
+    ]
+    if missing:
+        log.warning(
+            "the driver JVM was started (by spark-submit) without %d of sparkcdc's connector "
+            "jars (%s): the Delta / Iceberg / Kafka sinks fail on the driver without them; "
+            "give spark-submit --jars with them (`sparkcdc package` prints the line)",
+            len(missing),
+            ", ".join(_same_entry("spark.jars", e) for e in missing[:3])
+            + (", ..." if len(missing) > 3 else ""),
+        )
+
+
 def spark_session(
     app_name: str = "sparkcdc",
     master: str | None = None,
@@ -457,6 +480,8 @@ def spark_session(
         configured=configured_conf(),
     )
     check_master(plan.master)
+    if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
+        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured_conf())
     ensure_python_env(plan.master)
     builder = SparkSession.builder
     for key, value in plan.settings.items():
