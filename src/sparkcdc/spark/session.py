@@ -470,6 +470,7 @@ def spark_session(
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
+    configured = configured_conf()
     plan = plan_session(
         app_name,
         master,
@@ -477,11 +478,11 @@ def spark_session(
         conf=conf,
         connectors=connectors,
         log_file=log_file,
-        configured=configured_conf(),
+        configured=configured,
     )
     check_master(plan.master)
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
-        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured_conf())
+        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
     ensure_python_env(plan.master)
     builder = SparkSession.builder
     for key, value in plan.settings.items():
