@@ -256,9 +256,14 @@ class DevSpark:
 
 
 def _stop_group(pid: int, timeout_s: float) -> None:
-    """SIGTERM the process group ``pid`` leads, if ``pid`` is still a Spark daemon we
-    started (a process id can be reused); SIGKILL what is left at the deadline."""
-    if not _alive(pid) or b"org.apache.spark.deploy" not in _cmdline(pid):
+    """SIGTERM the process group ``pid`` leads (the daemon, and the executors a worker
+    started, even when the worker died first), unless ``pid`` now names another program
+    (a process id can be reused once its group is gone); SIGKILL what is left at the
+    deadline."""
+    if _alive(pid) and b"org.apache.spark.deploy" not in _cmdline(pid):
+        return
+    if not _group_alive(pid):
+        _reap(pid)
         return
     try:
         os.killpg(pid, signal.SIGTERM)
