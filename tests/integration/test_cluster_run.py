@@ -2,7 +2,7 @@
 one-core workers on loopback), as a user runs it: ``sparkcdc package`` builds the zip of
 sparkcdc, ``sparkcdc run --available-now --master spark://... --py-files <zip>`` copies a
 MariaDB table, written to before the run, into PostgreSQL through the jdbc sink. The
-target must equal the source (read back with psycopg, and ``sparkcdc verify``), and the
+target must equal the source (read back with psycopg, not through the sink), and the
 run's tasks must have run on both workers (their executors' logs, in each worker's own
 work directory). The workers' Python is the user's ``PYSPARK_PYTHON``; their environment
 has no ``PYTHONPATH``: they import sparkcdc from the shipped zip.
@@ -10,7 +10,6 @@ has no ``PYTHONPATH``: they import sparkcdc from the shipped zip.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import socket
@@ -187,10 +186,6 @@ def test_run_on_a_standalone_cluster_equals_the_source_with_tasks_on_both_worker
     tasks = spark_cluster.executor_tasks(apps[0]["id"])
     assert sorted(tasks) == ["worker-1", "worker-2"]
     assert all(count > 0 for count in tasks.values()), tasks
-
-    verified = sparkcdc("verify", str(pipeline), "--json", cwd=tmp_path)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert json.loads(verified.stdout.splitlines()[-1])["equal"] is True
 
 
 PROBE = """
