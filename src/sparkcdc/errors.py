@@ -61,6 +61,10 @@ class SinkError(SparkCdcError):
     """A sink refused or lost a write."""
 
 
+class SparkMasterError(SparkCdcError):
+    """The Spark master a session is to run on cannot be reached."""
+
+
 class PrivateDirectoryError(SparkCdcError):
     """A local directory sparkcdc keeps code or state in is not this user's alone."""
 

@@ -17,6 +17,18 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[Any]:
+    """The private Spark standalone cluster (a master, two one-core workers), stopped at the
+    end of the session with its executors."""
+    from sparkcdc.testing.devspark import DevSpark
+
+    cluster = DevSpark.from_env()
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def server(dev_server: Any) -> Any:
     """The private MariaDB (``dev_server``), under the name the pipeline tests use."""

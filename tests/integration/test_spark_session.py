@@ -49,3 +49,61 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
     assert row.zip_importers == 0
     assert row.arenas == "2"  # glibc arenas bounded (snapshot worker memory)
     assert not any(p.endswith((".zip", ".jar")) and "pyspark" in p for p in row.path.split(";"))
+
+
+SUBMITTED = """
+from sparkcdc.spark.session import spark_session
+
+spark = spark_session("submitted", connectors=True)
+conf = spark.sparkContext.getConf()
+print("master=" + spark.sparkContext.master)
+for key in ("spark.jars", "spark.sql.shuffle.partitions", "spark.python.daemon.module"):
+    print(key + "=" + (conf.get(key) or ""))
+spark.stop()
+"""
+
+
+def test_under_spark_submit_its_master_and_settings_are_kept(tmp_path: Any) -> None:
+    """spark-submit starts the JVM with the user's master, conf and jars; the session
+    sparkcdc makes in it keeps them and adds its connector jars after the user's."""
+    import os
+    import subprocess
+    import zipfile
+
+    import pyspark
+
+    from sparkcdc.spark.session import connector_jars
+
+    user_jar = tmp_path / "user-extra.jar"
+    with zipfile.ZipFile(user_jar, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    script = tmp_path / "submitted.py"
+    script.write_text(SUBMITTED)
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    unset = ("PYSPARK_GATEWAY_PORT", "SPARK_MASTER")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    done = subprocess.run(
+        [
+            *(spark_submit, "--master", "local[1]"),
+            *("--conf", "spark.sql.shuffle.partitions=7", "--jars", str(user_jar), str(script)),
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines["master"] == "local[1]"  # not sparkcdc's default local[2]
+    assert lines["spark.sql.shuffle.partitions"] == "7"  # not sparkcdc's default 4
+    assert lines["spark.python.daemon.module"] == "sparkcdc.spark.worker_daemon"  # local
+    jars = lines["spark.jars"].split(",")
+    assert jars[0].endswith("/user-extra.jar"), jars
+    names = [j.rsplit("/", 1)[-1] for j in jars[1:]]
+    assert names == [p.rsplit("/", 1)[-1] for p in connector_jars()]
+    # the connector jars reach the executors, not the driver's class path: said, with the
+    # fix (spark-submit passes the Python driver's stderr on in its stdout)
+    said = done.stdout + done.stderr
+    assert f"started (by spark-submit) without {len(connector_jars())} of sparkcdc's" in said
+    assert "give spark-submit --jars" in said

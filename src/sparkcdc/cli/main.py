@@ -1,10 +1,12 @@
 """The ``sparkcdc`` command line.
 
-    sparkcdc run FILE [--available-now]   run a pipeline (until Ctrl-C, or until caught up)
+    sparkcdc run FILE [--available-now] [--master URL] [--py-files ZIP]
+                                          run a pipeline (until Ctrl-C, or until caught up)
     sparkcdc validate FILE                check the file and the source server
     sparkcdc status FILE                  phase, tables, chunks, positions, lag, last batch
     sparkcdc verify FILE [--json]         compare every sink table with its source tables
     sparkcdc demo                         local MariaDB with sample data -> local Delta table
+    sparkcdc package [--output DIR]       sparkcdc as a zip for a Spark cluster's executors
 
 Exit codes: 0 success (verify: the tables are equal); 1 verify found differences, or
 anything else; 2 bad configuration or usage; 3 source problem (unreachable, misconfigured,
@@ -50,7 +52,14 @@ def _run(args: argparse.Namespace) -> int:
     if spark_log is not None:
         logging.getLogger("sparkcdc").info("Spark's own log: %s", spark_log)
         _log_py4j_to(spark_log)
-    summary = run_pipeline(config, available_now=args.available_now, spark_log=spark_log)
+    py_files = [p for p in (args.py_files or "").split(",") if p]
+    summary = run_pipeline(
+        config,
+        available_now=args.available_now,
+        spark_log=spark_log,
+        master=args.master,
+        py_files=py_files,
+    )
     print(
         f"sparkcdc: {summary.batches} batch(es), {summary.total_rows} change row(s) written "
         f"to {config.sink.type} ({', '.join(summary.sink_tables)})"
@@ -82,6 +91,28 @@ def _spark_log(checkpoint: str) -> str:
     folder = Path(checkpoint) / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     return str(folder / "spark.log")
+
+
+def _package(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sparkcdc.cli.package import package_sparkcdc, submit_line
+    from sparkcdc.spark.session import connector_jars
+
+    built = package_sparkcdc(Path(args.output))
+    print(f"sparkcdc for the executors (spark.submit.pyFiles / --py-files): {built.archive}")
+    print(f"spark-submit's primary resource: {built.entry}")
+    try:
+        jars = connector_jars()
+    except ConfigError as exc:
+        print(f"the connector jars: {exc}")
+        jars = ["JARS"]
+    print("run a pipeline on a cluster with (the executors' Python needs sparkcdc's")
+    print("dependencies installed: pip install the requirements of pyproject.toml):")
+    print(f"  sparkcdc run pipeline.yaml --master spark://HOST:7077 --py-files {built.archive}")
+    print("or")
+    print(f"  {submit_line(built, jars)}")
+    return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -130,7 +161,27 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="process everything the source has now (snapshot included), then exit 0",
     )
+    run.add_argument(
+        "--master",
+        default=None,
+        help="the Spark master URL (spark://host:7077, yarn, k8s://..., local[n]); default: "
+        "pipeline.spark.master, else the one spark-submit configured, else "
+        "local[pipeline.parallelism]",
+    )
+    run.add_argument(
+        "--py-files",
+        default=None,
+        help="comma-separated .zip/.egg/.py files for the executors, added to "
+        "spark.submit.pyFiles (`sparkcdc package` builds sparkcdc's)",
+    )
     run.set_defaults(func=_run)
+    package = sub.add_parser(
+        "package",
+        help="write sparkcdc as a zip for a Spark cluster's executors, and the script "
+        "spark-submit runs",
+    )
+    package.add_argument("--output", default="dist", help="the folder to write to (dist)")
+    package.set_defaults(func=_package)
     validate = sub.add_parser("validate", help="check a pipeline file and its source server")
     validate.add_argument("file")
     validate.set_defaults(func=_validate)

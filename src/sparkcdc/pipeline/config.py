@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.options import SourceOptions, parse_duration
@@ -226,6 +226,9 @@ class PipelineBlock(_Block):
     checkpoint: str | None = None  # default: .sparkcdc/<name> beside the YAML file
     trigger_interval_s: float = Field(1.0, alias="trigger.interval", ge=0)
     spark_conf: dict[str, str] = Field(default_factory=dict, alias="spark.conf")
+    # any Spark master URL (spark://, yarn, k8s://, local[n]); `sparkcdc run --master`
+    # wins over it; unset: the master spark-submit configured, else local[parallelism]
+    spark_master: str | None = Field(None, alias="spark.master")
     # a new checkpoint (a new stream) whose sink tables hold rows already: stop (fail),
     # empty them before the new snapshot (truncate), or write over them by key (keep)
     existing_sink_rows: ExistingSinkRows = Field("fail", alias="existing-sink-rows")
@@ -246,6 +249,21 @@ class PipelineBlock(_Block):
                 "to copy what there is and stop (and remove the option)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _one_master(self) -> PipelineBlock:
+        given = self.spark_conf.get("spark.master")
+        if given and self.spark_master and given != self.spark_master:
+            raise ValueError(
+                f"spark.master is {self.spark_master!r} but spark.conf's spark.master is "
+                f"{given!r}: keep one of them"
+            )
+        return self
+
+    @property
+    def master(self) -> str | None:
+        """The Spark master this file chooses (``spark.master``, or ``spark.conf``'s)."""
+        return self.spark_master or self.spark_conf.get("spark.master") or None
 
     def session_conf(self) -> dict[str, str]:
         """The Spark settings of this block: ``spark.conf``, with ``local-time-zone`` as

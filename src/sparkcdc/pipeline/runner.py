@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sparkcdc.errors import SchemaChangedError, SinkError, SparkCdcError
+from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdcError
 from sparkcdc.files import write_private
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
@@ -279,15 +279,19 @@ def run_pipeline(
     on_batch: Callable[[int, dict[str, int]], None] | None = None,
     max_seconds: float | None = None,
     spark_log: str | None = None,
+    master: str | None = None,
+    py_files: Sequence[str] = (),
 ) -> RunSummary:
     """Run ``config`` until stopped, or (``available_now``) until caught up with the source.
 
     ``spark``: an existing session (it must have the connector jars, see
-    ``spark_session(connectors=True)``); by default one is made with
-    ``local[pipeline.parallelism]``, whose JVM logs go to the file ``spark_log`` if given
-    (else to the console, as Spark's defaults say). When the source stops because rows
-    after a schema change need the new schema read (a binlog without column metadata), the
-    pipeline starts again from its checkpoint, as a typed stream's ``await_restarting`` does.
+    ``spark_session(connectors=True)``); by default one is made on ``master`` (see
+    ``session_master``), its JVM logging to the file ``spark_log`` if given (else to the
+    console, as Spark's defaults say), with ``py_files`` (a zip of sparkcdc for
+    the executors of a cluster) added to ``spark.submit.pyFiles``. When the source stops
+    because rows after a schema change need the new schema read (a binlog without column
+    metadata), the pipeline starts again from its checkpoint, as a typed stream's
+    ``await_restarting`` does.
     """
     started = time.monotonic()
     restarts = 0
@@ -295,7 +299,17 @@ def run_pipeline(
         spent = time.monotonic() - started
         left = None if max_seconds is None else max(0.0, max_seconds - spent)
         try:
-            return _run_once(config, available_now, out, spark, on_batch, left, spark_log)
+            return _run_once(
+                config,
+                available_now,
+                out,
+                spark,
+                on_batch,
+                left,
+                spark_log,
+                master=master,
+                py_files=py_files,
+            )
         except SchemaChangedError as exc:
             if restarts >= MAX_SCHEMA_RESTARTS:
                 raise
@@ -303,22 +317,55 @@ def run_pipeline(
             log.info("%s; restarting the pipeline to read the new schema", exc)
 
 
-def pipeline_session(config: PipelineConfig, spark: Any = None, log_file: str | None = None) -> Any:
-    """``spark`` (or a new ``local[pipeline.parallelism]`` session) set up for the pipeline:
-    the mysql-cdc source registered, the sink's and the file's Spark settings applied.
+def session_master(config: PipelineConfig, flag: str | None, configured: str | None) -> str:
+    """The master of a pipeline's new session: ``flag`` (``sparkcdc run --master``), else
+    the file's ``pipeline.spark.master``, else ``configured`` (spark-submit's master, or
+    ``SPARK_MASTER``), else ``local[pipeline.parallelism]``. A file and a spark-submit that
+    name different masters are a ConfigError: which one was meant is not ours to guess.
+
+    >>> session_master(config, "spark://10.0.0.5:7077", "yarn")  # doctest: +SKIP
+    'spark://10.0.0.5:7077'
+    """
+    chosen = config.pipeline.master
+    if flag:
+        return flag
+    if chosen and configured and chosen != configured:
+        raise ConfigError(
+            f"pipeline.spark.master is {chosen!r} but this process runs under the master "
+            f"{configured!r} (spark-submit's --master, spark.master or SPARK_MASTER): remove "
+            "one of them, or give `sparkcdc run --master` to choose"
+        )
+    return chosen or configured or f"local[{config.pipeline.parallelism}]"
+
+
+def pipeline_session(
+    config: PipelineConfig,
+    spark: Any = None,
+    log_file: str | None = None,
+    *,
+    master: str | None = None,
+    py_files: Sequence[str] = (),
+) -> Any:
+    """``spark`` (or a new session on ``session_master``'s choice) set up for the pipeline:
+    the mysql-cdc source registered, the sink's and the file's Spark settings applied,
+    ``py_files`` added to ``spark.submit.pyFiles``.
 
     A new session's console progress bars are off when stderr is not a terminal: they
     rewrite their line several times a second, a flood in a log (the pipeline's own progress
     says where it is); the file's ``spark.conf`` may turn them on again."""
-    from sparkcdc.spark.session import register, spark_session
+    from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
     conf = {**sink_conf, **config.pipeline.session_conf()}
+    conf.pop("spark.master", None)  # chosen by session_master
+    if py_files:
+        listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
+        conf["spark.submit.pyFiles"] = ",".join(p for p in listed if p)
     if spark is None:
         bars = "true" if sys.stderr.isatty() else "false"
         spark = spark_session(
             config.pipeline.name,
-            f"local[{config.pipeline.parallelism}]",
+            session_master(config, master, None if master else configured_master()),
             connectors=True,
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
@@ -339,6 +386,9 @@ def _run_once(
     on_batch: Callable[[int, dict[str, int]], None] | None,
     max_seconds: float | None,
     spark_log: str | None = None,
+    *,
+    master: str | None = None,
+    py_files: Sequence[str] = (),
 ) -> RunSummary:
     from pyspark.errors import StreamingQueryException
 
@@ -354,7 +404,7 @@ def _run_once(
     for finding in findings:
         log.warning("%s", finding)
     cls = sink_class(config.sink.type)
-    spark = pipeline_session(config, spark, spark_log)
+    spark = pipeline_session(config, spark, spark_log, master=master, py_files=py_files)
     identity = open_checkpoint(config.checkpoint, config.state_location)
     history = SchemaHistory(config.checkpoint)
     saved = history.latest()

@@ -2,23 +2,43 @@
 
 Spark starts Python workers with ``PYSPARK_PYTHON``; unless it names the
 interpreter that has sparkcdc installed, workers fail ("Python worker failed to
-connect back") or cannot import the source. We point it at ``sys.executable``.
+connect back") or cannot import the source. On a local master (``local``,
+``local[n]``, ``local-cluster[...]``) the workers run on this machine, so we point it
+at this interpreter (through a launcher that drops Spark's archives) and start them
+with sparkcdc's worker daemon. On any other master the executors run their own Python:
+``PYSPARK_PYTHON`` if the user set it, else Spark's default, with sparkcdc installed
+there or shipped with ``spark.submit.pyFiles`` (``sparkcdc package`` builds the zip).
+
+What the user set is never overwritten: ``PYSPARK_PYTHON``, and the Spark settings that
+hold lists (``spark.jars``, ``spark.jars.packages``, ``spark.submit.pyFiles``, the extra
+class paths, ``spark.sql.extensions``) get sparkcdc's entries after the user's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
-from sparkcdc.errors import ConfigError
+from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
+
+log = logging.getLogger(__name__)
+
+# the master of a session when nothing chose one (no argument, none configured)
+DEFAULT_MASTER = "local[2]"
+# a standalone master's port when its URL names none (Spark's own default)
+STANDALONE_PORT = 7077
 
 _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -27,11 +47,28 @@ _DEFAULT_CONF = {
     # Arrow batches from the Python source go straight into Spark
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
-    # workers without Spark's zips and jar on sys.path (70 ms a task; see worker_daemon)
-    "spark.python.daemon.module": "sparkcdc.spark.worker_daemon",
     # connectorx allocates from many threads: glibc's per-thread arenas grew a snapshot
     # worker to ~180 MB of freed-but-kept memory; two arenas keep it near 110 MB, as fast
     "spark.executorEnv.MALLOC_ARENA_MAX": "2",
+}
+
+_DAEMON_MODULE = "spark.python.daemon.module"
+# local masters: workers without Spark's zips and jar on sys.path (70 ms a task; see
+# worker_daemon). Elsewhere Spark's own daemon, named explicitly: a JVM this process
+# started earlier for a local session keeps ours in its system properties
+_LOCAL_DAEMON = "sparkcdc.spark.worker_daemon"
+_SPARK_DAEMON = "pyspark.daemon"
+
+# Settings that hold lists: what the user gave (already configured, e.g. by spark-submit,
+# then the session's conf), then sparkcdc's entries, each once. Jars count as the same
+# when their file names are (a user's copy of a connector jar is not added twice).
+_LIST_SEPARATORS = {
+    "spark.jars": ",",
+    "spark.jars.packages": ",",
+    "spark.submit.pyFiles": ",",
+    "spark.sql.extensions": ",",
+    "spark.driver.extraClassPath": os.pathsep,
+    "spark.executor.extraClassPath": os.pathsep,
 }
 
 
@@ -86,15 +123,56 @@ def connector_jars() -> list[str]:
     return jars
 
 
-def ensure_python_env(master: str = "local") -> None:
-    """Make Spark's Python workers use this interpreter (set once, before the JVM starts)."""
-    launcher = _local_launcher() if master.startswith("local") else None
-    os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+def is_local_master(master: str) -> bool:
+    """True for masters whose executors run on this machine, beside the driver.
+
+    >>> is_local_master("local[4]"), is_local_master("spark://10.0.0.5:7077")
+    (True, False)
+    """
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+# the PYSPARK_PYTHON values this process set itself (any other value is the user's)
+_OWN_PYTHON: set[str] = set()
+
+
+def python_environ(master: str, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The environment variables to set (None: to remove) so that ``master``'s Python
+    workers can run sparkcdc, given the environment ``environ`` as it is.
+
+    Local masters: ``PYSPARK_PYTHON`` is this interpreter (through the launcher when one
+    can be written) unless the user set it, and ``PYTHONPATH`` has this process's
+    ``sys.path`` (the workers are this machine's processes). Other masters: nothing of
+    this machine is named; a value this process set earlier for a local session goes.
+    """
+    users = environ.get("PYSPARK_PYTHON")
+    if users in _OWN_PYTHON:
+        users = None
+    changes: dict[str, str | None] = {}
+    if "PYSPARK_DRIVER_PYTHON" not in environ:
+        changes["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if not is_local_master(master):
+        if users is None and "PYSPARK_PYTHON" in environ:
+            changes["PYSPARK_PYTHON"] = None
+        return changes
+    if users is None:
+        changes["PYSPARK_PYTHON"] = _local_launcher() or sys.executable
     # the workers import sparkcdc from wherever this process does
     paths = [p for p in sys.path if p]
-    existing = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, existing] if existing else paths)
+    existing = environ.get("PYTHONPATH", "")
+    changes["PYTHONPATH"] = os.pathsep.join([*paths, existing] if existing else paths)
+    return changes
+
+
+def ensure_python_env(master: str = "local") -> None:
+    """Make ``master``'s Python workers able to run sparkcdc (before the JVM starts)."""
+    for name, value in python_environ(master, os.environ).items():
+        if value is None:
+            os.environ.pop(name, None)
+            continue
+        os.environ[name] = value
+        if name == "PYSPARK_PYTHON":
+            _OWN_PYTHON.add(value)
 
 
 def _local_launcher() -> str | None:
@@ -161,9 +239,218 @@ def launcher_dir() -> str:
     return ensure_private_dir(folder, "the Python launcher Spark runs")
 
 
+@dataclass(frozen=True)
+class SessionPlan:
+    """The settings a new session is built with, worked out before anything starts."""
+
+    master: str
+    settings: dict[str, str]  # every Spark setting given to the builder (and a new JVM)
+
+
+def _entries(key: str, value: str | None) -> list[str]:
+    if not value:
+        return []
+    return [e.strip() for e in value.split(_LIST_SEPARATORS[key]) if e.strip()]
+
+
+def _same_entry(key: str, entry: str) -> str:
+    """What makes two entries of ``key`` the same: a jar's file name, else the text."""
+    if key == "spark.jars":
+        return entry.rstrip("/").rsplit("/", 1)[-1]
+    return entry
+
+
+def merge_list_setting(key: str, *values: str | None) -> str | None:
+    """The entries of ``values`` (the user's first), each once, as one ``key`` value.
+
+    >>> merge_list_setting("spark.jars", "/opt/s3/hadoop-aws.jar", "/lib/delta.jar")
+    '/opt/s3/hadoop-aws.jar,/lib/delta.jar'
+    >>> merge_list_setting("spark.jars", "file:/u/delta.jar", "/lib/delta.jar,/lib/k.jar")
+    'file:/u/delta.jar,/lib/k.jar'
+    """
+    seen: set[str] = set()
+    merged: list[str] = []
+    for value in values:
+        for entry in _entries(key, value):
+            if _same_entry(key, entry) not in seen:
+                seen.add(_same_entry(key, entry))
+                merged.append(entry)
+    return _LIST_SEPARATORS[key].join(merged) if merged else None
+
+
+def plan_session(
+    app_name: str,
+    master: str | None,
+    *,
+    jars: Sequence[str] = (),
+    conf: Mapping[str, str] | None = None,
+    connectors: bool = False,
+    log_file: str | None = None,
+    configured: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SessionPlan:
+    """The master and settings of a session (pure: nothing starts, nothing is written).
+
+    ``master``: None takes ``conf``'s ``spark.master``, else the one ``configured`` has
+    (the settings of a JVM this process runs under, as spark-submit starts it), else the
+    ``SPARK_MASTER`` variable of ``environ``, else ``DEFAULT_MASTER``. ``configured``
+    settings are the user's: sparkcdc's defaults never replace them; ``conf`` does.
+
+    >>> plan = plan_session("a", "spark://h:7077", configured={}, environ={})
+    >>> plan.master, plan.settings["spark.python.daemon.module"]
+    ('spark://h:7077', 'pyspark.daemon')
+    """
+    conf = dict(conf or {})
+    configured = configured or {}
+    environ = os.environ if environ is None else environ
+    chosen = (
+        master
+        or conf.get("spark.master")
+        or configured.get("spark.master")
+        or environ.get("SPARK_MASTER")
+        or DEFAULT_MASTER
+    )
+    defaults = {
+        **_DEFAULT_CONF,
+        "spark.driver.memory": driver_memory(),
+        _DAEMON_MODULE: _LOCAL_DAEMON if is_local_master(chosen) else _SPARK_DAEMON,
+    }
+    if connectors:
+        defaults.update(_CONNECTOR_CONF)
+    settings = {k: v for k, v in defaults.items() if k not in configured}
+    settings.update(conf)
+    # lists: the user's entries (configured, then conf), then sparkcdc's
+    ours = {
+        "spark.jars": ",".join([*(connector_jars() if connectors else []), *jars]),
+        "spark.sql.extensions": _CONNECTOR_CONF["spark.sql.extensions"] if connectors else "",
+    }
+    for key in _LIST_SEPARATORS:
+        merged = merge_list_setting(key, configured.get(key), conf.get(key), ours.get(key))
+        if merged is not None:
+            settings[key] = merged
+    if log_file is not None:
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = " ".join(
+            o
+            for o in (
+                settings.get(key) or configured.get(key),
+                f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
+                f"-Dsparkcdc.log.file={Path(log_file).absolute()}",
+            )
+            if o
+        )
+    settings["spark.master"] = chosen
+    settings["spark.app.name"] = app_name
+    return SessionPlan(chosen, settings)
+
+
+def configured_conf() -> dict[str, str]:
+    """The settings of the Spark driver JVM this process runs under: the one spark-submit
+    (or the pyspark shell) started and names in ``PYSPARK_GATEWAY_PORT``, or a running
+    session's. Empty when there is none (or only a JVM this process started itself,
+    whose settings were sparkcdc's)."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return dict(active.getConf().getAll())
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
+
+
+def configured_master() -> str | None:
+    """The master already chosen outside sparkcdc: spark-submit's (``--master``, or
+    ``spark.master`` in its conf or ``spark-defaults.conf``), else ``SPARK_MASTER``."""
+    return configured_conf().get("spark.master") or os.environ.get("SPARK_MASTER") or None
+
+
+def master_endpoints(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs a master URL names where a TCP connection tells whether it
+    is up: standalone masters (``spark://h1:p1,h2:p2``) and Kubernetes API servers
+    (``k8s://https://h:p``). Empty for local masters, ``yarn`` and anything else.
+
+    >>> master_endpoints("spark://a:7077,b")
+    [('a', 7077), ('b', 7077)]
+    >>> master_endpoints("k8s://https://api.example:6443")
+    [('api.example', 6443)]
+    """
+    if master.startswith("spark://"):
+        found = []
+        for part in master[len("spark://") :].split(","):
+            url = urlsplit(f"//{part.strip()}")
+            if url.hostname:
+                found.append((url.hostname, url.port or STANDALONE_PORT))
+        return found
+    if master.startswith("k8s://"):
+        inner = master[len("k8s://") :]
+        url = urlsplit(inner if "://" in inner else f"https://{inner}")
+        if url.hostname:
+            return [(url.hostname, url.port or (80 if url.scheme == "http" else 443))]
+    return []
+
+
+def _shown(master: str) -> str:
+    """``master`` without user:password (a Kubernetes URL may carry them)."""
+    scheme, sep, rest = master.partition("://")
+    if not sep:
+        return master
+    inner = rest.partition("://")
+    if inner[1]:  # k8s://https://user:pw@host
+        return f"{scheme}://{inner[0]}://{_shown_host(inner[2])}"
+    return f"{scheme}://{','.join(_shown_host(p) for p in rest.split(','))}"
+
+
+def _shown_host(part: str) -> str:
+    return part.rpartition("@")[2]
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """Raise SparkMasterError when no endpoint of ``master`` accepts a TCP connection.
+
+    A standalone client that cannot register keeps trying for a minute and then leaves
+    the session without executors; this says at once what is wrong and what to do."""
+    endpoints = master_endpoints(master)
+    failures = []
+    for host, port in endpoints:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as exc:
+            failures.append(f"{host}:{port}: {exc.strerror or exc}")
+    if endpoints:
+        raise SparkMasterError(
+            f"the Spark master {_shown(master)} cannot be reached ({'; '.join(failures)}); "
+            "start it (a standalone master: $SPARK_HOME/sbin/start-master.sh, port 7077 by "
+            "default), or correct `sparkcdc run --master` / pipeline.spark.master (or "
+            "spark-submit's --master); `--master local[2]` runs on this machine"
+        )
+
+
+def _warn_jars_not_on_driver(wanted: str | None, configured: Mapping[str, str]) -> None:
+    """Under spark-submit the driver JVM runs already: jars it was not started with reach
+    the executors (``spark.jars``) but not the driver's class path. Say which and how."""
+    have = {
+        _same_entry("spark.jars", e) for e in _entries("spark.jars", configured.get("spark.jars"))
+    }
+    missing = [
+        e for e in _entries("spark.jars", wanted) if _same_entry("spark.jars", e) not in have
+    ]
+    if missing:
+        log.warning(
+            "the driver JVM was started (by spark-submit) without %d of sparkcdc's connector "
+            "jars (%s): the Delta / Iceberg / Kafka sinks fail on the driver without them; "
+            "give spark-submit --jars with them (`sparkcdc package` prints the line)",
+            len(missing),
+            ", ".join(_same_entry("spark.jars", e) for e in missing[:3])
+            + (", ..." if len(missing) > 3 else ""),
+        )
+
+
 def spark_session(
     app_name: str = "sparkcdc",
-    master: str = "local[2]",
+    master: str | None = None,
     *,
     jars: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
@@ -172,36 +459,35 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
-    With ``connectors=True`` the pinned connector jars are on its classpath and the Delta
-    and Iceberg SQL extensions are on (what the pipeline sinks need). With ``log_file``,
-    a JVM this call starts logs (warnings and errors, stacks included) to that file and
-    nothing to the console (``log4j2-file.properties`` beside this module).
+    ``master``: any Spark master URL; None takes the one already configured (spark-submit's,
+    ``SPARK_MASTER``), else ``local[2]``. See ``plan_session`` for what else is set, and the
+    module's docstring for Python workers on local and other masters. A master that cannot
+    be reached raises SparkMasterError. With ``connectors=True`` the pinned connector jars
+    are added to ``spark.jars`` and the Delta and Iceberg SQL extensions are on (what the
+    pipeline sinks need). With ``log_file``, a JVM this call starts logs (warnings and
+    errors, stacks included) to that file and nothing to the console
+    (``log4j2-file.properties`` beside this module).
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
-    ensure_python_env(master)
-    builder = SparkSession.builder.appName(app_name).master(master)
-    if connectors:
-        jars = [*connector_jars(), *jars]
-        conf = {**_CONNECTOR_CONF, **(conf or {})}
-    defaults = {**_DEFAULT_CONF, "spark.driver.memory": driver_memory()}
-    settings = {**defaults, **(conf or {})}
-    if log_file is not None:
-        settings["spark.driver.extraJavaOptions"] = " ".join(
-            o
-            for o in (
-                settings.get("spark.driver.extraJavaOptions"),
-                f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
-                f"-Dsparkcdc.log.file={Path(log_file).absolute()}",
-            )
-            if o
-        )
-    for key, value in settings.items():
+    configured = configured_conf()
+    plan = plan_session(
+        app_name,
+        master,
+        jars=jars,
+        conf=conf,
+        connectors=connectors,
+        log_file=log_file,
+        configured=configured,
+    )
+    check_master(plan.master)
+    if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
+        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
+    ensure_python_env(plan.master)
+    builder = SparkSession.builder
+    for key, value in plan.settings.items():
         builder = builder.config(key, value)
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-        settings["spark.jars"] = ",".join(jars)
-    _start_jvm({**settings, "spark.master": master, "spark.app.name": app_name})
+    _start_jvm(plan.settings)
     spark = builder.getOrCreate()
     # Streaming threads inherit the JVM's thread-local active session from the thread
     # that starts the query; make sure it is set there (py4j threads may lack it).
