@@ -666,7 +666,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
         share = Share(partition.share, partition.shares)
-        ddl_filter = partial(with_shadows, includes) if self.options.online_schema_changes else None
+        # a typed stream restarts at the cut-over's own RENAME and reads the new schema then:
+        # the copies' statements would only restart it more often
+        follow = self.options.online_schema_changes and not self.plan.typed
+        ddl_filter = partial(with_shadows, includes) if follow else None
         changes: Any = read_range(
             self.settings,
             partition.server_id,
