@@ -16,6 +16,7 @@ stream must not guess what such a statement did to them.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -144,7 +145,7 @@ def _parse_ddl(
     if renamed:
         return _rename_tables(default_database, renamed.group(1), statement)
     try:
-        tree = sqlglot.parse_one(text, read="mysql")
+        tree = _parse_one(text)
     except ParseError as exc:
         if _leaves_columns_alone(text):
             return []
@@ -172,6 +173,27 @@ def _parse_ddl(
             if t is not None
         ]
     return []
+
+
+class _CommandFallback(logging.Filter):
+    """sqlglot's warning that it read a statement as a bare Command: this module judges
+    such statements itself (no change, or a DdlParseError naming the statement), so on the
+    console the warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+_SQLGLOT_LOG = logging.getLogger("sqlglot")
+_COMMAND_FALLBACK = _CommandFallback()
+
+
+def _parse_one(text: str) -> exp.Expr:
+    _SQLGLOT_LOG.addFilter(_COMMAND_FALLBACK)
+    try:
+        return sqlglot.parse_one(text, read="mysql")
+    finally:
+        _SQLGLOT_LOG.removeFilter(_COMMAND_FALLBACK)
 
 
 def _leaves_columns_alone(text: str) -> bool:

@@ -7,6 +7,7 @@ Expected columns are spelled out in full (``Column(...)`` with its Spark type), 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import replace
 from decimal import Decimal
 
@@ -539,3 +540,19 @@ def test_tinyint1_kept_a_number_when_asked() -> None:
     assert [c.spark_type for c in create.schema.columns] == ["INT", "SMALLINT"]
     default = parse_ddl("db", statements[0])[0].event
     assert isinstance(default, AddColumn) and default.column.spark_type == "BOOLEAN"
+
+
+def test_sqlglots_command_fallback_warning_stays_off_the_console(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """parse_ddl judges a statement sqlglot reads as a bare Command itself; sqlglot's own
+    warning about it is dropped, for parse_ddl's calls only."""
+    import sqlglot
+
+    with caplog.at_level(logging.WARNING, logger="sqlglot"):
+        assert parse_ddl(DB, "ALTER TABLE t REMOVE PARTITIONING") == []
+        with pytest.raises(DdlParseError):
+            parse_ddl(DB, "ALTER TABLE t CONVERT TO CHARACTER SET latin1")
+        assert [r for r in caplog.records if r.name == "sqlglot"] == []
+        sqlglot.parse_one("ALTER TABLE t REMOVE PARTITIONING", read="mysql")
+    assert any("Falling back" in r.getMessage() for r in caplog.records if r.name == "sqlglot")
