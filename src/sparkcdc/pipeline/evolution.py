@@ -608,6 +608,9 @@ class SchemaEvolver:
                         # DATABASE); its rows went with it
                         events.append((row.seq, q, DropTable(), row.statement))
                     events.append((row.seq, q, c.event, row.statement))
+                    if isinstance(c.event, RenameTable):  # the new name has these columns
+                        renamed = f"{c.event.database}.{c.event.table}"
+                        current.setdefault(renamed, schema_now(row.database, row.table))
                     current[q] = evolve(schema_now(row.database, row.table), c.event)
         for sink_name, sources in self.members.items():
             fills = self._sink_table(

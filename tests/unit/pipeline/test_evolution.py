@@ -731,6 +731,18 @@ def test_create_table_like_takes_the_columns_its_model_has_at_that_point() -> No
     assert plan.state.schema(T) == replace(plan.state.schema("db.u"), table="t")
 
 
+def test_a_table_rotated_by_rename_and_create_like_keeps_its_columns() -> None:
+    """RENAME TABLE logs TO logs_2024; CREATE TABLE logs LIKE logs_2024: the renamed table
+    is not captured, but its columns are the ones the table had."""
+    evolver, sink = make("evolve")
+    plan = evolver.plan(
+        start(), rows(ADD, "RENAME TABLE t TO t_2024", "CREATE TABLE t LIKE t_2024")
+    )
+    assert sink.calls == [("add_column", "e", "BIGINT")]
+    assert columns(plan) == [*START_COLUMNS, "e:BIGINT"]
+    assert plan.state.schema(T) is not None
+
+
 def test_create_table_like_a_table_the_stream_does_not_know_stops_the_pipeline() -> None:
     evolver, _ = make("evolve")
     with pytest.raises(DdlParseError) as info:
