@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from sparkcdc.errors import SinkError
+from sparkcdc.testing.processes import alive
 
 DEFAULT_PORT = 39092
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
@@ -128,11 +129,11 @@ class DevKafka:
             return
         os.kill(pid, signal.SIGTERM)  # the broker shuts down in order on SIGTERM
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and alive(pid):
             time.sleep(0.2)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
-            while _alive(pid):
+            while alive(pid):
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
 
@@ -276,7 +277,7 @@ class DevKafka:
             return None
         # a recycled pid belongs to some other program: never signal it
         ours = b"kafka.Kafka" in cmdline and str(self.config_file).encode() in cmdline
-        return pid if ours and _alive(pid) else None
+        return pid if ours and alive(pid) else None
 
     def _log_tails(self) -> str:
         parts = []
@@ -303,16 +304,6 @@ def _port_open(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _alive(pid: int) -> bool:
-    """True unless the process is gone or a zombie (exited, not yet reaped by its parent)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # the state follows the parenthesised command name, which may itself contain ')'
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def main() -> None:

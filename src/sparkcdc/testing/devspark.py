@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkMasterError
+from sparkcdc.testing.processes import alive
 
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 DEFAULT_WORKERS = 2
@@ -146,7 +147,7 @@ class DevSpark:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for name, pid in state["pids"].items():
-                if not _alive(pid):
+                if not alive(pid):
                     self.stop()
                     raise SparkMasterError(
                         f"the private Spark {name} exited while starting; its log "
@@ -178,7 +179,7 @@ class DevSpark:
         if not self.state_file.exists():
             return False
         state = self._state()
-        if not all(_alive(pid) for pid in state.get("pids", {}).values()):
+        if not all(alive(pid) for pid in state.get("pids", {}).values()):
             return False
         try:
             status = self.status()
@@ -260,7 +261,7 @@ def _stop_group(pid: int, timeout_s: float) -> None:
     started, even when the worker died first), unless ``pid`` now names another program
     (a process id can be reused once its group is gone); SIGKILL what is left at the
     deadline."""
-    if _alive(pid) and b"org.apache.spark.deploy" not in _cmdline(pid):
+    if alive(pid) and b"org.apache.spark.deploy" not in _cmdline(pid):
         return
     if not _group_alive(pid):
         _reap(pid)
@@ -308,15 +309,6 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def _alive(pid: int) -> bool:
-    """True unless the process is gone or a zombie (exited, not yet reaped by its parent)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _tail(path: Path, size: int = 2000) -> str:
