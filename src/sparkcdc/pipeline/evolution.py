@@ -527,8 +527,8 @@ class SchemaEvolver:
         """
         self._replay = replay
 
+        shadows = state.shadows  # the caller's state is not changed: the plan works on a copy
         state = state.copy()
-        shadows = state.copy().shadows
         result = BatchPlan(state)
         # a statement already applied (a snapshot chunk carried it a batch early, or several
         # chunks did) comes again: each table takes a statement once, by its position
