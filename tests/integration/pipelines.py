@@ -61,10 +61,12 @@ def iceberg_block(tmp_path: Path) -> tuple[str, str]:
     return block, catalog
 
 
-def write_pipeline(template: str, tmp_path: Path, server: DevServer, database: str) -> Path:
+def write_pipeline(
+    template: str, tmp_path: Path, server: DevServer, database: str, **fields: object
+) -> Path:
     """``tmp_path/pipeline.yaml``: ``template`` (a pipeline's YAML) with ``{host}`` and
-    ``{port}`` of the private MariaDB, ``{database}``, and a Delta ``{lake}`` and a
-    ``{checkpoint}`` under ``tmp_path``."""
+    ``{port}`` of the private MariaDB, ``{database}``, a Delta ``{lake}`` and a
+    ``{checkpoint}`` under ``tmp_path``, and the template's other ``fields``."""
     settings = server.start()
     path = tmp_path / "pipeline.yaml"
     path.write_text(
@@ -74,6 +76,7 @@ def write_pipeline(template: str, tmp_path: Path, server: DevServer, database: s
             database=database,
             lake=tmp_path / "lake",
             checkpoint=tmp_path / "checkpoint",
+            **fields,
         )
     )
     return path

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipelines import write_pipeline
 from psycopg import sql
 
 from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -124,20 +125,9 @@ def target() -> Any:
 
 
 def pipeline_file(tmp_path: Path, server: DevServer, pg: DevPostgres) -> Path:
-    settings = server.start()
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(
-        PIPELINE.format(
-            host=settings.host,
-            port=settings.port,
-            database=DATABASE,
-            pg_port=pg.port,
-            schema=SCHEMA,
-            name=NAME,
-            checkpoint=tmp_path / "checkpoint",
-        )
+    return write_pipeline(
+        PIPELINE, tmp_path, server, DATABASE, pg_port=pg.port, schema=SCHEMA, name=NAME
     )
-    return path
 
 
 def source_rows(server: DevServer) -> list[tuple[Any, ...]]:
