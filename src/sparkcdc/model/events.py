@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from typing import Protocol
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column
@@ -70,10 +71,25 @@ class ImageColumns:
     same_storage: Callable[[int, Column], bool] = field(repr=False)
 
 
+Rows = list[tuple[Image | None, Image | None]]
+"""The rows of one source event: (before, after) images per row."""
+
+
+class EncodedRows(Protocol):
+    """Rows a source has not decoded yet (a binlog ROWS event's bytes): ``decode()`` gives
+    them, or raises what the source would have raised reading them."""
+
+    def decode(self) -> Rows: ...
+
+
 @dataclass(slots=True)
 class RowChanges:
     """The rows one source event changes in a captured table: complete images, laid out
     as ``columns`` describes (every column named).
+
+    ``images`` holds them decoded, or encoded as the source read them: ``rows`` decodes
+    them the first time it is asked, so a consumer that reads the encoded form itself (the
+    compiled decoder into Arrow) never pays for Python values.
 
     ``first_row``: row images before these at the same position (the events of a
     compressed transaction share its position): image ``i`` has
@@ -83,11 +99,21 @@ class RowChanges:
     database: str
     table: str
     kind: RowsKind
-    rows: list[tuple[Image | None, Image | None]]  # (before, after) per row
+    images: Rows | EncodedRows
     timestamp: int  # event time, seconds since the epoch
     position: BinlogPosition  # where the event starts
     columns: ImageColumns
     first_row: int = 0
+
+    @property
+    def rows(self) -> Rows:
+        """(before, after) per row, decoded."""
+        images = self.images
+        if isinstance(images, list):
+            return images
+        rows = images.decode()
+        self.images = rows
+        return rows
 
 
 @dataclass(frozen=True, slots=True)

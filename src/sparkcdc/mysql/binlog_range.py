@@ -204,7 +204,9 @@ class _ColumnMetadata:
         start: BinlogPosition,
         judge_xa: bool,
     ) -> None:
-        self.decoder = BinlogDecoder(table_filter=table_filter, on_table_map=self.on_table_map)
+        self.decoder = BinlogDecoder(
+            table_filter=table_filter, on_table_map=self.on_table_map, lazy_rows=True
+        )
         self.versions = versions
         self.filter = table_filter
         self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}

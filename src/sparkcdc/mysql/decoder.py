@@ -51,6 +51,7 @@ from sparkcdc.mysql.events import (
     PreviousGtidsEvent,
     QueryEvent,
     RotateEvent,
+    Row,
     RowsEvent,
     TableMapEvent,
     TransactionPayloadEvent,
@@ -257,6 +258,57 @@ class _MappedTable:
         return shape
 
 
+@dataclass(frozen=True, slots=True)
+class EventRows:
+    """The row images of one ROWS event as the binlog holds them (``data[pos:end]``,
+    decompressed), decoded when asked: the :class:`~sparkcdc.model.events.EncodedRows` of
+    the changes a lazy decoder yields. ``complete``: every image has every column and no
+    JSON diff (what the compiled decoder into Arrow reads; sparkcdc.mysql.arrowrows)."""
+
+    data: bytes
+    pos: int
+    end: int
+    shape: _RowsShape
+    table: _MappedTable
+    type_code: int
+    log_pos: int  # where the event ends, for messages
+
+    @property
+    def complete(self) -> bool:
+        return not (self.shape.absent_before or self.shape.absent_after or self.partial)
+
+    @property
+    def partial(self) -> bool:
+        return self.type_code == EventType.PARTIAL_UPDATE_ROWS
+
+    def what(self) -> str:
+        """The event, for messages."""
+        table = self.table
+        return (
+            f"{EventType(self.type_code).name} event for {table.database}.{table.table} ending "
+            f"at position {self.log_pos}"
+        )
+
+    def decode(self) -> list[Row]:
+        """The rows, as Python values; ProtocolError if the bytes do not hold them."""
+        try:
+            rows, stop = self.shape.decode_rows(self.data, self.pos, self.end)
+        except ProtocolError as exc:
+            fix = _PARTIAL_JSON_FIX if self.partial else ""
+            raise ProtocolError(f"{self.what()}: {exc}{fix}") from None
+        except (IndexError, ValueError, struct.error, KeyError) as exc:
+            raise ProtocolError(
+                f"cannot decode the {self.what()} ({self.end - self.pos} bytes of rows): "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        if stop != self.end:
+            raise ProtocolError(
+                f"{self.what()}: row images end at byte {stop} of {self.end}; the TABLE_MAP "
+                "does not describe these rows"
+            )
+        return rows
+
+
 def _absent_columns(count: int, present: int) -> tuple[int, ...]:
     """Indexes of the ``count`` columns whose bit is clear in a columns-present bitmap."""
     return tuple(i for i in range(count) if not present >> i & 1)
@@ -280,8 +332,12 @@ class BinlogDecoder:
         self,
         table_filter: TablePredicate | None = None,
         on_table_map: Callable[[TableMapEvent], None] | None = None,
+        *,
+        lazy_rows: bool = False,
     ) -> None:
         self._filter = table_filter
+        # ROWS events carry EventRows (decoded when asked) instead of decoded rows
+        self.lazy_rows = lazy_rows
         # called with each TABLE_MAP as it is decoded (also inside a TRANSACTION_PAYLOAD),
         # before any ROWS event that uses it: it may complete it (``complete_table``)
         self._on_table_map = on_table_map
@@ -493,22 +549,15 @@ class BinlogDecoder:
         if type_code in _COMPRESSED_ROWS_TYPES:
             data = decompress_mariadb(data[pos:])
             pos = 0
-        end = len(data)
-        try:
-            rows, stop = shape.decode_rows(data, pos, end)
-        except ProtocolError as exc:
-            raise ProtocolError(
-                f"{EventType(type_code).name} event for {mapped.database}.{mapped.table} ending "
-                f"at position {header.log_pos}: {exc}{_PARTIAL_JSON_FIX if partial else ''}"
-            ) from None
-        if stop != end:
-            raise ProtocolError(
-                f"ROWS event for {mapped.database}.{mapped.table} ending at position "
-                f"{header.log_pos}: row images end at byte {stop} of {end}; the TABLE_MAP does "
-                "not describe these rows"
-            )
+        rows = EventRows(data, pos, len(data), shape, mapped, type_code, header.log_pos)
         return RowsEvent(
-            header, kind, table_id, table_map, rows, shape.absent_before, shape.absent_after
+            header,
+            kind,
+            table_id,
+            table_map,
+            rows if self.lazy_rows else rows.decode(),
+            shape.absent_before,
+            shape.absent_after,
         )
 
     def _transaction_payload(self, header: EventHeader, data: bytes) -> TransactionPayloadEvent:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkcdc.model.events import ImageColumns, RowsKind
+from sparkcdc.model.events import EncodedRows, ImageColumns, RowsKind
 from sparkcdc.mysql.constants import (
     LOG_EVENT_IGNORABLE_F,
     BinlogChecksum,
@@ -153,8 +153,9 @@ class RowsEvent:
     kind: RowsKind
     table_id: int
     table: TableMapEvent | None
-    # None when the table filter excluded the table (rows were not decoded)
-    rows: list[Row] | None
+    # None when the table filter excluded the table (rows were not decoded); from a lazy
+    # decoder, the rows not decoded yet (decoder.EventRows)
+    rows: list[Row] | EncodedRows | None
     absent_before: tuple[int, ...] = ()
     absent_after: tuple[int, ...] = ()
 

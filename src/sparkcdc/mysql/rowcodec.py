@@ -46,8 +46,8 @@ _NATIVE_INT_FORMATS: dict[ColumnType, tuple[str, str]] = {
 _FLOAT_FORMATS = {ColumnType.FLOAT: "f", ColumnType.DOUBLE: "d"}
 # VARCHAR / CHAR values have a 1-byte length prefix below this max length, else 2 bytes
 _ONE_BYTE_LENGTH_LIMIT = 256
-_STRING_TYPES = (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING)
-_BLOB_TYPES = (
+STRING_TYPES = (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING)
+BLOB_TYPES = (
     ColumnType.BLOB,
     ColumnType.TINY_BLOB,
     ColumnType.MEDIUM_BLOB,
@@ -104,6 +104,14 @@ def _text_expr(g: _Codegen, col: ColumnInfo, slice_expr: str) -> str:
     if codec is None:
         return slice_expr
     return f"{slice_expr}.decode({codec!r}, {errors_for_codec(codec)!r})"
+
+
+def length_prefix(col: ColumnInfo) -> int:
+    """Bytes of the length before a string, BLOB, JSON or GEOMETRY value: VARCHAR / CHAR
+    take 1 below a max length of 256 bytes, else 2; the others say it in their metadata."""
+    if col.type in STRING_TYPES:
+        return 1 if col.meta < _ONE_BYTE_LENGTH_LIMIT else 2
+    return col.meta
 
 
 def _fixed_format(col: ColumnInfo) -> str | None:
@@ -184,8 +192,8 @@ def _column_lines(g: _Codegen, col: ColumnInfo, var: str, index: int) -> list[st
             return [f"{var} = {read}", f"pos += {col.meta}"]
         fn = g.ref(values.set_decoder(col.set_values), "set")
         return [f"{var} = {fn}({read})", f"pos += {col.meta}"]
-    if t in _STRING_TYPES:
-        prefix = 1 if col.meta < _ONE_BYTE_LENGTH_LIMIT else 2
+    if t in STRING_TYPES:
+        prefix = length_prefix(col)
         value = _text_expr(g, col, "buf[pos:pos + n]")
         if t == ColumnType.STRING and col.charset == BINARY_COLLATION:
             # BINARY(n) is logged without its trailing 0x00 padding; SELECT returns n bytes
@@ -196,8 +204,8 @@ def _column_lines(g: _Codegen, col: ColumnInfo, var: str, index: int) -> list[st
             f"{var} = {value}",
             "pos += n",
         ]
-    if t in _BLOB_TYPES or t in (ColumnType.JSON, ColumnType.GEOMETRY):
-        prefix = col.meta
+    if t in BLOB_TYPES or t in (ColumnType.JSON, ColumnType.GEOMETRY):
+        prefix = length_prefix(col)
         if t == ColumnType.JSON:
             expr = f"{g.ref(to_json_text, 'json')}(buf[pos:pos + n])"
         elif t == ColumnType.GEOMETRY:

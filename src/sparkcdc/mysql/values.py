@@ -139,8 +139,9 @@ def fsp_bytes(fsp: int) -> int:
     return (fsp + 1) // 2
 
 
-def _fsp_multiplier(fsp: int) -> int:
-    # stored as hundredths (1 byte), 1/10000 s (2 bytes) or microseconds (3 bytes)
+def fsp_multiplier(fsp: int) -> int:
+    """Microseconds per unit of the stored fraction: hundredths (1 byte), 1/10000 s (2
+    bytes) or microseconds (3 bytes)."""
     return (0, 10_000, 100, 1)[fsp_bytes(fsp)]
 
 
@@ -155,7 +156,7 @@ def datetime2_decoder(fsp: int) -> tuple[int, Callable[[bytes, int], dt.datetime
     size = _DATETIME2_INT_BYTES + fbytes
     fbits = 8 * fbytes
     fmask = (1 << fbits) - 1
-    mult = _fsp_multiplier(fsp)
+    mult = fsp_multiplier(fsp)
     datetime = dt.datetime
 
     def decode(buf: bytes, pos: int) -> dt.datetime | None:
@@ -190,7 +191,7 @@ def timestamp2_decoder(fsp: int) -> tuple[int, Callable[[bytes, int], dt.datetim
     """
     fbytes = fsp_bytes(fsp)
     size = _TIMESTAMP2_INT_BYTES + fbytes
-    mult = _fsp_multiplier(fsp)
+    mult = fsp_multiplier(fsp)
     epoch = _EPOCH_UTC
     timedelta = dt.timedelta
 
@@ -219,7 +220,7 @@ def time2_decoder(fsp: int) -> tuple[int, Callable[[bytes, int], dt.timedelta]]:
     fbits = 8 * fbytes
     fmask = (1 << fbits) - 1
     offset = _TIME2_OFFSET << fbits
-    mult = _fsp_multiplier(fsp)
+    mult = fsp_multiplier(fsp)
     timedelta = dt.timedelta
 
     def decode(buf: bytes, pos: int) -> dt.timedelta:

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from itertools import repeat
 from typing import Any, cast
 
@@ -43,6 +44,9 @@ from sparkcdc.model.schema import (
     time_text,
     value_converter,
 )
+from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.arrowrows import KernelRows
+from sparkcdc.mysql.decoder import EventRows
 
 BATCH_ROWS = 8192
 
@@ -189,6 +193,8 @@ class TypedChangelogBuilder:
         self.schema_seq = schema_seq
         self.arrow_schema = _typed_arrow_schema(schema)
         self._mappers: dict[tuple[int, bool], tuple[ImageColumns, _ImageMapper]] = {}
+        self._compiled = _Compiled(shared_seq=False)
+        self._types = [arrow_type(c.spark_type) for c in schema.columns]
 
     def _mapper(self, columns: ImageColumns, older: bool) -> _ImageMapper:
         # one mapper per table shape (the source shares one ImageColumns among its events)
@@ -240,11 +246,23 @@ class TypedChangelogBuilder:
 
     def batches(self, changes: Iterable[RowChanges | SchemaChange]) -> Iterator[pa.RecordBatch]:
         pending = _Pending(len(self.schema.columns))
+        compiled = self._compiled
         for change in changes:
             if isinstance(change, SchemaChange):
                 self._schema_change(change)
                 continue
-            mapper = self._mapper(change.columns, change.position.seq() < self.schema_seq)
+            older = change.position.seq() < self.schema_seq
+            mapper = self._mapper(change.columns, older)
+            kernel = compiled.kernel(change, older, partial(self._kernel_fields, change, mapper))
+            if kernel is not None:
+                if len(pending):  # rows stay in stream order
+                    yield self._flush(pending)
+                done, taken = compiled.add(change, kernel)
+                yield from map(self._kernel_batch, done)
+                if taken:
+                    continue
+            if compiled.holding is not None:
+                yield self._kernel_batch(compiled.take())
             images, ops = row_images(change)
             # each image its own seq: an update's +U orders after its -U
             seqs = change.position.seqs(change.first_row, len(images))
@@ -254,6 +272,35 @@ class TypedChangelogBuilder:
                 yield self._flush(pending)
         if len(pending):
             yield self._flush(pending)
+        if compiled.holding is not None:
+            yield self._kernel_batch(compiled.take())
+
+    def _kernel_fields(
+        self, change: RowChanges, mapper: _ImageMapper
+    ) -> list[tuple[int | None, pa.DataType]] | None:
+        fields: list[tuple[int | None, pa.DataType]] = []
+        for pos, column, arrow in zip(
+            mapper.positions, self.schema.columns, self._types, strict=True
+        ):
+            if pos is not None and not change.columns.same_storage(pos, column):
+                return None  # a row written before a schema change: the Python path
+            fields.append((pos, arrow))
+        return fields
+
+    def _kernel_batch(self, full: tuple[_Kernel, list[pa.Array]]) -> pa.RecordBatch:
+        kernel, arrays = full
+        ops, ts, seqs = arrays[-3:]
+        n = len(ops)
+        meta = [
+            ops,
+            ts,
+            seqs,
+            pa.repeat(pa.scalar(kernel.database, pa.string()), n),
+            pa.repeat(pa.scalar(kernel.table, pa.string()), n),
+        ]
+        return pa.RecordBatch.from_arrays(
+            meta + kernel.columns(arrays, n), schema=self.arrow_schema
+        )
 
     def _flush(self, rows: _Pending) -> pa.RecordBatch:
         meta = [rows.ops, rows.ts, rows.seqs, rows.databases, rows.tables]
@@ -406,6 +453,7 @@ class TablesBuilder:
             fields.append(pa.field(table_column(index, schema.database, schema.table), struct))
         self.arrow_schema = pa.schema(fields)
         self._layouts: dict[int, tuple[ImageColumns, _Layout]] = {}
+        self._compiled = _Compiled(shared_seq=True)
 
     def spark_ddl(self) -> str:
         tables = [
@@ -513,10 +561,18 @@ class TablesBuilder:
                 yield from self._ddl_batch([change])
                 continue
             key = (change.database, change.table)
+            layout = self._layout(change)
+            kernel = self._compiled.kernel(change, False, partial(self._kernel_fields, key, layout))
+            if kernel is not None:
+                done, taken = self._compiled.add(change, kernel)
+                yield from map(self._kernel_batch, done)
+                if taken:
+                    continue
+            if self._compiled.holding is not None:
+                yield self._kernel_batch(self._compiled.take())
             rows = pending.get(key)
             if rows is None:
                 rows = pending[key] = _Pending(len(self._struct_fields(key)))
-            layout = self._layout(change)
             images, ops = row_images(change)
             seqs = change.position.seqs(change.first_row, len(change.rows))
             if change.kind is RowsKind.UPDATE:  # an update's two rows share its seq
@@ -531,6 +587,30 @@ class TablesBuilder:
         for key, rows in pending.items():
             if len(rows):
                 yield self._flush(key, rows)
+        if self._compiled.holding is not None:
+            yield self._kernel_batch(self._compiled.take())
+
+    def _kernel_fields(
+        self, key: tuple[str, str], layout: _Layout
+    ) -> list[tuple[int | None, pa.DataType]] | None:
+        if layout.text or key not in self._structs:
+            return None  # values that travel as text: the Python path
+        return [
+            (pos, field.type)
+            for pos, field in zip(layout.positions, self._struct_fields(key), strict=True)
+        ]
+
+    def _kernel_batch(self, full: tuple[_Kernel, list[pa.Array]]) -> pa.RecordBatch:
+        kernel, arrays = full
+        ops, ts, seqs = arrays[-3:]
+        n = len(ops)
+        key = (kernel.database, kernel.table)
+        return self._batch(
+            key,
+            [ops, ts, seqs, pa.nulls(n, pa.string())],
+            kernel.columns(arrays, n),
+            pa.nulls(n, _TEXT_TYPE),
+        )
 
     def _flush(self, key: tuple[str, str], rows: _Pending) -> pa.RecordBatch:
         fields = self._struct_fields(key)
@@ -546,6 +626,115 @@ class TablesBuilder:
         )
         rows.clear()
         return batch
+
+
+@dataclass
+class _Kernel:
+    """A compiled decoder of one table shape into one builder's columns: ``slots[j]`` is
+    the kernel output of the builder's column j (None: not in the images, NULL)."""
+
+    rows: KernelRows
+    slots: list[int | None]
+    types: list[pa.DataType]
+    database: str
+    table: str
+
+    def columns(self, arrays: Sequence[pa.Array], n: int) -> list[pa.Array]:
+        return [
+            pa.nulls(n, arrow) if slot is None else arrays[slot]
+            for slot, arrow in zip(self.slots, self.types, strict=True)
+        ]
+
+
+class _Compiled:
+    """The compiled path of a change-row builder (:mod:`sparkcdc.mysql.arrowrows`): one
+    kernel per table shape, of which one holds rows at a time (``holding``), so rows leave
+    in stream order. ``shared_seq``: an update's two rows share its ``_seq`` (the tables
+    shape) rather than taking one each (the typed changelog)."""
+
+    def __init__(self, shared_seq: bool) -> None:
+        self.shared_seq = shared_seq
+        self.holding: _Kernel | None = None
+        self._kernels: dict[tuple[int, bool], tuple[ImageColumns, _Kernel | None]] = {}
+
+    def kernel(
+        self,
+        change: RowChanges,
+        variant: bool,
+        fields: Callable[[], list[tuple[int | None, pa.DataType]] | None],
+    ) -> _Kernel | None:
+        """The kernel for ``change``'s table shape (and ``variant`` of the builder's
+        layout), built the first time from ``fields()`` (per builder column: its image
+        position and Arrow type; None: the Python path); None when the change takes the
+        Python path."""
+        images = change.images
+        if not isinstance(images, EventRows) or not images.complete:
+            return None
+        key = (id(change.columns), variant)
+        cached = self._kernels.get(key)
+        if cached is None or cached[0] is not change.columns:
+            cached = self._kernels[key] = (change.columns, self._build(change, images, fields))
+        return cached[1]
+
+    @staticmethod
+    def _build(
+        change: RowChanges,
+        images: EventRows,
+        fields: Callable[[], list[tuple[int | None, pa.DataType]] | None],
+    ) -> _Kernel | None:
+        if not arrowrows.compiled():
+            return None
+        wanted = fields()
+        if wanted is None:
+            return None
+        present = [(pos, arrow) for pos, arrow in wanted if pos is not None]
+        plan = arrowrows.plan(images.table.columns, present)
+        if plan is None:
+            return None
+        slots: list[int | None] = []
+        for pos, _ in wanted:
+            slots.append(None if pos is None else sum(1 for s in slots if s is not None))
+        return _Kernel(
+            KernelRows(plan), slots, [arrow for _, arrow in wanted], change.database, change.table
+        )
+
+    def add(
+        self, change: RowChanges, kernel: _Kernel
+    ) -> tuple[list[tuple[_Kernel, list[pa.Array]]], bool]:
+        """Add ``change``'s rows to ``kernel``: the rows that must leave first (another
+        shape's, or a full batch), and whether the kernel took the change. It does not take
+        an event it cannot read exactly (the builder then decodes it in Python, which gives
+        the value or the error)."""
+        images = change.images
+        assert isinstance(images, EventRows)
+        args = (
+            images,
+            change.kind,
+            change.timestamp * 1_000_000,
+            change.position.seq(),
+            change.first_row,
+            self.shared_seq,
+        )
+        done: list[tuple[_Kernel, list[pa.Array]]] = []
+        if not kernel.rows.add(*args):
+            if not kernel.rows.rows:
+                return done, False
+            done.append(self.take())  # perhaps full (2 GiB of strings): again in a new batch
+            if not kernel.rows.add(*args):
+                return done, False
+        if self.holding is not None and self.holding is not kernel:
+            done.append(self.take())  # only the holding kernel has rows before these
+        self.holding = kernel
+        if kernel.rows.rows >= BATCH_ROWS:
+            done.append(self.take())
+        return done, True
+
+    def take(self) -> tuple[_Kernel, list[pa.Array]]:
+        """The rows the holding kernel has, as Arrow arrays; nothing holds rows after."""
+        kernel = self.holding
+        assert kernel is not None
+        self.holding = None
+        return kernel, kernel.rows.finish()
 
 
 class _Pending:
