@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from typing import Any, ClassVar
 
 from sparkcdc.errors import PositionError
@@ -41,6 +41,7 @@ def binlog_file_tag(created: int, server_id: int) -> str:
     return f"{created}:{server_id}"
 
 
+@lru_cache(maxsize=1024)  # asked for each event's position: a few names repeat
 def binlog_file_number(file: str) -> int:
     """The sequence number of a binlog file name.
 
