@@ -235,7 +235,7 @@ def plan(columns: Sequence[ColumnInfo], wanted: Sequence[tuple[int, pa.DataType]
             chosen = _out(kind, flags, size, wanted[out][1])
             if chosen is None:
                 return None
-            outs[out] = chosen
+            outs[out] = (int(chosen[0]), chosen[1])
         if col.nullable:
             flags |= _NULLABLE
         specs.append((int(kind), size, flags, out, a, b, labels))

@@ -13,6 +13,7 @@ from sparkcdc.errors import SourceError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql import arrowrows
 from sparkcdc.snapshot.coordinator import SnapshotProgress
 
 
@@ -139,24 +140,33 @@ def binlog_shares(
     stop: BinlogPosition,
     parallelism: int,
     server_ids: ServerIdRange,
+    compiled: bool | None = None,
 ) -> int:
     """How many Spark partitions decode the binlog range ``[begin, stop)`` of one batch.
 
-    ``setting`` is ``scan.binlog.partitions``: a number, or ``auto``: one partition per
-    ``SHARE_BYTES`` of binlog, up to the session's parallelism (a range that spans binlog
-    files counts as large), so that small batches stay one partition (each one more opens a
-    replication connection and reads the whole range again; only decoding is shared). Never
+    ``setting`` is ``scan.binlog.partitions``: a number, or ``auto``. Each partition more
+    opens a replication connection and reads the whole range again; only decoding is
+    shared. So ``auto`` is one partition where the compiled row decoder decodes
+    (``compiled``; None: whether it is built here): it decodes faster than the range is
+    read, and another share only reads it again (measured in bench/binlog_decode.py: as
+    fast in clear, slower over TLS). With the pure-Python decoder, ``auto`` is one
+    partition per ``SHARE_BYTES`` of binlog, up to the session's parallelism (a range that
+    spans binlog files counts as large), so that small batches stay one partition. Never
     more than the ``server-id`` range has ids: each partition is a replica of its own.
 
     >>> ids = ServerIdRange(5400, 5408)
     >>> a, b = BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 4 + 9 * SHARE_BYTES)
-    >>> binlog_shares("auto", a, b, 2, ids), binlog_shares("auto", a, a, 2, ids)
+    >>> binlog_shares("auto", a, b, 2, ids, False), binlog_shares("auto", a, a, 2, ids, False)
     (2, 1)
+    >>> binlog_shares("auto", a, b, 2, ids, True)
+    1
     >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401))
     2
     """
     if setting != "auto":
         wanted = int(setting)
+    elif arrowrows.compiled() if compiled is None else compiled:
+        wanted = 1
     elif begin.file != stop.file:
         wanted = parallelism
     else:

@@ -28,7 +28,7 @@ NEXT_FILE = BinlogPosition("mysql-bin.000002", 4)
 @pytest.mark.parametrize(
     ("setting", "stop", "parallelism", "server_ids", "shares"),
     [
-        # auto: one partition per 4 MiB of binlog ...
+        # auto with the pure-Python decoder: one partition per 4 MiB of binlog ...
         pytest.param("auto", ahead(0), 8, ids(9), 1, id="empty-range"),
         pytest.param("auto", ahead(1), 8, ids(9), 1, id="one-byte"),
         pytest.param("auto", ahead(4 * MIB - 1), 8, ids(9), 1, id="under-4MiB"),
@@ -55,7 +55,15 @@ NEXT_FILE = BinlogPosition("mysql-bin.000002", 4)
 def test_binlog_shares(
     setting: str, stop: BinlogPosition, parallelism: int, server_ids: ServerIdRange, shares: int
 ) -> None:
-    assert binlog_shares(setting, START, stop, parallelism, server_ids) == shares
+    assert binlog_shares(setting, START, stop, parallelism, server_ids, False) == shares
+
+
+@pytest.mark.parametrize("stop", [ahead(100 * MIB), NEXT_FILE])
+def test_auto_is_one_partition_where_the_compiled_decoder_decodes(stop: BinlogPosition) -> None:
+    """It decodes faster than a replication connection sends the range: another share would
+    only read the whole range again. A number is still taken as it is."""
+    assert binlog_shares("auto", START, stop, 8, ids(9), True) == 1
+    assert binlog_shares("3", START, stop, 8, ids(9), True) == 3
 
 
 @pytest.mark.parametrize(
