@@ -19,6 +19,7 @@ control.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import uuid
 from pathlib import Path
@@ -27,6 +28,40 @@ from sparkcdc.errors import PrivateDirectoryError
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def uri_scheme(location: str) -> str | None:
+    """The scheme of a location written as a URI, None for a path.
+
+    >>> uri_scheme("s3a://bucket/lake"), uri_scheme("file:/tmp/x"), uri_scheme("/data/lake")
+    ('s3a', 'file', None)
+    """
+    match = _SCHEME.match(location)
+    return match.group(1) if match else None
+
+
+def local_path(location: str, what: str) -> str:
+    """``location``, refused with what to do if it is a URI: for what sparkcdc itself
+    reads and writes through the local filesystem (a pipeline's checkpoint files, a Delta
+    path it creates and checks), where a URI would become a directory named after its
+    scheme (``s3a:/bucket``) under the working directory. The URI itself is never shown
+    (it may carry credentials), only its scheme.
+
+    >>> local_path("/data/cdc", "pipeline.checkpoint")
+    '/data/cdc'
+    """
+    scheme = uri_scheme(location)
+    if scheme is None:
+        return location
+    plain = " (write file: URIs as plain paths)" if scheme.lower() == "file" else ""
+    raise ValueError(
+        f"{what} is a URI ({scheme}:){plain}; sparkcdc keeps it through the local filesystem, "
+        "which would turn the URI into a local directory named after its scheme. Give a "
+        "path on a filesystem the driver and every executor mount at the same place (a local "
+        "disk for local[n]; NFS, or HDFS / an object store mounted alike on every host, for "
+        "a cluster). Object-store URIs here are not supported yet"
+    )
 
 
 def make_private_dirs(path: str | os.PathLike[str]) -> str:

@@ -39,9 +39,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.files import local_path
 from sparkcdc.model.options import SourceOptions, parse_duration
 from sparkcdc.model.tables import Pattern, parse_table_patterns
-from sparkcdc.model.text import split_top_level
+from sparkcdc.model.text import redacted_uri, split_top_level
 from sparkcdc.sinks.base import SinkOptions, sink_class
 
 SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
@@ -272,6 +273,11 @@ class PipelineBlock(_Block):
         if self.local_time_zone:
             conf.setdefault("spark.sql.session.timeZone", self.local_time_zone)
         return conf
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _local_checkpoint(cls, value: str | None) -> str | None:
+        return None if value is None else local_path(value, "the checkpoint")
 
     @field_validator("trigger_interval_s", mode="before")
     @classmethod
@@ -542,7 +548,10 @@ def _validate(model: type[M], block: Any, path: str) -> M:
         message = str(err["msg"]).removeprefix("Value error, ")
         # never echo a whole block (it may hold a password), nor a password itself
         shown = loc and err["type"] != "missing" and "password" not in loc
-        received = f" (got {err.get('input')!r})" if shown else ""
+        given = err.get("input")
+        if isinstance(given, str):  # a location URI may carry credentials
+            given = redacted_uri(given)
+        received = f" (got {given!r})" if shown else ""
         raise ConfigError(f"{where}: {message}{received}") from None
 
 

@@ -27,7 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import field_validator
+
 from sparkcdc.errors import SinkError
+from sparkcdc.files import local_path
 from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
@@ -67,6 +70,11 @@ COLUMN_MAPPING_PROPERTIES = {
 
 class DeltaOptions(TableOptions):
     path: str | None = None  # base directory; None: tables in the session catalog
+
+    @field_validator("path")
+    @classmethod
+    def _local(cls, value: str | None) -> str | None:
+        return None if value is None else local_path(value, "the Delta sink's path")
 
 
 class DeltaSink(Sink):

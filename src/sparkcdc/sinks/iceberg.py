@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
+from sparkcdc.files import uri_scheme
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.sinks.base import (
     TABLE_PROPERTIES_PREFIX,
@@ -94,7 +95,6 @@ TABLE_PROPERTIES = {
 CATALOG_DEFAULTS = {"cache-enabled": "false"}
 
 _CATALOG_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _OWN_PROPERTIES = ("type", "warehouse", "uri")  # catalog.properties.* with fields of their own
 
 
@@ -152,7 +152,7 @@ class IcebergOptions(TableOptions):
 
     def warehouse_location(self) -> str:
         """The warehouse as the catalog gets it: a URI as written, a path made absolute."""
-        if _SCHEME_RE.match(self.warehouse):
+        if uri_scheme(self.warehouse):
             return self.warehouse
         return os.path.abspath(os.path.expanduser(self.warehouse))
 
@@ -161,7 +161,7 @@ class IcebergOptions(TableOptions):
         location = self.warehouse_location()
         if location.startswith("file:"):
             return Path(re.sub(r"^file:(//)?", "", location) or "/")
-        return None if _SCHEME_RE.match(location) else Path(location)
+        return None if uri_scheme(location) else Path(location)
 
     def catalog_conf(self) -> dict[str, str]:
         """``spark.sql.catalog.<name>[.<property>]`` settings of the Iceberg catalog."""

@@ -529,6 +529,35 @@ def test_delta_sink() -> None:
 
 
 @pytest.mark.parametrize(
+    ("blocks", "where", "scheme"),
+    [
+        (
+            {"pipeline": {"checkpoint": "s3a://AKIA:s3cret-value@bucket/cp"}},
+            "pipeline.checkpoint",
+            "s3a",
+        ),
+        ({"pipeline": {"checkpoint": "file:///tmp/cp"}}, "pipeline.checkpoint", "file"),
+        ({"sink": {"type": "delta", "path": "s3a://bucket/lake"}}, "sink.path", "s3a"),
+        (
+            {"sink": {"type": "delta", "path": "abfss://c@acct.dfs.core.windows.net/x"}},
+            "sink.path",
+            "abfss",
+        ),
+    ],
+    ids=["checkpoint-s3a", "checkpoint-file", "delta-s3a", "delta-abfss"],
+)
+def test_uris_sparkcdc_would_write_as_local_paths_are_refused(
+    blocks: dict[str, Any], where: str, scheme: str
+) -> None:
+    """They became directories named after the scheme under the working directory (the
+    schema history and status.json of a checkpoint on s3a:// among them), without a word."""
+    message = config_error(pipeline(**blocks))
+    assert message.startswith(f"{where}: ")
+    assert f"URI ({scheme}:)" in message and "mount" in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize(
     ("sink", "defaults", "clause"),
     [
         (
