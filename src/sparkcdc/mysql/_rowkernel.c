@@ -66,6 +66,7 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (n == 0) return 0; /* memcpy into a buffer not allocated yet is undefined */
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->p + b->len, src, (size_t)n);
     b->len += n;
