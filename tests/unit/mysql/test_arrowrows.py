@@ -5,6 +5,7 @@ decides) for bytes it cannot read exactly."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import struct
 from typing import Any
 
@@ -33,7 +34,7 @@ from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
 from sparkcdc.mysql.events import RowsEvent
 from sparkcdc.spark.changelog import TypedChangelogBuilder
 
-pytestmark = pytest.mark.skipif(not arrowrows.COMPILED, reason="the kernel is not built")
+needs_kernel = pytest.mark.skipif(not arrowrows.COMPILED, reason="the kernel is not built")
 
 # every column of test_decoder's table map but the SET one, as the typed changelog has them
 WANTED = [
@@ -82,6 +83,7 @@ def kernel_columns(k: arrowrows.KernelRows) -> list[list[Any]]:
     return [array.to_pylist() for array in arrays[: len(WANTED)]]
 
 
+@needs_kernel
 def test_values_and_metadata_equal_the_python_decoder() -> None:
     k = kernel()
     rows = encoded(row_image(FULL_ROW) + row_image(NULL_ROW))
@@ -99,6 +101,7 @@ def test_values_and_metadata_equal_the_python_decoder() -> None:
     assert k.rows == 0 and k.finish()[0].to_pylist() == []  # finish starts over
 
 
+@needs_kernel
 def test_an_update_shares_its_seq_when_asked() -> None:
     k = kernel()
     update = encoded(row_image(NULL_ROW) * 4, RowsKind.UPDATE)
@@ -114,6 +117,7 @@ def _with(index: int, value: bytes | None) -> bytes:
     return row_image(row)
 
 
+@needs_kernel
 @pytest.mark.parametrize(
     ("what", "image"),
     [
@@ -124,6 +128,7 @@ def _with(index: int, value: bytes | None) -> bytes:
         ("bytes that end inside a value", row_image(FULL_ROW)[:-3]),
     ],
 )
+@needs_kernel
 def test_what_it_cannot_read_exactly_is_left_whole_to_python(what: str, image: bytes) -> None:
     k = kernel()
     good = encoded(row_image(FULL_ROW))
@@ -134,12 +139,14 @@ def test_what_it_cannot_read_exactly_is_left_whole_to_python(what: str, image: b
     assert kernel_columns(k) == python_columns(good)
 
 
+@needs_kernel
 def test_truncated_images_raise_the_python_decoders_error() -> None:
     bad = encoded(row_image(FULL_ROW)[:-3])
     with pytest.raises(ProtocolError, match=r"WRITE_ROWS_V1 event for shop\.orders"):
         bad.decode()
 
 
+@needs_kernel
 def test_dates_python_cannot_hold_are_null_as_in_python() -> None:
     k = kernel()
     images = b"".join(
@@ -152,6 +159,7 @@ def test_dates_python_cannot_hold_are_null_as_in_python() -> None:
     assert created == python_columns(rows)[4] == [None, dt.datetime(2024, 2, 29, 23, 59, 59), None]
 
 
+@needs_kernel
 def test_plan_refuses_what_the_python_path_converts_otherwise() -> None:
     columns = encoded(row_image(FULL_ROW)).table.columns
     assert arrowrows.plan(columns, [(6, pa.string())]) is None  # SET: labels joined in Python
@@ -160,6 +168,7 @@ def test_plan_refuses_what_the_python_path_converts_otherwise() -> None:
     assert arrowrows.plan(columns, [(0, pa.int64()), (0, pa.int64())]) is None
 
 
+@needs_kernel
 def test_typed_changelog_takes_an_event_the_kernel_refuses_through_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -223,6 +232,7 @@ def test_typed_changelog_takes_an_event_the_kernel_refuses_through_python(
     assert compiled.column("name").to_pylist() == ["日本語🎉", "\ufffd(", None]
 
 
+@needs_kernel
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
 def test_whatever_the_bytes_the_kernel_reads_exactly_or_refuses(data: st.DataObject) -> None:
@@ -240,3 +250,14 @@ def test_whatever_the_bytes_the_kernel_reads_exactly_or_refuses(data: st.DataObj
         assert k.rows == 0
         return
     assert kernel_columns(k) == python_columns(rows)
+
+
+def test_without_the_kernel_the_log_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(arrowrows, "COMPILED", False)
+    monkeypatch.setattr(arrowrows, "_announced", False)
+    with caplog.at_level(logging.INFO, logger="sparkcdc.mysql.arrowrows"):
+        assert not arrowrows.compiled() and not arrowrows.compiled()
+    said = [r.getMessage() for r in caplog.records if "pure Python" in r.getMessage()]
+    assert len(said) == 1 and "C compiler" in said[0]
