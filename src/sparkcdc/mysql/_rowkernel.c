@@ -252,7 +252,7 @@ static int out_null(Out *o, Py_ssize_t row) {
     if (bit_put(&o->valid, row, 0) < 0) return -1;
     o->nulls++;
     switch (o->kind) {
-    case O_INT8: return buf_reserve(&o->data, 1) < 0 ? -1 : (o->data.p[o->data.len++] = 0, 0);
+    case O_INT8: { int8_t z = 0; return buf_put(&o->data, &z, 1); }
     case O_INT16: { int16_t z = 0; return buf_put(&o->data, &z, 2); }
     case O_INT32: case O_DATE32: case O_FLOAT32: { int32_t z = 0; return buf_put(&o->data, &z, 4); }
     case O_INT64: case O_TS: case O_FLOAT64: { int64_t z = 0; return buf_put(&o->data, &z, 8); }

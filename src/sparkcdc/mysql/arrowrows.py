@@ -99,8 +99,12 @@ _SKIPPED_FIXED = {  # columns the kernel steps over but never delivers: bytes pe
     ColumnType.DATETIME: 8,
     ColumnType.TIMESTAMP: 4,
 }
-_INT_OUTS = {pa.int8(): Out.INT8, pa.int16(): Out.INT16, pa.int32(): Out.INT32}
-_INT_OUTS[pa.int64()] = Out.INT64
+_INT_OUTS = {
+    pa.int8(): Out.INT8,
+    pa.int16(): Out.INT16,
+    pa.int32(): Out.INT32,
+    pa.int64(): Out.INT64,
+}
 _META = (pa.string(), pa.timestamp("us", tz="UTC"), pa.int64())  # _op, _op_ts, _seq
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
-from itertools import repeat
+from itertools import count, repeat
 from typing import Any, cast
 
 import pyarrow as pa
@@ -287,20 +287,16 @@ class TypedChangelogBuilder:
             fields.append((pos, arrow))
         return fields
 
-    def _kernel_batch(self, full: tuple[_Kernel, list[pa.Array]]) -> pa.RecordBatch:
-        kernel, arrays = full
-        ops, ts, seqs = arrays[-3:]
-        n = len(ops)
+    def _kernel_batch(self, rows: _KernelBatch) -> pa.RecordBatch:
+        n = len(rows.ops)
         meta = [
-            ops,
-            ts,
-            seqs,
-            pa.repeat(pa.scalar(kernel.database, pa.string()), n),
-            pa.repeat(pa.scalar(kernel.table, pa.string()), n),
+            rows.ops,
+            rows.ts,
+            rows.seqs,
+            pa.repeat(pa.scalar(rows.database, pa.string()), n),
+            pa.repeat(pa.scalar(rows.table, pa.string()), n),
         ]
-        return pa.RecordBatch.from_arrays(
-            meta + kernel.columns(arrays, n), schema=self.arrow_schema
-        )
+        return pa.RecordBatch.from_arrays(meta + rows.columns, schema=self.arrow_schema)
 
     def _flush(self, rows: _Pending) -> pa.RecordBatch:
         meta = [rows.ops, rows.ts, rows.seqs, rows.databases, rows.tables]
@@ -600,15 +596,12 @@ class TablesBuilder:
             for pos, field in zip(layout.positions, self._struct_fields(key), strict=True)
         ]
 
-    def _kernel_batch(self, full: tuple[_Kernel, list[pa.Array]]) -> pa.RecordBatch:
-        kernel, arrays = full
-        ops, ts, seqs = arrays[-3:]
-        n = len(ops)
-        key = (kernel.database, kernel.table)
+    def _kernel_batch(self, rows: _KernelBatch) -> pa.RecordBatch:
+        n = len(rows.ops)
         return self._batch(
-            key,
-            [ops, ts, seqs, pa.nulls(n, pa.string())],
-            kernel.columns(arrays, n),
+            (rows.database, rows.table),
+            [rows.ops, rows.ts, rows.seqs, pa.nulls(n, pa.string())],
+            rows.columns,
             pa.nulls(n, _TEXT_TYPE),
         )
 
@@ -628,6 +621,19 @@ class TablesBuilder:
         return batch
 
 
+@dataclass(frozen=True)
+class _KernelBatch:
+    """Rows a kernel decoded: the builder's columns (in its order), the change-row
+    metadata, and the table they belong to."""
+
+    columns: list[pa.Array]
+    ops: pa.Array
+    ts: pa.Array
+    seqs: pa.Array
+    database: str
+    table: str
+
+
 @dataclass
 class _Kernel:
     """A compiled decoder of one table shape into one builder's columns: ``slots[j]`` is
@@ -639,11 +645,15 @@ class _Kernel:
     database: str
     table: str
 
-    def columns(self, arrays: Sequence[pa.Array], n: int) -> list[pa.Array]:
-        return [
-            pa.nulls(n, arrow) if slot is None else arrays[slot]
+    def finish(self) -> _KernelBatch:
+        """The rows added since the last finish, and start over."""
+        *outputs, ops, ts, seqs = self.rows.finish()
+        n = len(ops)
+        columns = [
+            pa.nulls(n, arrow) if slot is None else outputs[slot]
             for slot, arrow in zip(self.slots, self.types, strict=True)
         ]
+        return _KernelBatch(columns, ops, ts, seqs, self.database, self.table)
 
 
 class _Compiled:
@@ -691,16 +701,13 @@ class _Compiled:
         plan = arrowrows.plan(images.table.columns, present)
         if plan is None:
             return None
-        slots: list[int | None] = []
-        for pos, _ in wanted:
-            slots.append(None if pos is None else sum(1 for s in slots if s is not None))
+        outputs = count()
+        slots = [None if pos is None else next(outputs) for pos, _ in wanted]
         return _Kernel(
             KernelRows(plan), slots, [arrow for _, arrow in wanted], change.database, change.table
         )
 
-    def add(
-        self, change: RowChanges, kernel: _Kernel
-    ) -> tuple[list[tuple[_Kernel, list[pa.Array]]], bool]:
+    def add(self, change: RowChanges, kernel: _Kernel) -> tuple[list[_KernelBatch], bool]:
         """Add ``change``'s rows to ``kernel``: the rows that must leave first (another
         shape's, or a full batch), and whether the kernel took the change. It does not take
         an event it cannot read exactly (the builder then decodes it in Python, which gives
@@ -715,7 +722,7 @@ class _Compiled:
             change.first_row,
             self.shared_seq,
         )
-        done: list[tuple[_Kernel, list[pa.Array]]] = []
+        done: list[_KernelBatch] = []
         if not kernel.rows.add(*args):
             if not kernel.rows.rows:
                 return done, False
@@ -729,12 +736,12 @@ class _Compiled:
             done.append(self.take())
         return done, True
 
-    def take(self) -> tuple[_Kernel, list[pa.Array]]:
-        """The rows the holding kernel has, as Arrow arrays; nothing holds rows after."""
+    def take(self) -> _KernelBatch:
+        """The rows the holding kernel has; nothing holds rows after."""
         kernel = self.holding
         assert kernel is not None
         self.holding = None
-        return kernel, kernel.rows.finish()
+        return kernel.finish()
 
 
 class _Pending:
