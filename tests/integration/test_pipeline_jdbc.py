@@ -4,8 +4,8 @@ restart. Every target table must equal what the source says it should hold, read
 psycopg (not through the sink).
 
 Then a target that goes away while the pipeline runs, and one that is down from the start.
-Those stop and start a PostgreSQL of their own (port 54349), so that other tests using the
-shared development server (port 54329) never see it disappear.
+Those stop and start a PostgreSQL of their own (port 25442), so that other tests using the
+shared development server (port 25432) never see it disappear.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 DATABASE = "pipe_jdbc"
 SCHEMA = "pipe_jdbc"  # the PostgreSQL schema the sink tables land in
-PRIVATE_PG_PORT = 54349  # the PostgreSQL this file stops and starts
+PRIVATE_PG_PORT = 25442  # the PostgreSQL this file stops and starts
 COMMIT_TABLE = "sparkcdc_commits"
 SINK_TABLES = ("all_orders", "items", "skus", "order_lines")
 PIPELINE = """

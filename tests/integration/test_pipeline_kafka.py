@@ -10,7 +10,7 @@ previous run sent of a batch it had not committed (Spark replays that batch).
 
 Then one ``debezium-json`` run (op codes r/c/u/d), a broker that is down at start, and a broker
 that stops while the pipeline runs. The last one stops and starts a Kafka of its own (port
-39192), so that other tests using the shared development broker never see it disappear.
+29192), so that other tests using the shared development broker never see it disappear.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 pytestmark = pytest.mark.integration
 
 DATABASE = "pipe_kafka"
-PRIVATE_KAFKA_PORT = 39192  # the broker this file stops and starts (its controller: 39193)
+PRIVATE_KAFKA_PORT = 29192  # the broker this file stops and starts (its controller: 29193)
 SINK_TABLES = {  # sink table → its primary key and columns
     "all_orders": (("id",), ("id", "customer", "amount", "placed")),
     "items": (

@@ -5,7 +5,7 @@ MySQL/MariaDB; its ``repr`` never shows the password. ``sql_connection`` opens a
 connection and turns connection failures into ``SourceError`` messages that say what to
 check (and never contain the password).
 
-    >>> s = ConnectionSettings("127.0.0.1", 33061, "cdc", "secret")
+    >>> s = ConnectionSettings("127.0.0.1", 23306, "cdc", "secret")
     >>> "secret" in repr(s)
     False
 """
@@ -246,7 +246,7 @@ def sql_connection(
 ) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
     """An autocommit utf8mb4 pymysql connection, or a clear ``SourceError``.
 
-    >>> settings = ConnectionSettings("127.0.0.1", 33061, "cdc", "...")
+    >>> settings = ConnectionSettings("127.0.0.1", 23306, "cdc", "...")
     >>> conn = sql_connection(settings)  # doctest: +SKIP
     >>> conn.cursor().execute("SELECT 1")  # doctest: +SKIP
     1

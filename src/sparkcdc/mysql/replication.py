@@ -11,7 +11,7 @@ The header is passed on as the server sent it: ``event_size`` still counts the 4
 checksum bytes when checksums are on, so ``log_pos - event_size`` is the event's start
 position in the file; the FORMAT_DESCRIPTION body keeps its checksum-algorithm byte.
 
-    >>> settings = ConnectionSettings("127.0.0.1", 33061, "cdc", "...")       # doctest: +SKIP
+    >>> settings = ConnectionSettings("127.0.0.1", 23306, "cdc", "...")       # doctest: +SKIP
     >>> with BinlogClient(settings, server_id=5401) as client:                 # doctest: +SKIP
     ...     for event in client.events(BinlogPosition("mysql-bin.000001", 4)):
     ...         print(EventType(event[4]).name)

@@ -333,7 +333,7 @@ def validate_source(settings: ConnectionSettings) -> list[ValidationIssue]:
 
     Raises ``SourceError`` only when the server cannot be reached or logged in to.
 
-    >>> validate_source(ConnectionSettings("127.0.0.1", 33061, "cdc", "..."))  # doctest: +SKIP
+    >>> validate_source(ConnectionSettings("127.0.0.1", 23306, "cdc", "..."))  # doctest: +SKIP
     []
     """
     with sql_connection(settings) as conn:
@@ -344,7 +344,7 @@ def validate_source(settings: ConnectionSettings) -> list[ValidationIssue]:
 def check_source(settings: ConnectionSettings) -> None:
     """Raise ``SourceError`` listing every error-severity issue; log the warnings.
 
-    >>> check_source(ConnectionSettings("127.0.0.1", 33061, "cdc", "..."))  # doctest: +SKIP
+    >>> check_source(ConnectionSettings("127.0.0.1", 23306, "cdc", "..."))  # doctest: +SKIP
     """
     issues = validate_source(settings)
     for issue in issues:

@@ -4,7 +4,7 @@ Options are Flink CDC 3.x's Kafka pipeline-sink names::
 
     sink:
       type: kafka
-      properties.bootstrap.servers: 127.0.0.1:39092
+      properties.bootstrap.servers: 127.0.0.1:29092
       value.format: debezium-json          # or canal-json, changelog-json
       # topic: all_changes                 # one topic for every table
       # sink.tableId-to-topic.mapping: app_db.orders:orders;app_db.items:items

@@ -3,12 +3,12 @@
 It runs the broker pinned in ``jars/kafka-broker/pom.xml`` (fetched by
 ``scripts/fetch_kafka.sh``) in KRaft mode, broker and controller in one JVM, on
 127.0.0.1 only, with its data, configuration, pid file and logs under
-``$SPARKCDC_DEV_DIR/kafka-<port>`` (``/tmp/sparkcdc-dev/kafka-39092`` by default).
+``$SPARKCDC_DEV_DIR/kafka-<port>`` (``/tmp/sparkcdc-dev/kafka-29092`` by default).
 Starting it twice is safe: a running broker is reused.
 
     >>> kafka = DevKafka.from_env()            # doctest: +SKIP
     >>> kafka.start()                          # doctest: +SKIP
-    '127.0.0.1:39092'
+    '127.0.0.1:29092'
 
 ``python -m sparkcdc.testing.devkafka start|stop|status`` does the same from a shell.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from sparkcdc.errors import SinkError
 from sparkcdc.testing.processes import alive
 
-DEFAULT_PORT = 39092
+DEFAULT_PORT = 29092  # below the ephemeral ports: see sparkcdc.testing.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # A fixed KRaft cluster id (16 bytes, base64url without padding, as Kafka's Uuid prints them):
 # it lets is_running() tell this broker from any other Kafka that answers on the port.

@@ -1,14 +1,14 @@
 """A private PostgreSQL, the target of the ``jdbc`` sink's tests.
 
 It runs from Debian's ``postgresql`` binaries (``/usr/lib/postgresql/<version>/bin``) with
-its own cluster in ``$SPARKCDC_DEV_DIR/postgres-54329`` (default ``/tmp/sparkcdc-dev``),
+its own cluster in ``$SPARKCDC_DEV_DIR/postgres-25432`` (default ``/tmp/sparkcdc-dev``),
 listening on 127.0.0.1 only, with its unix socket inside that directory. Started as root,
 the cluster belongs to the ``postgres`` OS user (PostgreSQL refuses to run as root).
 Starting it twice is safe: a running instance is reused.
 
     >>> server = DevPostgres.from_env()        # doctest: +SKIP
     >>> server.start().port                    # doctest: +SKIP
-    54329
+    25432
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from psycopg.rows import TupleRow
 from sparkcdc.errors import SinkError
 from sparkcdc.testing.devserver import TlsFiles
 
-DEFAULT_PORT = 54329
+DEFAULT_PORT = 25432  # below the ephemeral ports: see sparkcdc.testing.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"

@@ -10,7 +10,7 @@ safe: a running instance is reused.
     >>> server = DevServer.from_env()          # doctest: +SKIP
     >>> server.start()                         # doctest: +SKIP
     >>> server.settings.port                   # doctest: +SKIP
-    33061
+    23306
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pymysql
 
 from sparkcdc.errors import SourceError
 
-DEFAULT_PORT = 33061
+DEFAULT_PORT = 23306  # below the ephemeral ports: see sparkcdc.testing.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"
