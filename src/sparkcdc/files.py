@@ -41,29 +41,6 @@ def uri_scheme(location: str) -> str | None:
     return match.group(1) if match else None
 
 
-def local_path(location: str, what: str) -> str:
-    """``location``, refused with what to do if it is a URI: for what sparkcdc itself
-    reads and writes through the local filesystem (a pipeline's checkpoint files, a Delta
-    path it creates and checks), where a URI would become a directory named after its
-    scheme (``s3a:/bucket``) under the working directory. The URI itself is never shown
-    (it may carry credentials), only its scheme.
-
-    >>> local_path("/data/cdc", "pipeline.checkpoint")
-    '/data/cdc'
-    """
-    scheme = uri_scheme(location)
-    if scheme is None:
-        return location
-    plain = " (write file: URIs as plain paths)" if scheme.lower() == "file" else ""
-    raise ValueError(
-        f"{what} is a URI ({scheme}:){plain}; sparkcdc keeps it through the local filesystem, "
-        "which would turn the URI into a local directory named after its scheme. Give a "
-        "path on a filesystem the driver and every executor mount at the same place (a local "
-        "disk for local[n]; NFS, or HDFS / an object store mounted alike on every host, for "
-        "a cluster). Object-store URIs here are not supported yet"
-    )
-
-
 def make_private_dirs(path: str | os.PathLike[str]) -> str:
     """Make ``path`` and its missing parents as 0700 directories (existing ones untouched)."""
     target = os.path.abspath(path)

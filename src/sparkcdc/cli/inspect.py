@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkCdcError
+from sparkcdc.locations import Location
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import LenientEnv, load_pipeline
@@ -72,8 +72,8 @@ def status(file: str, *, as_json: bool = False) -> int:
     password) only keeps it from asking the server for its position."""
     env = LenientEnv(os.environ)
     config = load_pipeline(file, env=env)
-    checkpoint = config.checkpoint
-    recorded, unreadable = _recorded_status(Path(checkpoint) / STATUS_FILE)
+    checkpoint = config.checkpoint_location()
+    recorded, unreadable = _recorded_status(checkpoint / STATUS_FILE)
     committed = committed_offset(checkpoint)
     if committed is None and not recorded:
         print(f"pipeline {config.pipeline.name!r}: never run (no checkpoint at {checkpoint})")
@@ -144,13 +144,14 @@ def status(file: str, *, as_json: bool = False) -> int:
     return 0
 
 
-def _recorded_status(path: Path) -> tuple[dict[str, Any], str]:
+def _recorded_status(path: Location) -> tuple[dict[str, Any], str]:
     """The last run's ``status.json`` (empty when there is none), and why it could not be
     read (a run killed while writing it, a hand edit): status then reports without it."""
     try:
-        recorded = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}, ""
+        text = path.read_text()
+        if text is None:
+            return {}, ""
+        recorded = json.loads(text)
     except (OSError, ValueError) as exc:
         return {}, f"unreadable ({exc})"
     if not isinstance(recorded, dict):

@@ -31,6 +31,7 @@ StartupMode = Literal[
     "initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"
 ]
 SNAPSHOT_MODES = ("initial", "snapshot")
+STATE_FS_PREFIX = "state.fs."  # + a Hadoop filesystem key: the state location's settings
 
 DEFAULT_SERVER_ID_LOW = 5400
 DEFAULT_SERVER_ID_HIGH = 6400
@@ -127,6 +128,9 @@ class SourceOptions(BaseModel):
     connect_timeout_s: float = Field(30.0, alias="connect.timeout")
     heartbeat_interval_s: float = Field(30.0, alias="heartbeat.interval")
     state_location: str | None = Field(None, alias="state.location")
+    # Hadoop's S3A settings for an s3a:// or s3:// state.location, as options 'state.fs.s3a.*'
+    # (executors have no Spark session to read them from; sparkcdc/locations.py)
+    state_fs: dict[str, SecretStr] = Field(default_factory=dict, alias="state.fs.")
     chunk_size: int = Field(8096, alias="scan.incremental.snapshot.chunk.size", ge=1)
     chunk_key_column: str | None = Field(None, alias="scan.incremental.snapshot.chunk.key-column")
     chunks_per_batch: int = Field(8, alias="scan.incremental.snapshot.chunks-per-batch", ge=0)
@@ -168,6 +172,20 @@ class SourceOptions(BaseModel):
             for key in ("connect.timeout", "heartbeat.interval"):
                 if key in data and isinstance(data[key], str):
                     data = {**data, key: parse_duration(data[key])}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _state_fs(cls, data: Any) -> Any:
+        # 'state.fs.s3a.endpoint' (one option each) is fs.s3a.endpoint of state_fs
+        if isinstance(data, dict) and any(str(k).startswith(STATE_FS_PREFIX) for k in data):
+            fs = {
+                str(k)[len("state.") :]: v
+                for k, v in data.items()
+                if str(k).startswith(STATE_FS_PREFIX)
+            }
+            data = {k: v for k, v in data.items() if not str(k).startswith(STATE_FS_PREFIX)}
+            data[STATE_FS_PREFIX] = fs
         return data
 
     @field_validator("binlog_partitions", mode="before")
@@ -227,6 +245,10 @@ class SourceOptions(BaseModel):
             allow_public_key_retrieval=self.allow_public_key_retrieval,
         )
 
+    def state_hadoop(self) -> dict[str, str]:
+        """The Hadoop settings of ``state.location`` (``fs.s3a.*`` keys)."""
+        return {k: v.get_secret_value() for k, v in self.state_fs.items()}
+
     def table_filter(self) -> TableFilter:
         return TableFilter.from_options(
             tables=self.tables,
@@ -247,7 +269,7 @@ class SourceOptions(BaseModel):
         # Spark lower-cases option keys; Flink CDC's names are lower-case already.
         data: dict[str, Any] = {}
         for key, value in options.items():
-            if key not in known:
+            if key not in known and not key.startswith(STATE_FS_PREFIX):
                 raise ConfigError(
                     f"unknown option '{key}' for format 'mysql-cdc'.{did_you_mean(key, known)} "
                     f"Valid options: {', '.join(sorted(known))}"

@@ -16,12 +16,10 @@ wrote. A checkpoint made before run ids existed keeps its sinks' old ids (run id
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
-from sparkcdc.files import make_private_dirs, write_private
+from sparkcdc.locations import Location, as_location
 
 RUN_ID_FILE = "sparkcdc-run-id"
 SPARK_DIR = "spark"
@@ -37,37 +35,41 @@ class CheckpointIdentity:
     new_stream: bool  # no batch planned yet: the stream (and its snapshot) starts over
 
 
-def spark_checkpoint(checkpoint: str) -> Path:
-    return Path(checkpoint) / SPARK_DIR
+def spark_checkpoint(checkpoint: str | Location) -> Location:
+    return as_location(checkpoint) / SPARK_DIR
 
 
-def has_planned_batches(checkpoint: str) -> bool:
+def has_planned_batches(checkpoint: str | Location) -> bool:
     """Whether Spark's offset log under the checkpoint names any batch."""
     offsets = spark_checkpoint(checkpoint) / "offsets"
-    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+    return any(name.isdigit() for name in offsets.children())
 
 
-def run_id(checkpoint: str) -> str | None:
+def run_id(checkpoint: str | Location) -> str | None:
     """The run id of the stream under ``checkpoint`` (None: none yet, or from before run ids)."""
-    path = spark_checkpoint(checkpoint) / RUN_ID_FILE
-    return (path.read_text().strip() or None) if path.exists() else None
+    text = (spark_checkpoint(checkpoint) / RUN_ID_FILE).read_text()
+    return (text.strip() or None) if text is not None else None
 
 
-def open_checkpoint(checkpoint: str, state_location: str | None = None) -> CheckpointIdentity:
+def open_checkpoint(
+    checkpoint: str | Location, state_location: str | Location | None = None
+) -> CheckpointIdentity:
     """The identity of the stream under ``checkpoint``, made (with a new run id) for a new
     stream, whose leftovers of an earlier stream under the checkpoint are removed: its
     schema history, and its source state when that lives in the checkpoint."""
-    if has_planned_batches(checkpoint):
-        return CheckpointIdentity(run_id(checkpoint), new_stream=False)
+    root = as_location(checkpoint)
+    if has_planned_batches(root):
+        return CheckpointIdentity(run_id(root), new_stream=False)
     # Spark's files, the schema history and the staged chunks below hold the stream's state
     # and rows: only this user may read them (Spark writes its own files with the umask's mode)
-    make_private_dirs(checkpoint)
-    root = Path(checkpoint)
+    root.make_dirs()
     owned = [root / SCHEMA_DIR]
-    if state_location is not None and Path(state_location) == root / SOURCE_STATE_DIR:
-        owned.append(root / SOURCE_STATE_DIR)
+    state = None if state_location is None else as_location(state_location)
+    default_state = root / SOURCE_STATE_DIR
+    if state is not None and state.uri.rstrip("/") == default_state.uri:
+        owned.append(default_state)
     for directory in owned:
-        shutil.rmtree(directory, ignore_errors=True)
+        directory.remove_tree()
     new_id = uuid.uuid4().hex
-    write_private(spark_checkpoint(checkpoint) / RUN_ID_FILE, new_id + "\n")
+    (spark_checkpoint(root) / RUN_ID_FILE).write(new_id + "\n")
     return CheckpointIdentity(new_id, new_stream=True)

@@ -798,7 +798,7 @@ class BatchWriter:
         )
         log.warning("%s", message)
         if self.history is not None:
-            Divergences(str(self.history.root.parent)).record(
+            Divergences(self.history.checkpoint).record(
                 table.name, fill.target.name, fill.seq, message
             )
 

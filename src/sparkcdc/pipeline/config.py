@@ -39,7 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparkcdc.errors import ConfigError, did_you_mean
-from sparkcdc.files import local_path
+from sparkcdc.locations import Location, hadoop_settings, open_location, supported_location
 from sparkcdc.model.options import SourceOptions, parse_duration
 from sparkcdc.model.tables import Pattern, parse_table_patterns
 from sparkcdc.model.text import redacted_uri, split_top_level
@@ -276,8 +276,8 @@ class PipelineBlock(_Block):
 
     @field_validator("checkpoint")
     @classmethod
-    def _local_checkpoint(cls, value: str | None) -> str | None:
-        return None if value is None else local_path(value, "the checkpoint")
+    def _reachable_checkpoint(cls, value: str | None) -> str | None:
+        return None if value is None else supported_location(value, "the checkpoint")
 
     @field_validator("trigger_interval_s", mode="before")
     @classmethod
@@ -314,6 +314,13 @@ class PipelineConfig(BaseModel):
     def checkpoint(self) -> str:
         return self.pipeline.checkpoint_dir(self.base_dir)
 
+    def checkpoint_location(self, hadoop: Mapping[str, str] | None = None) -> Location:
+        """The checkpoint on its filesystem, reached with ``hadoop`` (a session's Hadoop
+        settings) or else the ``spark.hadoop.fs.*`` settings of ``pipeline.spark.conf``."""
+        if hadoop is None:
+            hadoop = hadoop_settings(self.pipeline.session_conf())
+        return open_location(self.checkpoint, hadoop)
+
     @property
     def state_location(self) -> str:
         assert self.source.state_location is not None  # set by parse_pipeline
@@ -324,7 +331,7 @@ class PipelineConfig(BaseModel):
         options: dict[str, str] = {}
         for name, field in SourceOptions.model_fields.items():
             value = getattr(self.source, name)
-            if value is None or name not in self.source.model_fields_set:
+            if value is None or name not in self.source.model_fields_set or name == "state_fs":
                 continue
             if hasattr(value, "get_secret_value"):
                 value = value.get_secret_value()
@@ -340,6 +347,7 @@ class PipelineConfig(BaseModel):
             options["scan.binlog.partitions"] = "auto"
         options["changelog.shape"] = "tables"
         options["state.location"] = self.state_location
+        options.update({f"state.{k}": v for k, v in self.source.state_hadoop().items()})
         return options
 
     def route_for(self, database: str, table: str) -> str:

@@ -80,11 +80,10 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SinkError, SourceError
-from sparkcdc.files import write_private
+from sparkcdc.locations import Location, as_location
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.schema_change import (
@@ -205,13 +204,13 @@ class SchemaHistory:
     whole and renamed into place, so a crash leaves the previous file standing.
     """
 
-    def __init__(self, checkpoint: str) -> None:
-        self.root = Path(checkpoint) / "schema"
+    def __init__(self, checkpoint: str | Location) -> None:
+        self.checkpoint = as_location(checkpoint)
+        self.root = self.checkpoint / "schema"
 
     def _numbers(self) -> list[int]:
-        if not self.root.exists():
-            return []
-        return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
+        names = (n.removesuffix(".json") for n in self.root.children() if n.endswith(".json"))
+        return sorted(int(n) for n in names if n.isdigit())
 
     def latest(self) -> SchemaState | None:
         numbers = self._numbers()
@@ -252,10 +251,13 @@ class SchemaHistory:
             },
             "shadows": {q: [list(item) for item in items] for q, items in state.shadows.items()},
         }
-        write_private(self.root / f"{batch_id + 1:012d}.json", json.dumps(data, indent=1))
+        (self.root / f"{batch_id + 1:012d}.json").write(json.dumps(data, indent=1))
 
     def _load(self, number: int) -> SchemaState:
-        data = json.loads((self.root / f"{number:012d}.json").read_text())
+        text = (self.root / f"{number:012d}.json").read_text()
+        if text is None:
+            raise FileNotFoundError(f"schema history file {number:012d}.json in {self.root}")
+        data = json.loads(text)
         return SchemaState(
             {
                 q: [
@@ -290,13 +292,14 @@ class Divergences:
     """Sink columns known to differ from the source, with how to repair them, in
     ``<checkpoint>/divergences.json`` (``sparkcdc status`` shows them)."""
 
-    def __init__(self, checkpoint: str) -> None:
-        self.path = Path(checkpoint) / "divergences.json"
+    def __init__(self, checkpoint: str | Location) -> None:
+        self.path = as_location(checkpoint) / "divergences.json"
 
     def all(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
+        text = self.path.read_text()
+        if text is None:
             return []
-        data: list[dict[str, Any]] = json.loads(self.path.read_text())
+        data: list[dict[str, Any]] = json.loads(text)
         return data
 
     def record(self, sink_table: str, column: str, seq: int, message: str) -> None:
@@ -306,7 +309,7 @@ class Divergences:
             for e in self.all()
             if (e["sink_table"], e["column"], e["seq"]) != (sink_table, column, seq)
         ]
-        write_private(self.path, json.dumps([*known, entry], indent=1))
+        self.path.write(json.dumps([*known, entry], indent=1))
 
 
 # ---------------------------------------------------------------------------- segments

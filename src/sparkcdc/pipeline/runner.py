@@ -20,15 +20,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdcError
-from sparkcdc.files import write_private
+from sparkcdc.locations import (
+    Location,
+    as_location,
+    open_location,
+    s3a_settings,
+    session_hadoop_settings,
+    state_options,
+)
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.pipeline.checkpoint import open_checkpoint
+from sparkcdc.model.text import redacted_uri
+from sparkcdc.pipeline.checkpoint import open_checkpoint, spark_checkpoint
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
@@ -247,21 +254,20 @@ def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
     return f"{max(files, 0)} binlog file(s)"
 
 
-def write_status(checkpoint: str, status: dict[str, Any]) -> None:
-    write_private(Path(checkpoint) / STATUS_FILE, json.dumps(status, indent=1, default=str))
+def write_status(checkpoint: str | Location, status: dict[str, Any]) -> None:
+    (as_location(checkpoint) / STATUS_FILE).write(json.dumps(status, indent=1, default=str))
 
 
-def committed_offset(checkpoint: str) -> tuple[int, dict[str, Any]] | None:
+def committed_offset(checkpoint: str | Location) -> tuple[int, dict[str, Any]] | None:
     """The newest batch Spark committed in ``<checkpoint>/spark`` and its source end offset."""
-    root = Path(checkpoint) / "spark"
+    root = spark_checkpoint(checkpoint)
     commits = sorted(
-        (int(p.name) for p in (root / "commits").glob("[0-9]*") if p.name.isdigit()),
-        reverse=True,
+        (int(name) for name in (root / "commits").children() if name.isdigit()), reverse=True
     )
     for batch in commits:
-        offsets = root / "offsets" / str(batch)
-        if offsets.exists():
-            lines = offsets.read_text().splitlines()
+        text = (root / "offsets" / str(batch)).read_text()
+        if text is not None:
+            lines = text.splitlines()
             # v1, the batch metadata, then one line per source
             return batch, json.loads(lines[2])
     return None
@@ -405,8 +411,12 @@ def _run_once(
         log.warning("%s", finding)
     cls = sink_class(config.sink.type)
     spark = pipeline_session(config, spark, spark_log, master=master, py_files=py_files)
-    identity = open_checkpoint(config.checkpoint, config.state_location)
-    history = SchemaHistory(config.checkpoint)
+    # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
+    hadoop = session_hadoop_settings(spark)
+    root = open_location(config.checkpoint, hadoop)
+    state_hadoop = s3a_settings(config.state_location, hadoop)
+    identity = open_checkpoint(root, open_location(config.state_location, hadoop))
+    history = SchemaHistory(root)
     saved = history.latest()
     schemas = capture.tables
     if saved is not None:  # a restart: the schemas as the stream last saw them
@@ -428,7 +438,7 @@ def _run_once(
     if identity.new_stream:
         _meet_existing_rows(sink, opened, config)
     summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
-    committed = committed_offset(config.checkpoint)
+    committed = committed_offset(root)
     if committed is not None:  # a restart: where the last run got to
         summary.last_offset = committed[1]
     _announce(plan, config, out)
@@ -458,10 +468,10 @@ def _run_once(
     target = server_position(settings) if available_now else None
     from sparkcdc.spark.source import BatchHold
 
-    hold = BatchHold(config.state_location)
+    hold = BatchHold(config.state_location, state_hadoop)
     hold.clear()  # one an earlier run left (stopped hard after setting it)
     reader = spark.readStream.format("mysql-cdc")
-    for key, value in config.source_options().items():
+    for key, value in {**state_options(state_hadoop), **config.source_options()}.items():
         reader = reader.option(key, value)
     query = (
         reader.load()
@@ -506,7 +516,7 @@ def _run_once(
             summary.event_lag_s = writer.event_lag_s
             progress.update(summary.last_offset, batch, server_pos, writer.event_lag_s)
             write_status(
-                config.checkpoint,
+                root,
                 _status(config, plan, summary, batch, server_pos, running=True),
             )
             if target is not None and offset_caught_up(summary.last_offset, target):
@@ -537,7 +547,7 @@ def _run_once(
         progress.finish()
         sink.close()
         write_status(
-            config.checkpoint,
+            root,
             _status(config, plan, summary, summary.batches - 1, server_pos, running=False),
         )
     return summary
@@ -557,12 +567,12 @@ def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: Pipelin
     if policy == "fail":
         raise SinkError(
             f"the {config.sink.type} sink table(s) {names} hold rows already, but the "
-            f"checkpoint {config.checkpoint} starts a new stream (a first run, or a checkpoint "
-            "that was deleted): its snapshot would write over them by key and leave behind "
-            "rows deleted at the source since. Set pipeline.existing-sink-rows: truncate to "
-            "empty them and copy again, or keep to write over them (then `sparkcdc verify` "
-            "lists what differs), or drop the sink tables; to go on with the old stream, "
-            "restore its checkpoint"
+            f"checkpoint {redacted_uri(config.checkpoint)} starts a new stream (a first run, "
+            "or a checkpoint that was deleted): its snapshot would write over them by key and "
+            "leave behind rows deleted at the source since. Set "
+            "pipeline.existing-sink-rows: truncate to empty them and copy again, or keep to "
+            "write over them (then `sparkcdc verify` lists what differs), or drop the sink "
+            "tables; to go on with the old stream, restore its checkpoint"
         )
     for table in holding:
         log.info("emptying sink table %s before the new stream's snapshot", table.name)
@@ -650,7 +660,7 @@ def _announce(plan: PipelinePlan, config: PipelineConfig, out: TextIO) -> None:
     out.write(
         f"pipeline {config.pipeline.name!r}: {len(plan.sources)} source table(s) → "
         f"{config.sink.type} ({len(plan.sink_tables)} sink table(s)); checkpoint "
-        f"{config.checkpoint}\n"
+        f"{redacted_uri(config.checkpoint)}\n"
     )
     for table in plan.sink_tables:
         out.write(

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.locations import Location, as_location, session_hadoop_settings
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
@@ -467,7 +467,9 @@ def _key_text(found: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------ running
 
 
-def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: float) -> str | None:
+def wait_for_pipeline(
+    checkpoint: str | Location, position: BinlogPosition, timeout_s: float
+) -> str | None:
     """Wait until the pipeline's committed offset has passed ``position``; None when it has,
     else what stopped the wait (not running, or the timeout)."""
     from sparkcdc.pipeline.runner import STATUS_FILE, committed_offset, offset_caught_up
@@ -479,9 +481,9 @@ def wait_for_pipeline(checkpoint: str, position: BinlogPosition, timeout_s: floa
         committed = committed_offset(checkpoint)
         if committed is not None and offset_caught_up(committed[1], position):
             return None
-        status_file = Path(checkpoint) / STATUS_FILE
+        status_file = as_location(checkpoint) / STATUS_FILE
         try:
-            running = bool(json.loads(status_file.read_text()).get("running"))
+            running = bool(json.loads(status_file.read_text() or "{}").get("running"))
         except (OSError, ValueError):
             running = False
         now = time.monotonic()
@@ -637,7 +639,8 @@ def verify_pipeline(
     options, settings = source_settings(config)
     capture = plan_capture(options, settings)
     spark = pipeline_session(config, spark)
-    saved = SchemaHistory(config.checkpoint).latest()
+    root = config.checkpoint_location(session_hadoop_settings(spark))
+    saved = SchemaHistory(root).latest()
     plan = plan_pipeline(config, capture.tables, spark)
     sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
     report = VerifyReport([])
@@ -650,7 +653,7 @@ def verify_pipeline(
             return
         position.append(now)
         report.position = str(now)
-        note = wait_for_pipeline(config.checkpoint, now, timeout_s)
+        note = wait_for_pipeline(root, now, timeout_s)
         if note is not None:
             report.waited.append(note)
 

@@ -21,16 +21,14 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import field_validator
 
 from sparkcdc.errors import SinkError
-from sparkcdc.files import local_path
+from sparkcdc.locations import Location, open_location, session_hadoop_settings, supported_location
 from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
@@ -73,8 +71,8 @@ class DeltaOptions(TableOptions):
 
     @field_validator("path")
     @classmethod
-    def _local(cls, value: str | None) -> str | None:
-        return None if value is None else local_path(value, "the Delta sink's path")
+    def _reachable(cls, value: str | None) -> str | None:
+        return None if value is None else supported_location(value, "the Delta sink's path")
 
 
 class DeltaSink(Sink):
@@ -83,6 +81,7 @@ class DeltaSink(Sink):
     options_model = DeltaOptions
     guarantee = "exactly-once"
     appends = True
+    _root: Location | None = None  # sink.path on its filesystem, opened at first use
 
     @property
     def _options(self) -> DeltaOptions:
@@ -91,11 +90,21 @@ class DeltaSink(Sink):
 
     def location(self, table: SinkTable) -> str | None:
         """The table's directory (path mode), else None (catalog mode)."""
+        directory = self._directory(table)
+        return None if directory is None else directory.uri
+
+    def _directory(self, table: SinkTable) -> Location | None:
+        """The table's directory on its filesystem (path mode), as Spark's Hadoop reaches it."""
         if self._options.path is None:
             return None
+        if self._root is None:
+            self._root = open_location(self._options.path, session_hadoop_settings(self.spark))
+        directory = self._root
         # each dotted part one encoded segment: a table named '../../x' stays under sink.path
-        parts = [path_segment(p) for p in table.name.split(".") if p]
-        return str(Path(self._options.path, *parts))
+        for part in table.name.split("."):
+            if part:
+                directory = directory / path_segment(part)
+        return directory
 
     def identifier(self, table: SinkTable) -> str:
         """How Spark SQL names the table."""
@@ -106,10 +115,11 @@ class DeltaSink(Sink):
 
     def open(self, tables: Sequence[SinkTable]) -> None:
         for table in tables:
-            location = self.location(table)
+            directory = self._directory(table)
+            location = None if directory is None else directory.uri
             try:
-                if location is not None:
-                    Path(location).mkdir(parents=True, exist_ok=True)
+                if directory is not None:
+                    directory.make_dirs(private=False)  # a lake others read
                 elif table.namespace:
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
                 if self._exists(table) or (location is None and self._adopt(table)):
@@ -136,9 +146,9 @@ class DeltaSink(Sink):
 
     def _exists(self, table: SinkTable) -> bool:
         """Whether the table is there already (its directory has a Delta log)."""
-        location = self.location(table)
-        if location is not None:
-            return Path(location, "_delta_log").is_dir()
+        directory = self._directory(table)
+        if directory is not None:
+            return (directory / "_delta_log").exists()
         return bool(self.spark.catalog.tableExists(self.identifier(table)))
 
     def _adopt(self, table: SinkTable) -> bool:
@@ -372,12 +382,12 @@ class DeltaSink(Sink):
             ) from None
 
     def drop_table(self, table: SinkTable) -> None:
-        location = self.location(table)
+        directory = self._directory(table)
         try:
-            if location is None:
+            if directory is None:
                 self.spark.sql(f"DROP TABLE IF EXISTS {self.identifier(table)}")
             else:
-                shutil.rmtree(location, ignore_errors=True)
+                directory.remove_tree()
         except Exception as exc:
             raise SinkError(
                 f"delta sink: cannot drop {table.name}: {spark_error_text(exc)}"

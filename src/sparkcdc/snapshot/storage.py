@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import ConfigError, SnapshotError
 from sparkcdc.files import make_private_dirs, open_private
+from sparkcdc.locations import open_location
 from sparkcdc.model.identifiers import path_segment
-from sparkcdc.model.text import redacted_uri
 
 
 @dataclass(frozen=True)
@@ -48,23 +49,21 @@ class StateStore:
     root: str
 
     @classmethod
-    def open(cls, location: str, stream_id: str) -> StateStore:
+    def open(
+        cls, location: str, stream_id: str, hadoop: Mapping[str, str] | None = None
+    ) -> StateStore:
+        """``<location>/<stream_id>``; ``hadoop``: the S3A settings of an ``s3a://`` or
+        ``s3://`` location (``sparkcdc.locations``)."""
         if not location:
             raise SnapshotError(
                 "the incremental snapshot needs 'state.location' (a directory or filesystem "
                 "URI where chunk plans and staged chunks are kept so batches can be replayed)"
             )
         try:
-            if "://" in location:
-                fs, base = pafs.FileSystem.from_uri(location)
-            else:
-                fs, base = pafs.LocalFileSystem(), os.path.abspath(location)
-        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError variants
-            raise SnapshotError(
-                f"state.location {redacted_uri(location)!r} is not a path or filesystem URI "
-                f"pyarrow can open: {redacted_uri(str(exc))}"
-            ) from None
-        return cls(fs, f"{base.rstrip('/')}/{stream_id}")
+            opened = open_location(location, hadoop)
+        except ConfigError as exc:
+            raise SnapshotError(f"state.location: {exc}") from None
+        return cls(opened.fs, f"{opened.path.rstrip('/')}/{stream_id}")
 
     @property
     def is_local(self) -> bool:

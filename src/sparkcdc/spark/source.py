@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial, wraps
 from typing import Any, TypeVar
@@ -134,8 +134,8 @@ class BatchHold:
     False
     """
 
-    def __init__(self, state_location: str) -> None:
-        self.store = StateStore.open(state_location, "hold")
+    def __init__(self, state_location: str, hadoop: Mapping[str, str] | None = None) -> None:
+        self.store = StateStore.open(state_location, "hold", hadoop)
         self.path = self.store.path("requested")
 
     @property
@@ -217,7 +217,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     @property
     def store(self) -> StateStore:
-        return StateStore.open(self.options.state_location or "", stream_id(self.options))
+        return StateStore.open(
+            self.options.state_location or "", stream_id(self.options), self.options.state_hadoop()
+        )
 
     @property
     def coordinator(self) -> SnapshotCoordinator:
@@ -451,7 +453,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     ) -> dict[str, Any]:
         # PySpark 4.1 calls latestOffset(); 4.2 passes the batch's start and a read limit
         base = start if start is not None else self._base()
-        if self.options.state_location and BatchHold(self.options.state_location).held:
+        state = self.options.state_location
+        if state and BatchHold(state, self.options.state_hadoop()).held:
             return base  # no new data: the query idles between batches until stopped
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run

@@ -532,29 +532,41 @@ def test_delta_sink() -> None:
     ("blocks", "where", "scheme"),
     [
         (
-            {"pipeline": {"checkpoint": "s3a://AKIA:s3cret-value@bucket/cp"}},
+            {"pipeline": {"checkpoint": "ftp://AKIA:s3cret-value@host/cp"}},
             "pipeline.checkpoint",
-            "s3a",
+            "ftp",
         ),
-        ({"pipeline": {"checkpoint": "file:///tmp/cp"}}, "pipeline.checkpoint", "file"),
-        ({"sink": {"type": "delta", "path": "s3a://bucket/lake"}}, "sink.path", "s3a"),
         (
-            {"sink": {"type": "delta", "path": "abfss://c@acct.dfs.core.windows.net/x"}},
+            {"sink": {"type": "delta", "path": "wasbs://c@acct.blob.core.windows.net/x"}},
             "sink.path",
-            "abfss",
+            "wasbs",
         ),
     ],
-    ids=["checkpoint-s3a", "checkpoint-file", "delta-s3a", "delta-abfss"],
+    ids=["checkpoint-ftp", "delta-wasbs"],
 )
-def test_uris_sparkcdc_would_write_as_local_paths_are_refused(
+def test_locations_sparkcdc_cannot_reach_are_refused(
     blocks: dict[str, Any], where: str, scheme: str
 ) -> None:
-    """They became directories named after the scheme under the working directory (the
-    schema history and status.json of a checkpoint on s3a:// among them), without a word."""
+    """Before the filesystem layer they became directories named after the scheme under the
+    working directory (the schema history and status.json of a checkpoint among them)."""
     message = config_error(pipeline(**blocks))
     assert message.startswith(f"{where}: ")
-    assert f"URI ({scheme}:)" in message and "mount" in message
+    assert f"a {scheme}: URI" in message and "s3a" in message
     assert SECRET not in message
+
+
+def test_object_store_locations_are_kept_as_written() -> None:
+    """Spark's Hadoop and sparkcdc's own files reach them as users spell them for Spark;
+    the default source state lives in the checkpoint, on the same store."""
+    config = parse(
+        pipeline(
+            sink={"type": "delta", "path": "s3a://lake/tables"},
+            pipeline={"checkpoint": "s3a://lake/cdc/orders"},
+        )
+    )
+    assert config.sink.path == "s3a://lake/tables"  # type: ignore[attr-defined]
+    assert config.checkpoint == "s3a://lake/cdc/orders"
+    assert config.state_location == "s3a://lake/cdc/orders/source-state"
 
 
 @pytest.mark.parametrize(
