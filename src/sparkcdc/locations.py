@@ -140,6 +140,32 @@ class Location:
         else:
             self.fs.create_dir(self.path, recursive=True)
 
+    def probe(self) -> None:
+        """Write, read back and delete a small file in this directory (on a local disk: in
+        its nearest existing directory, so nothing is made); ConfigError saying which step
+        failed when one does."""
+        directory = self
+        while directory.is_local and not os.path.isdir(directory.path):
+            parent = os.path.dirname(directory.path)
+            if parent == directory.path:
+                break
+            directory = Location(self.fs, parent, parent)
+        target = directory / f".sparkcdc-probe-{uuid.uuid4().hex}"
+        step = "write"
+        try:
+            target.write(b"probe")
+            step = "read back"
+            if target.read_bytes() != b"probe":
+                raise OSError("the file read back holds other bytes")
+            step = "delete"
+            self.fs.delete_file(target.path)
+        except Exception as exc:
+            raise ConfigError(
+                f"{self}: cannot {step} a file there: {redacted_uri(str(exc))}. Check the "
+                "location, its permissions and (object stores) the fs.s3a.* settings in "
+                "pipeline.spark.conf"
+            ) from None
+
     def remove_tree(self) -> None:
         """The directory and everything in it; nothing when it does not exist."""
         if self.fs.get_file_info(self.path).type == pafs.FileType.NotFound:

@@ -7,9 +7,10 @@ import os
 from typing import Any
 
 from sparkcdc.errors import SparkCdcError
-from sparkcdc.locations import Location
+from sparkcdc.locations import Location, hadoop_settings, open_location
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.config import LenientEnv, load_pipeline
 from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
 from sparkcdc.pipeline.runner import (
@@ -53,6 +54,12 @@ def validate(file: str) -> int:
     for finding in findings:
         print(f"  pipeline {finding.severity}: {finding}")
     raise_errors(findings)
+    hadoop = hadoop_settings(config.pipeline.session_conf())
+    locations = [config.checkpoint, config.state_location]
+    delta_path = getattr(config.sink, "path", None) if config.sink.type == "delta" else None
+    for location in [*dict.fromkeys(locations), *([delta_path] if delta_path else [])]:
+        open_location(location, hadoop).probe()  # ConfigError (exit 2) as run would fail
+        print(f"  location {redacted_uri(location)}: written, read and deleted a file")
     spark = spark_session("sparkcdc-validate", "local[1]")
     spark.sparkContext.setLogLevel("ERROR")
     plan = plan_pipeline(config, capture.tables, spark)
