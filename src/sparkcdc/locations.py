@@ -311,3 +311,30 @@ def session_hadoop_settings(spark: Any) -> dict[str, str]:
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     props = conf.getPropsWithPrefix(S3A)  # one call: a java.util.Map, keys without the prefix
     return {S3A + str(k): str(v) for k, v in props.items()}
+
+
+def blind_executors(spark: Any, location: Location, settings: Mapping[str, str]) -> list[str]:
+    """The hosts of executors that cannot read a file the driver just wrote under
+    ``location`` (opened there with ``settings``); [] when every task read it. One small
+    job of as many tasks as the session's parallelism, so each executor runs one."""
+    probe = location / f".sparkcdc-shared-{uuid.uuid4().hex}"
+    probe.write(b"shared")
+    uri = probe.uri
+    wanted = dict(settings)
+
+    def seen(_: Any) -> Any:
+        import socket
+
+        try:
+            ok = open_location(uri, wanted).read_bytes() == b"shared"
+        except Exception:
+            ok = False
+        yield socket.gethostname(), ok
+
+    tasks = max(2, int(spark.sparkContext.defaultParallelism))
+    try:
+        rdd = spark.sparkContext.parallelize(range(tasks), tasks)
+        results = rdd.mapPartitions(seen).collect()
+    finally:
+        probe.fs.delete_file(probe.path)
+    return sorted({str(host) for host, ok in results if not ok})

@@ -27,6 +27,7 @@ from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdc
 from sparkcdc.locations import (
     Location,
     as_location,
+    blind_executors,
     open_location,
     s3a_settings,
     session_hadoop_settings,
@@ -415,7 +416,10 @@ def _run_once(
     hadoop = session_hadoop_settings(spark)
     root = open_location(config.checkpoint, hadoop)
     state_hadoop = s3a_settings(config.state_location, hadoop)
-    identity = open_checkpoint(root, open_location(config.state_location, hadoop))
+    state = open_location(config.state_location, hadoop)
+    if not str(spark.sparkContext.master).startswith("local"):
+        _check_shared(spark, state, state_hadoop)
+    identity = open_checkpoint(root, state)
     history = SchemaHistory(root)
     saved = history.latest()
     schemas = capture.tables
@@ -551,6 +555,19 @@ def _run_once(
             _status(config, plan, summary, summary.batches - 1, server_pos, running=False),
         )
     return summary
+
+
+def _check_shared(spark: Any, state: Location, settings: dict[str, str]) -> None:
+    """On a cluster, executors stage the snapshot's chunks under the state location and the
+    driver reads them: each must see what the other writes, at the same location."""
+    blind = blind_executors(spark, state, settings)
+    if blind:
+        raise ConfigError(
+            f"state.location must be shared by the driver and every executor: executors on "
+            f"{', '.join(blind)} do not see a file the driver wrote under {state}. Give "
+            "state.location (default <checkpoint>/source-state) on an object store "
+            "(s3a://...) or on a filesystem every host mounts at the same path"
+        )
 
 
 def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: PipelineConfig) -> None:
