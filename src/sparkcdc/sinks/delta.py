@@ -21,6 +21,8 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
+    SinkOptions,
     SinkTable,
     TableOptions,
     fill_statement,
@@ -82,6 +85,18 @@ class DeltaSink(Sink):
     guarantee = "exactly-once"
     appends = True
     _root: Location | None = None  # sink.path on its filesystem, opened at first use
+
+    @classmethod
+    def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
+        """With ``path``, no table lives in Spark's catalog, but creating one by path sets up
+        the catalog's default database, whose directory Spark makes in the working directory
+        (``./spark-warehouse``) unless told otherwise: it goes to the temp directory instead
+        (a user's ``spark.sql.warehouse.dir`` wins)."""
+        assert isinstance(options, DeltaOptions)
+        if options.path is None:
+            return {}
+        warehouse = os.path.join(tempfile.gettempdir(), f"sparkcdc-warehouse-{os.getuid()}")
+        return {"spark.sql.warehouse.dir": warehouse}
 
     @property
     def _options(self) -> DeltaOptions:
