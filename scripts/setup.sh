@@ -36,4 +36,6 @@ echo "setup: fetching the Kafka broker jars for the tests' private Kafka (jars/k
 bash scripts/fetch_kafka.sh >/dev/null
 echo "setup: fetching Flink SQL for the tests that read the Kafka topics with Flink (jars/flink/pom.xml)"
 bash scripts/fetch_flink.sh >/dev/null
+echo "setup: building MinIO for the tests' private S3 (scripts/fetch_minio.sh; ~7 minutes the first time)"
+bash scripts/fetch_minio.sh >/dev/null
 echo "setup: done"
