@@ -142,7 +142,7 @@ def assert_private_state(checkpoint: Path) -> None:
     for path in [state, *[p for p in state.rglob("*") if p.is_dir()]]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
     # every table's state is one directory right under chunks/ and plan/ (no '..' escaped)
-    stream = next(state.iterdir())
+    stream = next(p for p in state.iterdir() if p.name.startswith("mysql-cdc_"))
     for area in ("chunks", "plan"):
         names = sorted(p.name for p in (stream / area).iterdir())
         assert len(names) == len(TABLES), names

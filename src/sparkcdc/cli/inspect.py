@@ -108,7 +108,7 @@ def status(file: str, *, as_json: bool = False) -> int:
     }
     report: dict[str, Any] = {
         "pipeline": config.pipeline.name,
-        "checkpoint": checkpoint,
+        "checkpoint": str(checkpoint),
         "running": bool(recorded.get("running")) and _alive(recorded.get("pid")),
         "phase": "binlog" if done else "snapshot",
         "last_committed_batch": batch,

@@ -363,7 +363,8 @@ def pipeline_session(
     from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
-    conf = {**sink_conf, **config.pipeline.session_conf()}
+    user_conf = config.pipeline.session_conf()
+    conf = {**sink_conf, **user_conf}
     conf.pop("spark.master", None)  # chosen by session_master
     if py_files:
         listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
@@ -381,6 +382,9 @@ def pipeline_session(
     else:
         register(spark)
         for key, value in conf.items():
+            # a sink's default of a setting fixed when a session starts is for new sessions
+            if key in sink_conf and key not in user_conf and not spark.conf.isModifiable(key):
+                continue
             spark.conf.set(key, value)
     return spark
 

@@ -1,0 +1,197 @@
+"""A pipeline whose Delta tables, checkpoint and source state all live on an object store
+(the private MinIO, reached as ``s3a://``), run as users run it, each run from another
+working directory: ``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent
+writes, run again to the end while the writes go on, then after a DDL and more writes once
+more, and ``sparkcdc status``. The Delta table (read by delta-rs, not by Spark) equals the
+source, the checkpoint's files are on the store, and nothing lands in the working
+directories (before the filesystem layer, the schema history and status.json went to
+``./s3a:/...``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipelines import Writer, fresh_database, pipeline_env
+
+from sparkcdc.locations import Location, open_location
+from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.testing.devminio import DevMinio
+from sparkcdc.testing.devserver import DevServer
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "objstore_db"
+PIPELINE = """
+source:
+  type: mysql
+  hostname: {host}
+  port: {port}
+  username: cdc
+  password: ${{SPARKCDC_TEST_PASSWORD}}
+  tables: {database}.t
+  server-id: 5890-5899
+  scan.incremental.snapshot.chunk.size: 200
+  scan.incremental.snapshot.chunks-per-batch: 2
+sink:
+  type: delta
+  path: s3a://{bucket}/lake
+pipeline:
+  name: object-store
+  checkpoint: s3a://{bucket}/cdc/object-store
+  spark.conf:
+{conf}
+"""
+
+
+@pytest.fixture
+def minio() -> DevMinio:
+    store = DevMinio.from_env()
+    store.start()
+    return store
+
+
+@pytest.fixture
+def bucket(minio: DevMinio) -> str:
+    name = f"lake-{uuid.uuid4().hex[:12]}"
+    minio.bucket(name)
+    return name
+
+
+@pytest.fixture
+def source(server: DevServer) -> Iterator[Any]:
+    conn = fresh_database(server, DATABASE)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))")
+        cur.executemany(
+            "INSERT INTO t VALUES (%s, %s, %s)", [(i, i * 3, f"row {i}") for i in range(1, 2001)]
+        )
+    yield conn
+    conn.close()
+
+
+class RowChanges:
+    """Random inserts, updates and deletes on ``t``, one a ``step``: a workload for
+    ``pipelines.Writer``."""
+
+    def __init__(self, conn: Any, seed: int) -> None:
+        self.conn, self.rng, self.operations = conn, random.Random(seed), 0
+
+    def step(self) -> None:
+        key, choice = self.rng.randint(1, 3000), self.rng.random()
+        with self.conn.cursor() as cur:
+            if choice < 0.5:
+                cur.execute("UPDATE t SET v = v + 1, s = %s WHERE id = %s", (f"u{key}", key))
+            elif choice < 0.8:
+                cur.execute("REPLACE INTO t (id, v, s) VALUES (%s, %s, 'new')", (key, key))
+            else:
+                cur.execute("DELETE FROM t WHERE id = %s", (key,))
+        self.operations += 1
+
+
+def run_killed_after_a_commit(pipeline: Path, cwd: Path, checkpoint: Location) -> None:
+    """``sparkcdc run`` killed (its JVM with it) once it has committed a batch."""
+    command = [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline)]
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=pipeline_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while committed_offset(checkpoint) is None:
+            assert process.poll() is None, f"the run ended early (exit {process.returncode})"
+            assert time.monotonic() < deadline, "no batch committed within 300 s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "sparkcdc.cli.main", *args]
+    done = subprocess.run(
+        command, cwd=cwd, env=pipeline_env(), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, f"{args[0]} exit {done.returncode}:\n{done.stderr[-4000:]}"
+    return done
+
+
+def delta_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
+    import deltalake
+    import pyarrow as pa
+
+    conf = minio.spark_conf()
+    storage = {
+        "AWS_ENDPOINT_URL": conf["spark.hadoop.fs.s3a.endpoint"],
+        "AWS_ACCESS_KEY_ID": conf["spark.hadoop.fs.s3a.access.key"],
+        "AWS_SECRET_ACCESS_KEY": conf["spark.hadoop.fs.s3a.secret.key"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    table = deltalake.DeltaTable(f"s3://{bucket}/lake/{DATABASE}/t", storage_options=storage)
+    reader = deltalake.QueryBuilder().register("t", table)  # reads deletion vectors
+    frame = pa.table(reader.execute("SELECT id, v, s, w FROM t").read_all())
+    return sorted(tuple(row.values()) for row in frame.to_pylist())
+
+
+def source_rows(conn: Any) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, v, s, w FROM t")
+        return sorted(tuple(row) for row in cur.fetchall())
+
+
+def test_delta_checkpoint_and_state_on_an_object_store(
+    server: DevServer, source: Any, minio: DevMinio, bucket: str, tmp_path: Path
+) -> None:
+    settings = server.start()
+    conf = "\n".join(f"    {k}: {v}" for k, v in minio.spark_conf().items())
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        PIPELINE.format(
+            host=settings.host, port=settings.port, database=DATABASE, bucket=bucket, conf=conf
+        )
+    )
+    hadoop = {k.removeprefix("spark.hadoop."): v for k, v in minio.spark_conf().items()}
+    checkpoint = open_location(f"s3a://{bucket}/cdc/object-store", hadoop)
+    directories = [tmp_path / name for name in ("first", "second", "third", "fourth")]
+    for directory in directories:
+        directory.mkdir()
+
+    with Writer(server, DATABASE, seed=31, workload=RowChanges, pause_s=0.01):
+        run_killed_after_a_commit(pipeline, directories[0], checkpoint)
+        committed = committed_offset(checkpoint)
+        assert committed is not None
+        tables = committed[1].get("snapshot") or {}
+        assert any(t.get("total") is None or t["next"] < t["total"] for t in tables.values()), (
+            f"the run was to be killed mid-snapshot, its last commit is {committed}"
+        )
+        cli(["run", str(pipeline), "--available-now"], directories[1])
+    with source.cursor() as cur:
+        cur.execute("UPDATE t SET v = v + 1 WHERE id % 7 = 0")
+        cur.execute("DELETE FROM t WHERE id % 11 = 0")
+        cur.execute("ALTER TABLE t ADD COLUMN w INT DEFAULT 5")
+        cur.execute("INSERT INTO t (id, v, s, w) VALUES (5000, 1, 'after the DDL', 9)")
+        cur.execute("UPDATE t SET w = 6 WHERE id % 13 = 0")
+    cli(["run", str(pipeline), "--available-now"], directories[2])
+
+    assert delta_rows(minio, bucket) == source_rows(source)
+    status = cli(["status", str(pipeline)], directories[3]).stdout
+    assert "phase: binlog; last committed batch" in status and "(lag 0 bytes)" in status, status
+    assert "objstore_db.t: 2 versions" in status, status  # the schema history, from the store
+    # the checkpoint's own files are on the store, next to Spark's
+    assert {"spark", "schema", "source-state", "status.json"} <= set(checkpoint.children())
+    for directory in directories:
+        assert os.listdir(directory) == [], f"written to the working directory {directory}"
