@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from sparkcdc.errors import ConfigError, SnapshotError
-from sparkcdc.files import make_private_dirs, open_private
-from sparkcdc.locations import open_location
+from sparkcdc.files import open_private
+from sparkcdc.locations import Location, open_location
 from sparkcdc.model.identifiers import path_segment
 
 
@@ -77,20 +77,15 @@ class StateStore:
         one encoded segment (``model.identifiers.path_segment``), so no name leaves it."""
         return self.path(area, path_segment(table), *parts)
 
+    def _at(self, path: str) -> Location:
+        return Location(self.fs, path, path)
+
     def exists(self, path: str) -> bool:
-        return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
+        return self._at(path).exists()
 
     def read(self, path: str) -> bytes | None:
         """The file's bytes, or None if it does not exist."""
-        try:
-            with self.fs.open_input_stream(path) as stream:
-                return bytes(stream.read())
-        except FileNotFoundError:
-            return None
-        except OSError:
-            if not self.exists(path):
-                return None
-            raise
+        return self._at(path).read_bytes()
 
     def list(self, directory: str) -> list[str]:
         """Base names of the files in ``directory`` (sorted; empty if it does not exist)."""
@@ -103,10 +98,7 @@ class StateStore:
 
     def _directory_of(self, path: str) -> str:
         directory = path.rpartition("/")[0]
-        if self.is_local:
-            make_private_dirs(directory)
-        else:
-            self.fs.create_dir(directory, recursive=True)
+        self._at(directory).make_dirs()
         return directory
 
     def delete(self, path: str) -> None:
