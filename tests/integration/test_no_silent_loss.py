@@ -13,7 +13,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from test_stream import AvailableNowRuns, options
+from pyspark.errors import StreamingQueryException
+from test_stream import AvailableNowRuns, changelog, options, start_collecting, wait_for
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.events import RowChanges, SchemaChange
@@ -435,6 +436,35 @@ def test_a_partition_ddl_that_keeps_the_rows_does_not_stop_the_range(
     assert [type(c).__name__ for c in changes] == ["SchemaChange", "SchemaChange", "RowChanges"]
 
 
+@pytest.mark.parametrize("statement", ["DROP DATABASE `{db}`", "DROP SCHEMA IF EXISTS {db}"])
+def test_a_dropped_database_of_captured_tables_stops_the_range(
+    settings: ConnectionSettings, database: str, sql: Any, statement: str
+) -> None:
+    """The server drops the database's tables and logs only the statement: the sink would
+    keep their rows without a word. The range stops at it, unless the database holds no
+    captured table (or ddl.row-changes=continue, which passes no ``stop_database``)."""
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    start = _position(settings)
+    sql.execute("INSERT INTO t VALUES (3, 3)")
+    sql.execute(statement.format(db=database))
+    end = _position(settings)
+    captured = lambda d, t: d == database and t == "t"  # noqa: E731
+
+    def read(databases: frozenset[str] | None) -> list[RowChanges | SchemaChange]:
+        stop = None if databases is None else databases.__contains__
+        return list(read_range(settings, next(_ids), start, end, captured, stop_database=stop))
+
+    with pytest.raises(SourceError) as caught:
+        read(frozenset({database}))
+    message = str(caught.value)
+    assert f"dropped the database {database}" in message and "at binlog position" in message
+    assert "ddl.row-changes=continue" in message and "new snapshot" in message
+    for databases in (frozenset({"another_db"}), None):
+        changes = read(databases)
+        assert [type(c).__name__ for c in changes] == ["RowChanges"]
+
+
 def test_a_stream_stops_at_a_dropped_partition_or_goes_on_when_asked(
     spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any
 ) -> None:
@@ -460,3 +490,25 @@ def test_a_stream_stops_at_a_dropped_partition_or_goes_on_when_asked(
         ("+I", 101),
         ("+I", 102),
     ]
+
+
+def test_a_running_stream_stops_at_a_dropped_database_of_its_tables(
+    spark: Any, dev_server: DevServer, database: str, sql: Any
+) -> None:
+    """Through the streaming source, running when the statement comes: the row before it
+    is delivered, then the query stops with the statement (it went past it before)."""
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    opts = options(dev_server, database, "t", **{"server-id": "5535-5539"})
+    query, batches = start_collecting(spark, opts)
+    try:
+        sql.execute("INSERT INTO t VALUES (1, 1)")
+        wait_for(lambda: len(changelog(batches)) == 1, 60, "the insert")
+        sql.execute(f"DROP DATABASE `{database}`")
+        with pytest.raises(StreamingQueryException) as caught:
+            query.awaitTermination(120)
+        failure = str(caught.value)
+        assert f"dropped the database {database}" in failure
+        assert "ddl.row-changes=continue" in failure
+        assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1)]
+    finally:
+        query.stop()

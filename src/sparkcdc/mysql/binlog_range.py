@@ -17,7 +17,7 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.ddl_names import ddl_tables, row_changes
+from sparkcdc.mysql.ddl_names import ddl_tables, dropped_database, row_changes
 from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
 from sparkcdc.mysql.events import (
     BinlogEvent,
@@ -156,11 +156,22 @@ def _statement_change(
     table_filter: TablePredicate,
     ddl_filter: TablePredicate,
     xa: _XaGroups,
+    stop_database: Callable[[str], bool] | None = None,
 ) -> list[tuple[str, str]]:
     """The captured (database, table)s a DDL statement acts on, each once, in statement
     order; raises on a statement that changed captured rows without row images (a session
     in STATEMENT / MIXED format)."""
     kind = statement_kind(event.query)
+    dropped = None if stop_database is None else dropped_database(event.query)
+    if dropped is not None and stop_database is not None and stop_database(dropped):
+        raise SourceError(
+            f"at binlog position {here} the statement {_preview(event.query)} dropped the "
+            f"database {dropped}, which holds captured tables (their names match the "
+            "capture), and the binlog holds no image of the rows it dropped: the sink "
+            "still has them. Drop them in the sink and take a new snapshot (a new "
+            "checkpoint), or, if the sink should keep them, set ddl.row-changes=continue "
+            "and the stream goes on past the statement"
+        )
     if kind in ("control", "xa_rollback"):
         xa.statement(event, here)
         return []
@@ -255,6 +266,7 @@ def _changes(
     metadata: _ColumnMetadata,
     table_filter: TablePredicate,
     ddl_filter: TablePredicate,
+    stop_database: Callable[[str], bool] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """The changes one event (at ``here``) makes to captured tables (and the DDL of the
     tables ``ddl_filter`` adds); stops on anything it cannot deliver exactly."""
@@ -276,7 +288,7 @@ def _changes(
         # a statement on several captured tables (DROP TABLE a, b; RENAME TABLE ...) is
         # a schema change of each
         for database, table in _statement_change(
-            event, here, table_filter, ddl_filter, metadata.xa
+            event, here, table_filter, ddl_filter, metadata.xa, stop_database
         ):
             metadata.schema_change(database, table, here)
             yield SchemaChange.from_binlog(database, table, event.query, timestamp, here)
@@ -378,6 +390,7 @@ def read_range(
     on_xa: Callable[[str, BinlogPosition], None] | None = None,
     share: Share | None = None,
     ddl_filter: TablePredicate | None = None,
+    stop_database: Callable[[str], bool] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
@@ -385,6 +398,9 @@ def read_range(
 
     ``ddl_filter``: the tables whose DDL statements are yielded (default: the captured
     ones), e.g. with the copies an online schema change tool alters.
+
+    ``stop_database``: the databases whose ``DROP DATABASE`` stops the read (SourceError):
+    those that may hold captured tables, whose rows leave with no row image.
 
     ``rows=False``: only their schema changes (no row is decoded).
 
@@ -423,6 +439,7 @@ def read_range(
             check_format=check_format,
             share=share,
             ddl_filter=ddl_filter,
+            stop_database=stop_database,
         )
 
 
@@ -438,6 +455,7 @@ def changes_of_events(
     check_format: Callable[[str, EventHeader], None] | None = None,
     share: Share | None = None,
     ddl_filter: TablePredicate | None = None,
+    stop_database: Callable[[str], bool] | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
@@ -489,14 +507,18 @@ def changes_of_events(
             mine = share.takes()
             first_row = 0
             for inner in event.events:
-                for change in _changes(inner, here, header.timestamp, metadata, table_filter, ddl):
+                for change in _changes(
+                    inner, here, header.timestamp, metadata, table_filter, ddl, stop_database
+                ):
                     if isinstance(change, RowChanges):
                         change.first_row = first_row
                         first_row += _images(change)
                     if mine:
                         yield change
         else:
-            for change in _changes(event, here, header.timestamp, metadata, table_filter, ddl):
+            for change in _changes(
+                event, here, header.timestamp, metadata, table_filter, ddl, stop_database
+            ):
                 if share.first or isinstance(change, RowChanges):
                     yield change
     if reached < end:

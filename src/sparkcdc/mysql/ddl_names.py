@@ -109,6 +109,23 @@ def ddl_tables(default_database: str, query: str) -> list[tuple[str, str]]:
     return [qualified(n, default_database) for n in names]
 
 
+_DROP_DATABASE = re.compile(
+    rf"^\s*DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({IDENT})\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def dropped_database(statement: str) -> str | None:
+    """The database a ``DROP DATABASE`` / ``DROP SCHEMA`` drops, or None. The server logs
+    only the statement: the rows of the tables it held leave with no row image.
+
+    >>> dropped_database("DROP SCHEMA IF EXISTS `shop`"), dropped_database("DROP TABLE a")
+    ('shop', None)
+    """
+    match = _DROP_DATABASE.match(statement_text(statement))
+    return unquote(match.group(1)) if match else None
+
+
 def row_changes(statement: str) -> str | None:
     """The clause of an ALTER TABLE that adds or removes rows without row images (e.g.
     ``DROP PARTITION``), or None."""

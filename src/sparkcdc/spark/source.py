@@ -80,6 +80,11 @@ log = logging.getLogger(__name__)
 FORMAT_NAME = "mysql-cdc"
 
 
+def holds_table(tables: frozenset[str], database: str) -> bool:
+    """Whether one of ``tables`` (qualified ``db.table`` names) is in ``database``."""
+    return any(name.startswith(f"{database}.") for name in tables)
+
+
 def stream_id(options: SourceOptions) -> str:
     """The state directory of a query under ``state.location`` (one source per query)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
@@ -659,12 +664,18 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             yield from self._read_chunk(partition)
             return
         assert isinstance(partition, BinlogRangePartition)
-        start = offset_position(json.loads(partition.start))
+        start_offset = json.loads(partition.start)
+        start = offset_position(start_offset)
         end = offset_position(json.loads(partition.end))
         includes: TablePredicate = self.plan.includes
+        # the stream's tables: those it captures now, and those its snapshot progress names
+        # (a table whose database was dropped while the query was stopped is in no plan)
+        known = {t.qualified_name for t in self.plan.tables}
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(is_captured, captured)
+            known = {f"{db}.{t}" for db, t in captured}
+        known |= set(start_offset.get("snapshot") or {})
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
@@ -672,6 +683,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # a typed stream restarts at the cut-over's own RENAME and reads the new schema then:
         # the copies' statements would only restart it more often
         follow = self.options.online_schema_changes and not self.plan.typed
+        refuse = self.options.ddl_row_changes == "fail"
         ddl_filter = partial(with_shadows, includes) if follow else None
         changes: Any = read_range(
             self.settings,
@@ -682,8 +694,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             versions,
             share=share,
             ddl_filter=ddl_filter,
+            # a DROP DATABASE of captured tables drops their rows with no row image
+            stop_database=partial(holds_table, frozenset(known)) if refuse else None,
         )
-        if self.options.ddl_row_changes == "fail":
+        if refuse:
             changes = refuse_row_changing_ddl(changes)
         if not partition.filter_state:
             yield from self.plan.builder().batches(changes)
