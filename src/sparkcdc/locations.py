@@ -85,10 +85,6 @@ class Location:
     def __str__(self) -> str:
         return redacted_uri(self.uri)
 
-    @property
-    def name(self) -> str:
-        return self.path.rstrip("/").rpartition("/")[2]
-
     def exists(self) -> bool:
         return bool(self.fs.get_file_info(self.path).type != pafs.FileType.NotFound)
 
@@ -117,10 +113,12 @@ class Location:
             return
         raw = data.encode() if isinstance(data, str) else data
         parent = self.path.rstrip("/").rpartition("/")[0]
-        if self.fs.type_name in ("hdfs",):  # a file grows visibly while written: rename it in
+        if self.fs.type_name == "hdfs":  # a file grows visibly while written: rename it in
             temp = f"{parent}/.tmp-{uuid.uuid4().hex}"
             with self.fs.open_output_stream(temp) as out:
                 out.write(raw)
+            if self.exists():  # HDFS renames onto no existing file
+                self.fs.delete_file(self.path)
             self.fs.move(temp, self.path)
             return
         with self.fs.open_output_stream(self.path) as out:
