@@ -1,9 +1,9 @@
-"""A pipeline whose Delta tables, checkpoint and source state all live on an object store
-(the private MinIO, reached as ``s3a://``), run as users run it, each run from another
-working directory: ``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent
+"""A pipeline whose sink tables (Delta by path; Iceberg in a hadoop catalog), checkpoint and
+source state all live on an object store (the private MinIO, reached as ``s3a://``), run as
+users run it, each run from another working directory: ``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent
 writes, run again to the end while the writes go on, then after a DDL and more writes once
-more, and ``sparkcdc status``. The Delta table (read by delta-rs, not by Spark) equals the
-source, the checkpoint's files are on the store, and nothing lands in the working
+more, and ``sparkcdc status``. The sink table (read by delta-rs or pyiceberg, not by Spark)
+equals the source, the checkpoint's files are on the store, and nothing lands in the working
 directories (before the filesystem layer, the schema history and status.json went to
 ``./s3a:/...``)."""
 
@@ -43,8 +43,7 @@ source:
   scan.incremental.snapshot.chunk.size: 200
   scan.incremental.snapshot.chunks-per-batch: 2
 sink:
-  type: delta
-  path: s3a://{bucket}/lake
+{sink}
 pipeline:
   name: object-store
   checkpoint: s3a://{bucket}/cdc/object-store
@@ -129,6 +128,39 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+SINKS = {
+    "delta": "  type: delta\n  path: s3a://{bucket}/lake",
+    "iceberg": (
+        "  type: iceberg\n  catalog.name: lake\n"
+        "  catalog.properties.warehouse: s3a://{bucket}/warehouse"
+    ),
+}
+
+
+def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
+    """The sink table's rows read without Spark: delta-rs, or pyiceberg from the table's
+    newest metadata file (a hadoop catalog's version-hint)."""
+    return delta_rows(minio, bucket) if sink == "delta" else iceberg_rows(minio, bucket)
+
+
+def iceberg_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
+    from pyiceberg.table import StaticTable
+
+    metadata = f"{bucket}/warehouse/{DATABASE}/t/metadata"
+    with minio.filesystem().open_input_stream(f"{metadata}/version-hint.text") as hint:
+        version = hint.read().decode().strip()
+    conf = minio.spark_conf()
+    properties = {
+        "s3.endpoint": conf["spark.hadoop.fs.s3a.endpoint"],
+        "s3.access-key-id": conf["spark.hadoop.fs.s3a.access.key"],
+        "s3.secret-access-key": conf["spark.hadoop.fs.s3a.secret.key"],
+        "s3.region": "us-east-1",
+    }
+    table = StaticTable.from_metadata(f"s3://{metadata}/v{version}.metadata.json", properties)
+    frame = table.scan(selected_fields=("id", "v", "s", "w")).to_arrow()
+    return sorted(tuple(row[c] for c in ("id", "v", "s", "w")) for row in frame.to_pylist())
+
+
 def delta_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     import deltalake
     import pyarrow as pa
@@ -153,15 +185,21 @@ def source_rows(conn: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(row) for row in cur.fetchall())
 
 
-def test_delta_checkpoint_and_state_on_an_object_store(
-    server: DevServer, source: Any, minio: DevMinio, bucket: str, tmp_path: Path
+@pytest.mark.parametrize("sink", sorted(SINKS))
+def test_sink_checkpoint_and_state_on_an_object_store(
+    server: DevServer, source: Any, minio: DevMinio, bucket: str, tmp_path: Path, sink: str
 ) -> None:
     settings = server.start()
     conf = "\n".join(f"    {k}: {v}" for k, v in minio.spark_conf().items())
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(
         PIPELINE.format(
-            host=settings.host, port=settings.port, database=DATABASE, bucket=bucket, conf=conf
+            host=settings.host,
+            port=settings.port,
+            database=DATABASE,
+            bucket=bucket,
+            conf=conf,
+            sink=SINKS[sink].format(bucket=bucket),
         )
     )
     hadoop = {k.removeprefix("spark.hadoop."): v for k, v in minio.spark_conf().items()}
@@ -187,7 +225,7 @@ def test_delta_checkpoint_and_state_on_an_object_store(
         cur.execute("UPDATE t SET w = 6 WHERE id % 13 = 0")
     cli(["run", str(pipeline), "--available-now"], directories[2])
 
-    assert delta_rows(minio, bucket) == source_rows(source)
+    assert sink_rows(sink, minio, bucket) == source_rows(source)
     status = cli(["status", str(pipeline)], directories[3]).stdout
     assert "phase: binlog; last committed batch" in status and "(lag 0 bytes)" in status, status
     assert "objstore_db.t: 2 versions" in status, status  # the schema history, from the store
