@@ -1,11 +1,11 @@
 """A pipeline whose sink tables (Delta by path; Iceberg in a hadoop catalog), checkpoint and
 source state all live on an object store (the private MinIO, reached as ``s3a://``), run as
-users run it, each run from another working directory: ``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent
-writes, run again to the end while the writes go on, then after a DDL and more writes once
-more, and ``sparkcdc status``. The sink table (read by delta-rs or pyiceberg, not by Spark)
-equals the source, the checkpoint's files are on the store, and nothing lands in the working
-directories (before the filesystem layer, the schema history and status.json went to
-``./s3a:/...``)."""
+users run it, each run from another working directory: ``sparkcdc run`` killed (driver and
+JVM) mid-snapshot under concurrent writes, run again to the end while the writes go on, then
+after a DDL and more writes once more, and ``sparkcdc status``. The sink table (read by
+delta-rs or pyiceberg, not by Spark) equals the source, the checkpoint's files are on the
+store, and nothing lands in the working directories (before the filesystem layer, the schema
+history and status.json went to ``./s3a:/...``)."""
 
 from __future__ import annotations
 
