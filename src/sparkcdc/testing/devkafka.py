@@ -18,14 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 from sparkcdc.errors import SinkError
-from sparkcdc.testing.processes import alive
+from sparkcdc.testing.processes import port_open, recorded_pid, refuse_taken_ports, terminate
 
 DEFAULT_PORT = 29092  # below the ephemeral ports: see sparkcdc.testing.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
@@ -77,13 +75,12 @@ class DevKafka:
         self._ensure_jars()
         process: subprocess.Popen[bytes] | None = None
         if self._pid() is None:  # not ours starting up: the ports must be free
-            for port in (self.port, self.controller_port):
-                if _port_open(port):
-                    raise SinkError(
-                        f"port {port} on 127.0.0.1 is in use by another program (not the "
-                        f"private Kafka of {self.base_dir}); stop that program, or choose "
-                        "another port with SPARKCDC_DEV_KAFKA_PORT (the controller uses port+1)"
-                    )
+            refuse_taken_ports(
+                (self.port, self.controller_port),
+                f"the private Kafka of {self.base_dir}",
+                "SPARKCDC_DEV_KAFKA_PORT",
+                "controller",
+            )
             self.base_dir.mkdir(parents=True, exist_ok=True)
             self._write_config()
             if not (self.data_dir / "meta.properties").exists():
@@ -127,19 +124,12 @@ class DevKafka:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return
-        os.kill(pid, signal.SIGTERM)  # the broker shuts down in order on SIGTERM
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.2)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            while alive(pid):
-                time.sleep(0.1)
+        terminate(pid, timeout_s, poll_s=0.2)  # the broker shuts down in order on SIGTERM
         self.pid_file.unlink(missing_ok=True)
 
     def is_running(self) -> bool:
         """True when this broker (its cluster id) answers a metadata request on the port."""
-        if not _port_open(self.port):
+        if not port_open(self.port):
             return False
         return self._cluster_id() == CLUSTER_ID
 
@@ -270,14 +260,7 @@ class DevKafka:
 
     def _pid(self) -> int | None:
         """The pid in the pid file if that process is alive and is this broker."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return None
-        # a recycled pid belongs to some other program: never signal it
-        ours = b"kafka.Kafka" in cmdline and str(self.config_file).encode() in cmdline
-        return pid if ours and alive(pid) else None
+        return recorded_pid(self.pid_file, b"kafka.Kafka", str(self.config_file).encode())
 
     def _log_tails(self) -> str:
         parts = []
@@ -296,14 +279,6 @@ def _java() -> str:
             "'bash scripts/setup.sh' or 'apt-get install openjdk-17-jre-headless'"
         )
     return found
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def main() -> None:

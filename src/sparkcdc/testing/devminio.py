@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,7 +30,7 @@ from pathlib import Path
 from pyarrow.fs import AwsStandardS3RetryStrategy, FileSelector, FileType, S3FileSystem
 
 from sparkcdc.errors import SinkError
-from sparkcdc.testing.processes import alive
+from sparkcdc.testing.processes import recorded_pid, refuse_taken_ports, terminate
 
 DEFAULT_PORT = 29000  # below the ephemeral ports: see sparkcdc.testing.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
@@ -80,13 +78,12 @@ class DevMinio:
             return self.endpoint
         process: subprocess.Popen[bytes] | None = None
         if self._pid() is None:  # not ours starting up: the ports must be free
-            for port in (self.port, self.console_port):
-                if _port_open(port):
-                    raise SinkError(
-                        f"port {port} on 127.0.0.1 is in use by another program (not the "
-                        f"private MinIO of {self.base_dir}); stop that program, or choose "
-                        "another port with SPARKCDC_DEV_MINIO_PORT (the console uses port+1)"
-                    )
+            refuse_taken_ports(
+                (self.port, self.console_port),
+                f"the private MinIO of {self.base_dir}",
+                "SPARKCDC_DEV_MINIO_PORT",
+                "console",
+            )
             process = self._launch(self._binary())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -111,14 +108,7 @@ class DevMinio:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return
-        os.kill(pid, signal.SIGTERM)  # MinIO finishes its requests and exits on SIGTERM
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.1)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            while alive(pid):
-                time.sleep(0.1)
+        terminate(pid, timeout_s, poll_s=0.1)  # MinIO finishes its requests on SIGTERM
         self.pid_file.unlink(missing_ok=True)
 
     def is_running(self) -> bool:
@@ -275,27 +265,12 @@ class DevMinio:
 
     def _pid(self) -> int | None:
         """The pid in the pid file if that process is alive and is this server."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            return None
-        # a recycled pid belongs to some other program: never signal it
-        ours = b"server" in cmdline and str(self.data_dir).encode() in cmdline
-        return pid if ours and alive(pid) else None
+        return recorded_pid(self.pid_file, b"server", str(self.data_dir).encode())
 
     def _log_tail(self) -> str:
         if not self.log_file.exists():
             return ""
         return f"\n{self.log_file} ends with:\n{self.log_file.read_text(errors='replace')[-1500:]}"
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def main() -> None:

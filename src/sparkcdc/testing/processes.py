@@ -10,7 +10,14 @@ taken that way.
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import time
+from collections.abc import Sequence
 from pathlib import Path
+
+from sparkcdc.errors import SinkError
 
 
 def alive(pid: int) -> bool:
@@ -21,3 +28,51 @@ def alive(pid: int) -> bool:
         return False
     # the state follows the parenthesised command name, which may itself contain ')'
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on ``port`` of 127.0.0.1."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def refuse_taken_ports(ports: Sequence[int], server: str, variable: str, second: str) -> None:
+    """SinkError when another program listens on one of a server's ``ports`` (``server``
+    names the private server, ``variable`` the setting that moves it, ``second`` what its
+    port+1 is)."""
+    for port in ports:
+        if port_open(port):
+            raise SinkError(
+                f"port {port} on 127.0.0.1 is in use by another program (not {server}); stop "
+                f"that program, or choose another port with {variable} (the {second} uses "
+                "port+1)"
+            )
+
+
+def recorded_pid(pid_file: Path, *marks: bytes) -> int | None:
+    """The pid in ``pid_file`` if that process is alive and each of ``marks`` is one of its
+    command line's arguments (a recycled pid belongs to some other program: never signal
+    it)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    ours = all(mark in cmdline for mark in marks)
+    return pid if ours and alive(pid) else None
+
+
+def terminate(pid: int, timeout_s: float, poll_s: float) -> None:
+    """SIGTERM ``pid``, wait up to ``timeout_s`` for it to end, then SIGKILL it; return
+    once it is gone."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(poll_s)
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.1)
