@@ -418,7 +418,7 @@ def _run_once(
     spark = pipeline_session(config, spark, spark_log, master=master, py_files=py_files)
     # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
     hadoop = session_hadoop_settings(spark)
-    root = open_location(config.checkpoint, hadoop)
+    root = config.checkpoint_location(hadoop)
     state_hadoop = s3a_settings(config.state_location, hadoop)
     state = open_location(config.state_location, hadoop)
     if not str(spark.sparkContext.master).startswith("local"):

@@ -125,12 +125,8 @@ class StateStore:
 
     def overwrite(self, path: str, data: bytes) -> None:
         """Replace ``path`` atomically where the filesystem can (small metadata only)."""
-        directory = self._directory_of(path)
-        if self.is_local:
-            os.replace(_temp_file(directory, data, sync=False), path)
-            return
-        with self.fs.open_output_stream(path) as out:
-            out.write(data)
+        self._directory_of(path)
+        self._at(path).write(data)
 
 
 def _temp_file(directory: str, data: bytes, *, sync: bool) -> str:
