@@ -162,16 +162,6 @@ def _statement_change(
     order; raises on a statement that changed captured rows without row images (a session
     in STATEMENT / MIXED format)."""
     kind = statement_kind(event.query)
-    dropped = None if stop_database is None else dropped_database(event.query)
-    if dropped is not None and stop_database is not None and stop_database(dropped):
-        raise SourceError(
-            f"at binlog position {here} the statement {_preview(event.query)} dropped the "
-            f"database {dropped}, which holds captured tables (their names match the "
-            "capture), and the binlog holds no image of the rows it dropped: the sink "
-            "still has them. Drop them in the sink and take a new snapshot (a new "
-            "checkpoint), or, if the sink should keep them, set ddl.row-changes=continue "
-            "and the stream goes on past the statement"
-        )
     if kind in ("control", "xa_rollback"):
         xa.statement(event, here)
         return []
@@ -192,6 +182,17 @@ def _statement_change(
                 f"not hold. {_SESSION_FIX}"
             )
         return []
+    if stop_database is not None:
+        dropped = dropped_database(event.query)
+        if dropped is not None and stop_database(dropped):
+            raise SourceError(
+                f"at binlog position {here} the statement {_preview(event.query)} dropped the "
+                f"database {dropped}, which holds tables this stream captures, and the binlog "
+                "holds no image of the rows it dropped: the sink still has them. Drop them in "
+                "the sink and take a new snapshot (a new checkpoint), or, if the sink should "
+                "keep them, set ddl.row-changes=continue and the stream goes on past the "
+                "statement"
+            )
     return list(dict.fromkeys(t for t in ddl_tables(event.database, event.query) if ddl_filter(*t)))
 
 
