@@ -30,9 +30,21 @@ _ENTRY = '''"""spark-submit's primary resource for sparkcdc (written by `sparkcd
         sparkcdc_submit.py run pipeline.yaml [--available-now]
 """
 
+import importlib.util
+import os
 import sys
 
-from sparkcdc.cli.main import main
+# spark-submit puts the --py-files zip first on the driver's sys.path as well; the driver
+# runs the sparkcdc installed on this machine when there is one (the connector jars'
+# folder and the compiled decoder are beside it), the executors the zip
+shipped = [p for p in sys.path if os.path.basename(p).startswith("sparkcdc-")]
+sys.path[:] = [p for p in sys.path if p not in shipped]
+if importlib.util.find_spec("sparkcdc") is None:
+    sys.path[:0] = shipped
+else:
+    sys.path += shipped
+
+from sparkcdc.cli.main import main  # noqa: E402
 
 sys.exit(main())
 '''

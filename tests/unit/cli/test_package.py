@@ -50,6 +50,31 @@ def test_the_entry_script_runs_the_command_line(tmp_path: Path) -> None:
     assert "package" in done.stdout and "run" in done.stdout
 
 
+def test_under_spark_submit_the_driver_runs_the_installed_sparkcdc(tmp_path: Path) -> None:
+    """spark-submit puts the zip first on the driver's sys.path (PYTHONPATH); the entry
+    runs the sparkcdc installed here, whose jars folder and compiled decoder are beside
+    it, and falls back to the zip only where none is installed."""
+    main(["package", "--output", str(tmp_path)])
+    archive = tmp_path / f"sparkcdc-{sparkcdc.__version__}.zip"
+    entry = tmp_path / "sparkcdc_submit.py"
+    probe = (
+        f"import sys; sys.argv = [{str(entry)!r}, '--help']\n"
+        f"try: exec(open({str(entry)!r}).read())\n"
+        "except SystemExit: pass\n"
+        "import sparkcdc; print(sparkcdc.__file__)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(archive)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines()[-1] == sparkcdc.__file__  # the installed one
+    # no sparkcdc installed (-S: no site-packages): the zip's
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], env=env, capture_output=True, text=True
+    )
+    assert done.stdout.splitlines()[-1] == str(archive / "sparkcdc" / "__init__.py"), done.stderr
+
+
 def test_the_same_sources_give_the_same_zip(tmp_path: Path) -> None:
     main(["package", "--output", str(tmp_path / "a")])
     main(["package", "--output", str(tmp_path / "b")])
