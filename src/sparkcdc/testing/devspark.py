@@ -2,7 +2,9 @@
 
 They run from the pyspark install (``SPARK_HOME`` is the pyspark package's directory):
 ``$SPARK_HOME/bin/spark-class org.apache.spark.deploy.master.Master`` and
-``...deploy.worker.Worker``, on 127.0.0.1 only, on ports picked free when the cluster starts
+``...deploy.worker.Worker``, on loopback only (the master on 127.0.0.1, worker N and its
+executors on 127.0.0.N+1, so that Spark counts them as separate hosts and never reads one's
+shuffle files from the other's disk), on ports picked free when the cluster starts
 (``SPARKCDC_DEV_SPARK_PORT`` fixes the master's). Everything lives under
 ``$SPARKCDC_DEV_DIR/spark-cluster`` (``/tmp/sparkcdc-dev/spark-cluster`` by default):
 ``cluster.json`` (ports and process ids), each process's log, and per worker its own work
@@ -11,6 +13,12 @@ its own ``SPARK_LOCAL_DIRS`` (``worker-N/local``). The processes get an environm
 this process's ``PYTHONPATH`` and ``PYSPARK_*``: what executors import comes from what the
 application ships (``spark.submit.pyFiles``) or from their Python's own packages, as on
 another host. Starting it twice is safe: a running cluster is reused.
+
+Where this process may make mount namespaces (root here; ``unshare(1)``), each worker and
+its executors run in their own, with their own ``/tmp`` (``worker-N/tmp`` mounted there, and
+the worker's folder mounted back at its own path inside it): a file the driver writes under
+``/tmp`` is not there for them, as on separate hosts, and what they write under ``/tmp``
+stays theirs. ``cluster.json`` says whether they do (``private_tmp``).
 
     >>> cluster = DevSpark.from_env()           # doctest: +SKIP
     >>> cluster.start()                         # doctest: +SKIP
@@ -31,6 +39,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +67,44 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+def private_tmp_possible() -> bool:
+    """True when a child of this process can get a mount namespace of its own (unshare(1)
+    present, and the right to make one: root, or CAP_SYS_ADMIN)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = [unshare, "--mount", "--propagation", "private", "true"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+# run in a worker's new mount namespace before the worker: its folder mounted at its own
+# path inside the private /tmp (when that path is under /tmp), then that over /tmp
+_OWN_TMP = (
+    'set -e; if [ -n "$1" ]; then mkdir -p "$1"; mount --bind "$2" "$1"; fi; '
+    'mount --rbind "$3" /tmp; shift 3; exec "$@"'
+)
+
+
+def own_tmp_command(folder: Path) -> list[str]:
+    """The command prefix that runs a worker whose folder is ``folder`` in a mount
+    namespace of its own, with ``folder/tmp`` as its ``/tmp``."""
+    folder = folder.resolve()
+    tmp = folder / "tmp"
+    tmp_root = Path("/tmp").resolve()
+    inside = tmp / folder.relative_to(tmp_root) if folder.is_relative_to(tmp_root) else ""
+    namespace = ["unshare", "--mount", "--propagation", "private", "--"]
+    return [*namespace, "sh", "-c", _OWN_TMP, "sh", str(inside), str(folder), str(tmp)]
+
+
+def worker_host(number: int) -> str:
+    """Worker ``number``'s (1-based) address: a loopback address of its own."""
+    return f"127.0.0.{number + 1}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on now."""
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         port: int = probe.getsockname()[1]
     return port
 
@@ -96,6 +139,11 @@ class DevSpark:
         """The master's web UI; ``<ui_url>/json/`` is its state as JSON."""
         return f"http://127.0.0.1:{self._state()['ui_port']}"
 
+    @property
+    def private_tmp(self) -> bool:
+        """True when each worker has a ``/tmp`` of its own (a mount namespace)."""
+        return bool(self._state().get("private_tmp"))
+
     def worker_dir(self, number: int) -> Path:
         """Worker ``number``'s (1-based) folder: ``work/`` and ``local/`` in it."""
         return self.base_dir / f"worker-{number}"
@@ -118,6 +166,7 @@ class DevSpark:
         (self.base_dir / "conf").mkdir(exist_ok=True)  # no spark-defaults.conf of anyone's
         port, ui_port = self.port or free_port(), free_port()
         state: dict[str, Any] = {"port": port, "ui_port": ui_port, "pids": {}}
+        state["private_tmp"] = private_tmp_possible()
         master_url = f"spark://127.0.0.1:{port}"
         state["pids"]["master"] = self._launch(
             "master",
@@ -134,16 +183,52 @@ class DevSpark:
         )
         self._save(state)
         for number in range(1, self.workers + 1):
-            folder = self.worker_dir(number)
-            shutil.rmtree(folder, ignore_errors=True)  # executor logs of earlier runs
-            (folder / "work").mkdir(parents=True)
-            (folder / "local").mkdir()
-            args = [WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(WORKER_CORES)]
-            args += ["--memory", WORKER_MEMORY, "--work-dir", str(folder / "work")]
-            args += ["--webui-port", str(free_port()), master_url]
-            env = {"SPARK_LOCAL_DIRS": str(folder / "local"), "SPARK_WORKER_DIR": str(folder)}
-            state["pids"][f"worker-{number}"] = self._launch(f"worker-{number}", args, env)
-            self._save(state)
+            shutil.rmtree(self.worker_dir(number), ignore_errors=True)  # earlier runs' logs
+            self._start_worker(number, state)
+        self._await_workers(state, timeout_s)
+        return master_url
+
+    def kill_worker(self, number: int) -> None:
+        """SIGKILL worker ``number`` (1-based) and its executors at once, as a host that
+        goes down; the master and the other workers go on. ``restart_worker`` brings it
+        back."""
+        state = self._state()
+        pid = state["pids"][f"worker-{number}"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        while _group_alive(pid):
+            time.sleep(0.1)
+        _reap(pid)
+
+    def restart_worker(self, number: int, timeout_s: float = 120.0) -> None:
+        """Start worker ``number`` again (after ``kill_worker``) with its folder as it
+        was, and wait until the master counts it."""
+        state = self._state()
+        if alive(state["pids"][f"worker-{number}"]):
+            return
+        self._start_worker(number, state)
+        self._await_workers(state, timeout_s)
+
+    def _start_worker(self, number: int, state: dict[str, Any]) -> None:
+        folder = self.worker_dir(number)
+        for sub in ("work", "local", "tmp", "conf"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        host = worker_host(number)
+        args = [WORKER_CLASS, "--host", host, "--cores", str(WORKER_CORES)]
+        args += ["--memory", WORKER_MEMORY, "--work-dir", str(folder / "work")]
+        args += ["--webui-port", str(free_port(host)), f"spark://127.0.0.1:{state['port']}"]
+        env = {
+            "SPARK_LOCAL_IP": host,
+            "SPARK_LOCAL_DIRS": str(folder / "local"),
+            "SPARK_WORKER_DIR": str(folder),
+            "SPARK_CONF_DIR": str(folder / "conf"),
+            "SPARK_LOG_DIR": str(folder),
+        }
+        prefix = own_tmp_command(folder) if state.get("private_tmp") else []
+        state["pids"][f"worker-{number}"] = self._launch(f"worker-{number}", args, env, prefix)
+        self._save(state)
+
+    def _await_workers(self, state: dict[str, Any], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for name, pid in state["pids"].items():
@@ -154,7 +239,7 @@ class DevSpark:
                         f"{self._log(name)} ends with:\n{_tail(self._log(name))}"
                     )
             if self.is_running():
-                return master_url
+                return
             time.sleep(0.25)
         tails = "\n".join(f"{n}: {_tail(self._log(n), 600)}" for n in state["pids"])
         self.stop()
@@ -214,7 +299,9 @@ class DevSpark:
 
     # -- internals -------------------------------------------------------------------
 
-    def _launch(self, name: str, args: list[str], env: dict[str, str]) -> int:
+    def _launch(
+        self, name: str, args: list[str], env: dict[str, str], prefix: Sequence[str] = ()
+    ) -> int:
         environ = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         environ.update(
             SPARK_HOME=str(spark_home()),
@@ -222,12 +309,12 @@ class DevSpark:
             SPARK_LOG_DIR=str(self.base_dir),
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
-            **env,
         )
-        with open(self._log(name), "wb") as log:
+        environ.update(env)
+        with open(self._log(name), "ab") as log:
             # its own process group: stop() ends the daemon and the executors it started
             process = subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), *args],
+                [*prefix, str(spark_home() / "bin" / "spark-class"), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
