@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,24 @@ def spark_cluster() -> Iterator[Any]:
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def minio() -> Any:
+    """The private MinIO (started, or the running one reused)."""
+    from sparkcdc.testing.devminio import DevMinio
+
+    store = DevMinio.from_env()
+    store.start()
+    return store
+
+
+@pytest.fixture
+def bucket(minio: Any) -> str:
+    """A new bucket on the private MinIO, for this test alone; its name."""
+    name = f"lake-{uuid.uuid4().hex[:12]}"
+    minio.bucket(name)
+    return name
 
 
 @pytest.fixture

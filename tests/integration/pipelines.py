@@ -66,18 +66,13 @@ def write_pipeline(
 ) -> Path:
     """``tmp_path/pipeline.yaml``: ``template`` (a pipeline's YAML) with ``{host}`` and
     ``{port}`` of the private MariaDB, ``{database}``, a Delta ``{lake}`` and a
-    ``{checkpoint}`` under ``tmp_path``, and the template's other ``fields``."""
+    ``{checkpoint}`` under ``tmp_path`` (unless ``fields`` give others), and the template's
+    other ``fields``."""
     settings = server.start()
     path = tmp_path / "pipeline.yaml"
+    values = {"lake": tmp_path / "lake", "checkpoint": tmp_path / "checkpoint", **fields}
     path.write_text(
-        template.format(
-            host=settings.host,
-            port=settings.port,
-            database=database,
-            lake=tmp_path / "lake",
-            checkpoint=tmp_path / "checkpoint",
-            **fields,
-        )
+        template.format(host=settings.host, port=settings.port, database=database, **values)
     )
     return path
 
@@ -212,3 +207,43 @@ def planned_offsets(checkpoint: Path) -> dict[int, dict[str, Any]]:
         for p in root.glob("[0-9]*")
         if p.name.isdigit()
     }
+
+
+class RowChanges:
+    """Random inserts, updates and deletes on a table ``t (id INT PRIMARY KEY, v INT,
+    s VARCHAR)``, keys 1..3000, one a ``step``: a workload for ``Writer``."""
+
+    def __init__(self, conn: Any, seed: int) -> None:
+        self.conn, self.rng, self.operations = conn, random.Random(seed), 0
+
+    def step(self) -> None:
+        key, choice = self.rng.randint(1, 3000), self.rng.random()
+        with self.conn.cursor() as cur:
+            if choice < 0.5:
+                cur.execute("UPDATE t SET v = v + 1, s = %s WHERE id = %s", (f"u{key}", key))
+            elif choice < 0.8:
+                cur.execute("REPLACE INTO t (id, v, s) VALUES (%s, %s, 'new')", (key, key))
+            else:
+                cur.execute("DELETE FROM t WHERE id = %s", (key,))
+        self.operations += 1
+
+
+def delta_rows(minio: Any, table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """The sorted rows (``columns``) of the Delta table at ``s3://<table>`` on the private
+    MinIO, read by delta-rs (deletion vectors included), not by Spark."""
+    import deltalake
+    import pyarrow as pa
+
+    conf = minio.spark_conf()
+    storage = {
+        "AWS_ENDPOINT_URL": conf["spark.hadoop.fs.s3a.endpoint"],
+        "AWS_ACCESS_KEY_ID": conf["spark.hadoop.fs.s3a.access.key"],
+        "AWS_SECRET_ACCESS_KEY": conf["spark.hadoop.fs.s3a.secret.key"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    reader = deltalake.QueryBuilder().register(
+        "t", deltalake.DeltaTable(f"s3://{table}", storage_options=storage)
+    )
+    frame = pa.table(reader.execute(f"SELECT {', '.join(columns)} FROM t").read_all())
+    return sorted(tuple(row.values()) for row in frame.to_pylist())

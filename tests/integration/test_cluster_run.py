@@ -1,38 +1,57 @@
 """``sparkcdc run`` on a Spark standalone cluster (testing/devspark.py: a master and two
-one-core workers on loopback), as a user runs it: ``sparkcdc package`` builds the zip of
-sparkcdc, ``sparkcdc run --available-now --master spark://... --py-files <zip>`` copies a
-MariaDB table, written to before the run, into PostgreSQL through the jdbc sink. The
-target must equal the source (read back with psycopg, not through the sink), and the
-run's tasks must have run on both workers (their executors' logs, in each worker's own
-work directory). The workers' Python is the user's ``PYSPARK_PYTHON``; their environment
-has no ``PYTHONPATH``: they import sparkcdc from the shipped zip.
+one-core workers on loopback, each in its own mount namespace with its own ``/tmp`` where
+this machine allows it), as a user runs it: ``sparkcdc package`` builds the zip of sparkcdc
+and spark-submit's entry; the executors' Python is the user's ``PYSPARK_PYTHON``, their
+environment has no ``PYTHONPATH``: they import sparkcdc from the shipped zip.
+
+The proof, for a Delta sink on the private MinIO and for PostgreSQL (jdbc), with the
+checkpoint and the source state on MinIO: a first run under ``spark-submit`` while a writer
+changes the table, one worker killed mid-snapshot (its executor with it) and then the
+driver killed mid-snapshot; a second run by ``sparkcdc run`` with the master from
+``pipeline.spark.master``, from another working directory; a DDL and more changes; a third
+run, and ``sparkcdc status`` from a fourth directory. The sink table (read back without
+Spark: delta-rs or psycopg) equals the source, tasks ran on both workers, and nothing was
+written to any of the working directories.
 """
 
 from __future__ import annotations
 
 import os
-import random
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
-from pipelines import write_pipeline
+from pipelines import (
+    RowChanges,
+    Writer,
+    delta_rows,
+    fresh_database,
+    pipeline_env,
+    write_pipeline,
+)
 from psycopg import sql
 
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc.locations import Location, open_location
+from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.spark.session import connector_jars
+from sparkcdc.testing.devminio import DevMinio
 from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.devspark import DevSpark
 
 pytestmark = pytest.mark.integration
 
 DATABASE = "cluster_run"
-SCHEMA = "cluster_run"
 NAME = "cluster-run"
-ROWS = 3000
+ROWS = 6000
+COLUMNS = ("id", "v", "s", "w")
 PIPELINE = """
 source:
   type: mysql
@@ -42,81 +61,88 @@ source:
   password: ${{SPARKCDC_TEST_PASSWORD}}
   tables: {database}.t
   server-id: 5960-5969
-  scan.incremental.snapshot.chunk.size: 200
-  scan.incremental.snapshot.chunks-per-batch: 4
+  scan.incremental.snapshot.chunk.size: 100
+  scan.incremental.snapshot.chunks-per-batch: 2
 sink:
-  type: jdbc
-  url: jdbc:postgresql://127.0.0.1:{pg_port}/sink_db
-  username: cdc
-  password: ${{SPARKCDC_TEST_PG_PASSWORD}}
-  schema: {schema}
+{sink}
 pipeline:
   name: {name}
   checkpoint: {checkpoint}
   trigger.interval: 200ms
+  spark.master: {master}
   spark.conf:
     # small executors, and no job before both workers' executors have registered
     spark.executor.memory: 512m
     spark.cores.max: "2"
     spark.scheduler.minRegisteredResourcesRatio: "1.0"
     spark.scheduler.maxRegisteredResourcesWaitingTime: 120s
+{conf}
 """
+SINKS = {
+    "delta": "  type: delta\n  path: s3a://{bucket}/lake",
+    "jdbc": (
+        "  type: jdbc\n  url: jdbc:postgresql://127.0.0.1:{pg_port}/sink_db\n"
+        "  username: cdc\n  password: ${{SPARKCDC_TEST_PG_PASSWORD}}\n  schema: {schema}"
+    ),
+}
+
+
+def user_env() -> dict[str, str]:
+    """A user's shell: the test passwords, this interpreter as PYSPARK_PYTHON."""
+    env = {**pipeline_env(), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    for name in ("PYSPARK_GATEWAY_PORT", "SPARK_MASTER"):
+        env.pop(name, None)
+    return env
 
 
 def sparkcdc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI in a process of its own, with a user's PYSPARK_PYTHON (this interpreter)."""
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD,
-        "SPARKCDC_TEST_PG_PASSWORD": PG_PASSWORD,
-    }
-    env.pop("PYSPARK_GATEWAY_PORT", None)
+    """The CLI in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "sparkcdc.cli.main", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=user_env(),
         cwd=cwd,
-        timeout=600,
+        timeout=900,
     )
 
 
+def pipeline_file(
+    tmp_path: Path, server: DevServer, master: str, checkpoint: object, sink: str, conf: str = ""
+) -> Path:
+    """``tmp_path/pipeline.yaml`` of PIPELINE: ``sink`` a block of SINKS (formatted),
+    ``conf`` more ``pipeline.spark.conf`` lines."""
+    fields = {"master": master, "checkpoint": checkpoint, "sink": sink, "conf": conf}
+    return write_pipeline(PIPELINE, tmp_path, server, DATABASE, name=NAME, **fields)
+
+
+def package(output: Path) -> tuple[Path, Path]:
+    """``sparkcdc package --output output``: the zip and spark-submit's entry."""
+    done = sparkcdc("package", "--output", str(output), cwd=output.parent)
+    assert done.returncode == 0, done.stderr
+    return next(output.glob("sparkcdc-*.zip")), output / "sparkcdc_submit.py"
+
+
 @pytest.fixture
-def source(dev_server: DevServer) -> Any:
-    """``cluster_run.t``: ROWS rows, then updates, deletes and inserts (all before the run)."""
-    rng = random.Random(18)
-    with dev_server.root_connection() as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        cur.execute(f"CREATE DATABASE {DATABASE}")
-        cur.execute(
-            f"CREATE TABLE {DATABASE}.t (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, "
-            "qty INT, note TEXT)"
-        )
-        rows = [(i, f"name-{i}", rng.randint(0, 1000), f"note {i}" * (i % 4)) for i in range(ROWS)]
-        cur.executemany(f"INSERT INTO {DATABASE}.t VALUES (%s, %s, %s, %s)", rows)
-        ids = rng.sample(range(ROWS), 400)
+def source(server: DevServer) -> Iterator[Any]:
+    """``cluster_run.t``: ROWS rows, then writes by ``Writer`` while the runs go on."""
+    conn = fresh_database(server, DATABASE)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(20))")
         cur.executemany(
-            f"UPDATE {DATABASE}.t SET qty = qty + 1, note = NULL WHERE id = %s",
-            [(i,) for i in ids[:250]],
+            "INSERT INTO t VALUES (%s, %s, %s)", [(i, i * 3, f"row {i}") for i in range(ROWS)]
         )
-        cur.executemany(f"DELETE FROM {DATABASE}.t WHERE id = %s", [(i,) for i in ids[250:]])
-        cur.executemany(
-            f"INSERT INTO {DATABASE}.t VALUES (%s, %s, %s, NULL)",
-            [(ROWS + i, f"late-{i}", i) for i in range(100)],
-        )
-        conn.commit()
-    yield dev_server
-    with dev_server.root_connection() as conn, conn.cursor() as cur:
+    yield conn
+    conn.close()
+    with server.root_connection() as root, root.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
 
 
 @pytest.fixture
-def target() -> Any:
+def postgres() -> Iterator[DevPostgres]:
     pg = DevPostgres.from_env()
     pg.start()
-    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA))
+    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(DATABASE))
     with pg.connection() as conn:
         conn.execute(drop)
     yield pg
@@ -124,58 +150,158 @@ def target() -> Any:
         conn.execute(drop)
 
 
-def pipeline_file(tmp_path: Path, server: DevServer, pg: DevPostgres) -> Path:
-    return write_pipeline(
-        PIPELINE, tmp_path, server, DATABASE, pg_port=pg.port, schema=SCHEMA, name=NAME
+def source_rows(conn: Any) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT {', '.join(COLUMNS)} FROM t")
+        return sorted(tuple(row) for row in cur.fetchall())
+
+
+def postgres_rows(pg: DevPostgres) -> list[tuple[Any, ...]]:
+    query = sql.SQL("SELECT {} FROM {}.t").format(
+        sql.SQL(", ").join(map(sql.Identifier, COLUMNS)), sql.Identifier(DATABASE)
     )
-
-
-def source_rows(server: DevServer) -> list[tuple[Any, ...]]:
-    with server.connection(DATABASE) as conn, conn.cursor() as cur:
-        cur.execute("SELECT id, name, qty, note FROM t")
-        return sorted(cur.fetchall())
-
-
-def target_rows(pg: DevPostgres) -> list[tuple[Any, ...]]:
-    query = sql.SQL("SELECT id, name, qty, note FROM {}.t").format(sql.Identifier(SCHEMA))
     with pg.connection() as conn:
         return sorted(tuple(row) for row in conn.execute(query).fetchall())
 
 
-def test_run_on_a_standalone_cluster_equals_the_source_with_tasks_on_both_workers(
-    spark_cluster: DevSpark, source: DevServer, target: DevPostgres, tmp_path: Path
+def spark_submit(entry: Path, archive: Path, master: str, pipeline: Path, cwd: Path) -> Any:
+    """``spark-submit`` of a pipeline run as the README shows it, in a process group of its
+    own (its JVM and the Python driver)."""
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    command = [str(submit), "--master", master, "--py-files", str(archive)]
+    command += ["--jars", ",".join(connector_jars()), str(entry), "run", str(pipeline)]
+    with open(cwd.parent / "submit.log", "wb") as log:  # the child has its own copy
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=user_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def await_commit(checkpoint: Location, after: int, process: Any, timeout_s: float = 300) -> int:
+    """The id of the first batch committed after batch ``after``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        committed = committed_offset(checkpoint)
+        if committed is not None and committed[0] > after:
+            return committed[0]
+        assert process.poll() is None, f"the run ended early (exit {process.returncode})"
+        assert time.monotonic() < deadline, f"no batch after {after} within {timeout_s} s"
+        time.sleep(0.3)
+
+
+def mid_snapshot(checkpoint: Location) -> bool:
+    committed = committed_offset(checkpoint)
+    assert committed is not None
+    tables = committed[1].get("snapshot") or {}
+    return any(t.get("total") is None or t["next"] < t["total"] for t in tables.values())
+
+
+def applications(cluster: DevSpark) -> list[str]:
+    """The ids of this test's applications the master knows, oldest first."""
+    status = cluster.status()
+    apps = [a for a in status["completedapps"] + status["activeapps"] if a["name"] == NAME]
+    return [a["id"] for a in sorted(apps, key=lambda a: a["starttime"])]
+
+
+@pytest.mark.parametrize("sink", sorted(SINKS))
+def test_killed_worker_and_driver_mid_snapshot_then_runs_elsewhere_equal_the_source(
+    spark_cluster: DevSpark,
+    source: Any,
+    server: DevServer,
+    minio: DevMinio,
+    bucket: str,
+    postgres: DevPostgres,
+    tmp_path: Path,
+    sink: str,
 ) -> None:
-    packaged = sparkcdc("package", "--output", str(tmp_path / "dist"), cwd=tmp_path)
-    assert packaged.returncode == 0, packaged.stderr
-    archive = next((tmp_path / "dist").glob("sparkcdc-*.zip"))
-    pipeline = pipeline_file(tmp_path, source, target)
-
-    done = sparkcdc(
-        "run",
-        str(pipeline),
-        "--available-now",
-        "--master",
+    archive, entry = package(tmp_path / "dist")
+    checkpoint_uri = f"s3a://{bucket}/cdc/{NAME}"
+    pipeline = pipeline_file(
+        tmp_path,
+        server,
         spark_cluster.master_url,
-        "--py-files",
-        str(archive),
-        cwd=tmp_path,
+        checkpoint_uri,
+        SINKS[sink].format(bucket=bucket, pg_port=postgres.port, schema=DATABASE),
+        "\n".join(f"    {k}: {v}" for k, v in minio.spark_conf().items()),
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    expected = source_rows(source)
-    assert len(expected) == ROWS - 150 + 100
-    assert target_rows(target) == expected
+    hadoop = {k.removeprefix("spark.hadoop."): v for k, v in minio.spark_conf().items()}
+    checkpoint = open_location(checkpoint_uri, hadoop)
+    directories = [tmp_path / name for name in ("first", "second", "third", "fourth")]
+    for directory in directories:
+        directory.mkdir()
+    before = set(applications(spark_cluster))
 
-    # the application ran on this cluster (the master's REST answer), its tasks on both
-    # workers: each worker's executor logged tasks in that worker's own work directory
-    apps = [
-        app
-        for app in spark_cluster.status()["completedapps"] + spark_cluster.status()["activeapps"]
-        if app["name"] == NAME
-    ]
-    assert len(apps) == 1, apps
-    tasks = spark_cluster.executor_tasks(apps[0]["id"])
-    assert sorted(tasks) == ["worker-1", "worker-2"]
-    assert all(count > 0 for count in tasks.values()), tasks
+    with Writer(server, DATABASE, seed=47, workload=RowChanges, pause_s=0.01):
+        driver = spark_submit(entry, archive, spark_cluster.master_url, pipeline, directories[0])
+        try:
+            first = await_commit(checkpoint, -1, driver)
+            spark_cluster.kill_worker(1)  # a host lost mid-snapshot, its executor with it
+            await_commit(checkpoint, first, driver)  # the other worker goes on
+            assert mid_snapshot(checkpoint), "the driver was to be killed mid-snapshot"
+        finally:
+            os.killpg(driver.pid, signal.SIGKILL)  # the driver: JVM and Python
+            driver.wait()
+        spark_cluster.restart_worker(1)
+        done = sparkcdc(
+            "run", str(pipeline), "--available-now", "--py-files", str(archive), cwd=directories[1]
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+    with source.cursor() as cur:
+        cur.execute("UPDATE t SET v = v + 1 WHERE id % 7 = 0")
+        cur.execute("DELETE FROM t WHERE id % 11 = 0")
+        cur.execute("ALTER TABLE t ADD COLUMN w INT DEFAULT 5")
+        cur.execute("INSERT INTO t (id, v, s, w) VALUES (9000, 1, 'after the DDL', 9)")
+        cur.execute("UPDATE t SET w = 6 WHERE id % 13 = 0")
+    done = sparkcdc(
+        "run", str(pipeline), "--available-now", "--py-files", str(archive), cwd=directories[2]
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    expected = source_rows(source)
+    if sink == "delta":
+        assert delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", COLUMNS) == expected
+    else:
+        assert postgres_rows(postgres) == expected
+    status = sparkcdc("status", str(pipeline), cwd=directories[3])
+    assert status.returncode == 0, status.stderr[-4000:]
+    assert "phase: binlog; last committed batch" in status.stdout, status.stdout
+    assert "(lag 0 bytes)" in status.stdout, status.stdout
+    assert f"{DATABASE}.t: 2 versions" in status.stdout, status.stdout
+    for directory in directories:
+        assert os.listdir(directory) == [], f"written to the working directory {directory}"
+    # three applications ran on this cluster; the last two had tasks on both workers
+    apps = [a for a in applications(spark_cluster) if a not in before]
+    assert len(apps) == 3, apps
+    for app in apps[1:]:
+        tasks = spark_cluster.executor_tasks(app)
+        assert all(count > 0 for count in tasks.values()), (app, tasks)
+
+
+def test_a_state_location_on_one_hosts_disk_stops_the_run_at_start(
+    spark_cluster: DevSpark, server: DevServer, source: Any, postgres: DevPostgres, tmp_path: Path
+) -> None:
+    if not spark_cluster.private_tmp:
+        pytest.skip("the workers share this machine's /tmp (no mount namespaces here)")
+    archive, _ = package(tmp_path / "dist")
+    jdbc = SINKS["jdbc"].format(pg_port=postgres.port, schema=DATABASE)
+    # under /tmp: the driver's own disk, which the workers do not see
+    pipeline = pipeline_file(tmp_path, server, spark_cluster.master_url, tmp_path / "cp", jdbc)
+    done = sparkcdc("run", str(pipeline), "--py-files", str(archive), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr  # a configuration error
+    said = " ".join(done.stderr.split())
+    assert "state.location must be shared by the driver and every executor" in said, said
+    assert f"under {tmp_path / 'cp' / 'source-state'}" in said, said
+    assert "Traceback" not in done.stderr
+    with postgres.connection() as conn:  # it stopped before the sink was touched
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
+            (DATABASE,),
+        ).fetchone()
+    assert found == (0,)
 
 
 PROBE = """
@@ -201,14 +327,12 @@ spark.stop()
 def test_executors_import_sparkcdc_from_the_shipped_zip_with_the_users_python(
     spark_cluster: DevSpark, tmp_path: Path
 ) -> None:
-    assert sparkcdc("package", "--output", str(tmp_path), cwd=tmp_path).returncode == 0
-    archive = next(tmp_path.glob("sparkcdc-*.zip"))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    archive, _ = package(tmp_path / "dist")
     done = subprocess.run(
         [sys.executable, "-c", PROBE, spark_cluster.master_url, str(archive)],
         capture_output=True,
         text=True,
-        env=env,
+        env=user_env(),
         cwd=tmp_path,
         timeout=300,
     )
@@ -219,13 +343,15 @@ def test_executors_import_sparkcdc_from_the_shipped_zip_with_the_users_python(
 
 
 def test_an_unreachable_master_stops_the_run_with_what_to_do(
-    source: DevServer, target: DevPostgres, tmp_path: Path
+    server: DevServer, source: Any, postgres: DevPostgres, tmp_path: Path
 ) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    pipeline = pipeline_file(tmp_path, source, target)
-    done = sparkcdc("run", str(pipeline), "--master", f"spark://127.0.0.1:{port}", cwd=tmp_path)
+    master = f"spark://127.0.0.1:{port}"
+    jdbc = SINKS["jdbc"].format(pg_port=postgres.port, schema=DATABASE)
+    pipeline = pipeline_file(tmp_path, server, master, tmp_path / "cp", jdbc)
+    done = sparkcdc("run", str(pipeline), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the Spark master spark://127.0.0.1:{port} cannot be reached" in done.stderr
     assert "Traceback" not in done.stderr

@@ -10,18 +10,16 @@ history and status.json went to ``./s3a:/...``)."""
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pipelines import Writer, fresh_database, pipeline_env
+from pipelines import RowChanges, Writer, delta_rows, fresh_database, pipeline_env
 
 from sparkcdc.locations import Location, open_location
 from sparkcdc.pipeline.runner import committed_offset
@@ -53,20 +51,6 @@ pipeline:
 
 
 @pytest.fixture
-def minio() -> DevMinio:
-    store = DevMinio.from_env()
-    store.start()
-    return store
-
-
-@pytest.fixture
-def bucket(minio: DevMinio) -> str:
-    name = f"lake-{uuid.uuid4().hex[:12]}"
-    minio.bucket(name)
-    return name
-
-
-@pytest.fixture
 def source(server: DevServer) -> Iterator[Any]:
     conn = fresh_database(server, DATABASE)
     with conn.cursor() as cur:
@@ -76,25 +60,6 @@ def source(server: DevServer) -> Iterator[Any]:
         )
     yield conn
     conn.close()
-
-
-class RowChanges:
-    """Random inserts, updates and deletes on ``t``, one a ``step``: a workload for
-    ``pipelines.Writer``."""
-
-    def __init__(self, conn: Any, seed: int) -> None:
-        self.conn, self.rng, self.operations = conn, random.Random(seed), 0
-
-    def step(self) -> None:
-        key, choice = self.rng.randint(1, 3000), self.rng.random()
-        with self.conn.cursor() as cur:
-            if choice < 0.5:
-                cur.execute("UPDATE t SET v = v + 1, s = %s WHERE id = %s", (f"u{key}", key))
-            elif choice < 0.8:
-                cur.execute("REPLACE INTO t (id, v, s) VALUES (%s, %s, 'new')", (key, key))
-            else:
-                cur.execute("DELETE FROM t WHERE id = %s", (key,))
-        self.operations += 1
 
 
 def run_killed_after_a_commit(pipeline: Path, cwd: Path, checkpoint: Location) -> None:
@@ -140,7 +105,9 @@ SINKS = {
 def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     """The sink table's rows read without Spark: delta-rs, or pyiceberg from the table's
     newest metadata file (a hadoop catalog's version-hint)."""
-    return delta_rows(minio, bucket) if sink == "delta" else iceberg_rows(minio, bucket)
+    if sink == "delta":
+        return delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", ("id", "v", "s", "w"))
+    return iceberg_rows(minio, bucket)
 
 
 def iceberg_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
@@ -159,24 +126,6 @@ def iceberg_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     table = StaticTable.from_metadata(f"s3://{metadata}/v{version}.metadata.json", properties)
     frame = table.scan(selected_fields=("id", "v", "s", "w")).to_arrow()
     return sorted(tuple(row[c] for c in ("id", "v", "s", "w")) for row in frame.to_pylist())
-
-
-def delta_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
-    import deltalake
-    import pyarrow as pa
-
-    conf = minio.spark_conf()
-    storage = {
-        "AWS_ENDPOINT_URL": conf["spark.hadoop.fs.s3a.endpoint"],
-        "AWS_ACCESS_KEY_ID": conf["spark.hadoop.fs.s3a.access.key"],
-        "AWS_SECRET_ACCESS_KEY": conf["spark.hadoop.fs.s3a.secret.key"],
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    }
-    table = deltalake.DeltaTable(f"s3://{bucket}/lake/{DATABASE}/t", storage_options=storage)
-    reader = deltalake.QueryBuilder().register("t", table)  # reads deletion vectors
-    frame = pa.table(reader.execute("SELECT id, v, s, w FROM t").read_all())
-    return sorted(tuple(row.values()) for row in frame.to_pylist())
 
 
 def source_rows(conn: Any) -> list[tuple[Any, ...]]:
