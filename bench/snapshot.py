@@ -3,7 +3,7 @@
 Runnable with no arguments after the README's set-up (it starts the private MariaDB and
 fetches the JDBC driver with Maven):
 
-    python bench/snapshot.py [--rows 2000000] [--rounds 3]
+    python bench/snapshot.py [--rows 2000000] [--rounds 3] [--master spark://HOST:PORT|dev]
 
 Loads a table of ``--rows`` rows (8 mixed columns) and, in one run, with ``local[2]``,
 after a warm-up of both Spark paths on a quarter-size table, ``--rounds`` times in turn
@@ -19,6 +19,13 @@ and once:
   - (c) sparkcdc's snapshot again while ~1,000 changes/s are written to the table;
   - the peak RSS of Spark's Python workers at a quarter of the size and at full size, to show
     it is bounded by chunk size x parallelism, not table size.
+With ``--master`` (a Spark master URL, or ``dev`` for the private standalone cluster of
+testing/devspark.py: two one-core workers on loopback), after all of that, in a session on
+that master (sparkcdc shipped to the executors as ``sparkcdc package``'s zip, the state on a
+folder under /var/tmp, which every worker there sees): a warm-up on the small table, then
+``--rounds`` snapshots of the big one (``cluster_snapshot_rows_per_s``, ``cluster_vs_local``
+beside the local[2] median) and how many tasks ran on each executor host
+(``cluster_tasks_per_host``). On this 2-core machine expect parity, not a speed-up.
 The last line printed is one JSON object.
 """
 
@@ -241,6 +248,60 @@ def write_load(
         done.append(int((time.perf_counter() - began) * 1000))
 
 
+def cluster_snapshots(
+    master: str, server: DevServer, rounds: int
+) -> tuple[list[float], dict[str, int]]:
+    """Seconds of each of ``rounds`` snapshots of ``big`` on ``master`` (after one of
+    ``small``), and the tasks each executor host ran."""
+    from sparkcdc.cli.package import package_sparkcdc
+
+    loopback = {}
+    if master == "dev":
+        from sparkcdc.testing.devspark import DevSpark
+
+        master = DevSpark.from_env().start()
+        loopback = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    # a folder every worker of the private cluster sees (each has a /tmp of its own)
+    shared = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-", dir="/var/tmp"))
+    built = package_sparkcdc(shared / "dist")
+    spark = spark_session(
+        "bench-snapshot-cluster",
+        master,
+        conf={
+            "spark.ui.showConsoleProgress": "false",
+            "spark.submit.pyFiles": str(built.archive),
+            "spark.pyspark.python": sys.executable,
+            "spark.executor.memory": "1g",
+            # no job before every executor has registered (the tasks spread over them)
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+            **loopback,
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        sparkcdc_snapshot(spark, server, "small", shared)
+        times = [sparkcdc_snapshot(spark, server, "big", shared) for _ in range(rounds)]
+        tasks = tasks_per_host(spark)
+    finally:
+        spark.stop()
+        shutil.rmtree(shared, ignore_errors=True)
+    return times, tasks
+
+
+def tasks_per_host(spark: Any) -> dict[str, int]:
+    """Tasks run so far per executor host (the driver's status store; no UI needed)."""
+    counts: dict[str, int] = {}
+    executors = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+    for i in range(executors.size()):
+        executor = executors.apply(i)
+        if executor.id() == "driver":
+            continue
+        host = str(executor.hostPort()).rsplit(":", 1)[0]
+        counts[host] = counts.get(host, 0) + int(executor.totalTasks())
+    return dict(sorted(counts.items()))
+
+
 def _seconds(times: list[float]) -> str:
     return " ".join(f"{t:.2f}s" for t in times)
 
@@ -250,6 +311,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument(
         "--rounds", type=int, default=3, help="timed runs of each side; the median counts"
+    )
+    parser.add_argument(
+        "--master",
+        help="also snapshot on this Spark master (dev: the private standalone cluster)",
     )
     args = parser.parse_args()
     subprocess.run(
@@ -309,6 +374,16 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    cluster: dict[str, Any] = {}
+    if args.master:
+        times, tasks = cluster_snapshots(args.master, server, args.rounds)
+        print(f"rounds on {args.master}: sparkcdc {_seconds(times)}", file=sys.stderr)
+        cluster_s = statistics.median(times)
+        cluster = {
+            "cluster_snapshot_rows_per_s": round(args.rows / cluster_s),
+            "cluster_vs_local": round(snap_s / cluster_s, 2),
+            "cluster_tasks_per_host": tasks,
+        }
 
     rows = args.rows
     result = {
@@ -325,6 +400,7 @@ def main() -> None:
         "writes_per_s_achieved": round(done[0] / (done[1] / 1000)) if done else 0,
         "peak_executor_rss_mb": round(big_rss.peak_mb),
         "peak_executor_rss_mb_quarter_size": round(small_rss.peak_mb),
+        **cluster,
     }
     print(json.dumps(result))
 
