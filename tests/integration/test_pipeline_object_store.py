@@ -1,4 +1,5 @@
-"""A pipeline whose sink tables (Delta by path; Iceberg in a hadoop catalog), checkpoint and
+"""A pipeline whose sink tables (Delta by path, or in Spark's catalog with its warehouse on
+the store; Iceberg in a hadoop catalog, or in a jdbc catalog on PostgreSQL), checkpoint and
 source state all live on an object store (the private MinIO, reached as ``s3a://``), run as
 users run it, each run from another working directory: ``sparkcdc run`` killed (driver and
 JVM) mid-snapshot under concurrent writes, run again to the end while the writes go on, then
@@ -24,6 +25,7 @@ from pipelines import RowChanges, Writer, delta_rows, fresh_database, pipeline_e
 from sparkcdc.locations import Location, open_location
 from sparkcdc.pipeline.runner import committed_offset
 from sparkcdc.testing.devminio import DevMinio
+from sparkcdc.testing.devpostgres import DevPostgres
 from sparkcdc.testing.devserver import DevServer
 
 pytestmark = pytest.mark.integration
@@ -48,6 +50,14 @@ pipeline:
   spark.conf:
 {conf}
 """
+
+
+@pytest.fixture
+def postgres() -> DevPostgres:
+    """The private PostgreSQL (a jdbc catalog's database)."""
+    pg = DevPostgres.from_env()
+    pg.start()
+    return pg
 
 
 @pytest.fixture
@@ -93,29 +103,56 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+# per sink: its block, and more pipeline.spark.conf lines
 SINKS = {
-    "delta": "  type: delta\n  path: s3a://{bucket}/lake",
+    "delta": ("  type: delta\n  path: s3a://{bucket}/lake", ""),
+    # catalog mode: Spark's catalog (in memory, each run) keeps the tables in its warehouse
+    "delta-catalog": ("  type: delta", "    spark.sql.warehouse.dir: s3a://{bucket}/warehouse"),
     "iceberg": (
-        "  type: iceberg\n  catalog.name: lake\n"
-        "  catalog.properties.warehouse: s3a://{bucket}/warehouse"
+        "  type: iceberg\n  catalog.name: {catalog}\n"
+        "  catalog.properties.warehouse: s3a://{bucket}/warehouse",
+        "",
+    ),
+    # a jdbc catalog: the tables' metadata pointers in PostgreSQL, their files on MinIO
+    "iceberg-jdbc": (
+        "  type: iceberg\n  catalog.name: {catalog}\n"
+        "  catalog.properties.type: jdbc\n"
+        "  catalog.properties.uri: jdbc:postgresql://127.0.0.1:{pg_port}/sink_db\n"
+        "  catalog.properties.jdbc.user: cdc\n"
+        "  catalog.properties.jdbc.password: ${{SPARKCDC_TEST_PG_PASSWORD}}\n"
+        "  catalog.properties.warehouse: s3a://{bucket}/warehouse",
+        "",
     ),
 }
+COLUMNS = ("id", "v", "s", "w")
 
 
 def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     """The sink table's rows read without Spark: delta-rs, or pyiceberg from the table's
-    newest metadata file (a hadoop catalog's version-hint)."""
+    current metadata file (a hadoop catalog's version-hint, a jdbc catalog's row)."""
     if sink == "delta":
-        return delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", ("id", "v", "s", "w"))
-    return iceberg_rows(minio, bucket)
+        return delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", COLUMNS)
+    if sink == "delta-catalog":  # a managed table's directory: <warehouse>/<db>.db/<table>
+        return delta_rows(minio, f"{bucket}/warehouse/{DATABASE}.db/t", COLUMNS)
+    if sink == "iceberg":
+        metadata = f"{bucket}/warehouse/{DATABASE}/t/metadata"
+        with minio.filesystem().open_input_stream(f"{metadata}/version-hint.text") as hint:
+            version = hint.read().decode().strip()
+        return iceberg_rows(minio, f"s3://{metadata}/v{version}.metadata.json")
+    pg = DevPostgres.from_env()
+    with pg.connection() as conn:
+        found = conn.execute(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = %s "
+            "AND table_namespace = %s AND table_name = 't'",
+            (catalog_name(bucket), DATABASE),
+        ).fetchone()
+    assert found is not None, "the jdbc catalog has no row for the table"
+    return iceberg_rows(minio, "s3://" + str(found[0]).split("://", 1)[1])
 
 
-def iceberg_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
+def iceberg_rows(minio: DevMinio, metadata: str) -> list[tuple[Any, ...]]:
     from pyiceberg.table import StaticTable
 
-    metadata = f"{bucket}/warehouse/{DATABASE}/t/metadata"
-    with minio.filesystem().open_input_stream(f"{metadata}/version-hint.text") as hint:
-        version = hint.read().decode().strip()
     conf = minio.spark_conf()
     properties = {
         "s3.endpoint": conf["spark.hadoop.fs.s3a.endpoint"],
@@ -123,9 +160,13 @@ def iceberg_rows(minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
         "s3.secret-access-key": conf["spark.hadoop.fs.s3a.secret.key"],
         "s3.region": "us-east-1",
     }
-    table = StaticTable.from_metadata(f"s3://{metadata}/v{version}.metadata.json", properties)
-    frame = table.scan(selected_fields=("id", "v", "s", "w")).to_arrow()
-    return sorted(tuple(row[c] for c in ("id", "v", "s", "w")) for row in frame.to_pylist())
+    frame = StaticTable.from_metadata(metadata, properties).scan(selected_fields=COLUMNS)
+    return sorted(tuple(row[c] for c in COLUMNS) for row in frame.to_arrow().to_pylist())
+
+
+def catalog_name(bucket: str) -> str:
+    """The Iceberg catalog's name: the bucket's (a jdbc catalog's rows outlive the test)."""
+    return bucket.replace("-", "_")
 
 
 def source_rows(conn: Any) -> list[tuple[Any, ...]]:
@@ -136,10 +177,18 @@ def source_rows(conn: Any) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("sink", sorted(SINKS))
 def test_sink_checkpoint_and_state_on_an_object_store(
-    server: DevServer, source: Any, minio: DevMinio, bucket: str, tmp_path: Path, sink: str
+    server: DevServer,
+    source: Any,
+    minio: DevMinio,
+    bucket: str,
+    postgres: DevPostgres,
+    tmp_path: Path,
+    sink: str,
 ) -> None:
     settings = server.start()
-    conf = "\n".join(f"    {k}: {v}" for k, v in minio.spark_conf().items())
+    block, more_conf = SINKS[sink]
+    fields = {"bucket": bucket, "catalog": catalog_name(bucket), "pg_port": postgres.port}
+    conf = [f"    {k}: {v}" for k, v in minio.spark_conf().items()]
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(
         PIPELINE.format(
@@ -147,8 +196,8 @@ def test_sink_checkpoint_and_state_on_an_object_store(
             port=settings.port,
             database=DATABASE,
             bucket=bucket,
-            conf=conf,
-            sink=SINKS[sink].format(bucket=bucket),
+            conf="\n".join([*conf, more_conf.format(**fields)]),
+            sink=block.format(**fields),
         )
     )
     hadoop = {k.removeprefix("spark.hadoop."): v for k, v in minio.spark_conf().items()}

@@ -511,7 +511,8 @@ class IcebergSink(Sink):
             return (
                 "Check catalog.properties.uri, catalog.properties.jdbc.user / .jdbc.password "
                 "and that the database is up; the JDBC driver must be on Spark's classpath "
-                "(shipped: MariaDB's, for jdbc:mariadb:// URLs)"
+                "(shipped: MariaDB's and PostgreSQL's, for jdbc:mariadb:// and jdbc:postgresql:// "
+                "URLs)"
             )
         if options.catalog_type == "jdbc":
             return "Check the catalog database and catalog.properties.warehouse"
