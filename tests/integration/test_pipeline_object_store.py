@@ -1,5 +1,5 @@
 """A pipeline whose sink tables (Delta by path, or in Spark's catalog with its warehouse on
-the store; Iceberg in a hadoop catalog, or in a jdbc catalog on PostgreSQL), checkpoint and
+the store, in memory or a Hive metastore; Iceberg in a hadoop catalog, or in a jdbc catalog on PostgreSQL), checkpoint and
 source state all live on an object store (the private MinIO, reached as ``s3a://``), run as
 users run it, each run from another working directory: ``sparkcdc run`` killed (driver and
 JVM) mid-snapshot under concurrent writes, run again to the end while the writes go on, then
@@ -108,6 +108,16 @@ SINKS = {
     "delta": ("  type: delta\n  path: s3a://{bucket}/lake", ""),
     # catalog mode: Spark's catalog (in memory, each run) keeps the tables in its warehouse
     "delta-catalog": ("  type: delta", "    spark.sql.warehouse.dir: s3a://{bucket}/warehouse"),
+    # a persistent catalog: Spark's Hive metastore (embedded Derby, kept outside the working
+    # directories, its log too), the tables in its warehouse on the store
+    "delta-hive": (
+        "  type: delta",
+        "    spark.sql.warehouse.dir: s3a://{bucket}/warehouse\n"
+        "    spark.sql.catalogImplementation: hive\n"
+        "    spark.hadoop.javax.jdo.option.ConnectionURL: "
+        '"jdbc:derby:;databaseName={metastore}/db;create=true"\n'
+        "    spark.driver.extraJavaOptions: -Dderby.system.home={metastore}",
+    ),
     "iceberg": (
         "  type: iceberg\n  catalog.name: {catalog}\n"
         "  catalog.properties.warehouse: s3a://{bucket}/warehouse",
@@ -132,7 +142,7 @@ def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     current metadata file (a hadoop catalog's version-hint, a jdbc catalog's row)."""
     if sink == "delta":
         return delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", COLUMNS)
-    if sink == "delta-catalog":  # a managed table's directory: <warehouse>/<db>.db/<table>
+    if sink in ("delta-catalog", "delta-hive"):  # managed: <warehouse>/<db>.db/<table>
         return delta_rows(minio, f"{bucket}/warehouse/{DATABASE}.db/t", COLUMNS)
     if sink == "iceberg":
         metadata = f"{bucket}/warehouse/{DATABASE}/t/metadata"
@@ -188,6 +198,7 @@ def test_sink_checkpoint_and_state_on_an_object_store(
     settings = server.start()
     block, more_conf = SINKS[sink]
     fields = {"bucket": bucket, "catalog": catalog_name(bucket), "pg_port": postgres.port}
+    fields["metastore"] = str(tmp_path / "metastore")
     conf = [f"    {k}: {v}" for k, v in minio.spark_conf().items()]
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(
@@ -214,7 +225,7 @@ def test_sink_checkpoint_and_state_on_an_object_store(
         assert any(t.get("total") is None or t["next"] < t["total"] for t in tables.values()), (
             f"the run was to be killed mid-snapshot, its last commit is {committed}"
         )
-        cli(["run", str(pipeline), "--available-now"], directories[1])
+        second = cli(["run", str(pipeline), "--available-now"], directories[1])
     with source.cursor() as cur:
         cur.execute("UPDATE t SET v = v + 1 WHERE id % 7 = 0")
         cur.execute("DELETE FROM t WHERE id % 11 = 0")
@@ -222,6 +233,11 @@ def test_sink_checkpoint_and_state_on_an_object_store(
         cur.execute("INSERT INTO t (id, v, s, w) VALUES (5000, 1, 'after the DDL', 9)")
         cur.execute("UPDATE t SET w = 6 WHERE id % 13 = 0")
     cli(["run", str(pipeline), "--available-now"], directories[2])
+    if sink.startswith("delta-"):
+        # an in-memory catalog forgets the table when a run ends (the next registers it
+        # again); the Hive metastore keeps it
+        adopted = "registered the Delta table" in second.stderr
+        assert adopted == (sink == "delta-catalog"), second.stderr[-3000:]
 
     assert sink_rows(sink, minio, bucket) == source_rows(source)
     status = cli(["status", str(pipeline)], directories[3]).stdout
