@@ -512,3 +512,36 @@ def test_a_running_stream_stops_at_a_dropped_database_of_its_tables(
         assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1)]
     finally:
         query.stop()
+
+
+def test_a_query_restarted_after_a_database_of_its_tables_was_dropped_stops_at_the_drop(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any
+) -> None:
+    """Stopped after its snapshot; a database holding one of its tables dropped; started
+    again (the pattern now matches only the other table): the query stops at the DROP
+    DATABASE with the message. Before, the restart failed with a raw KeyError from
+    committing its last batch's offset, which names the vanished table."""
+    import sparkcdc
+
+    other = f"{database}_gone"
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute("INSERT INTO t VALUES (1, 1)")
+    sql.execute(f"CREATE DATABASE `{other}`")
+    try:
+        sql.execute(f"CREATE TABLE `{other}`.u (id INT PRIMARY KEY, v INT)")
+        sql.execute(f"INSERT INTO `{other}`.u VALUES (1, 1), (2, 2)")
+        extra = {"server-id": "5540-5544", "scan.startup.mode": "initial"}
+        extra["state.location"] = str(tmp_path / "state")
+        opts = options(dev_server, f"{database}|{other}", "t|u", **extra)
+        runs = AvailableNowRuns(spark, opts, tmp_path / "checkpoint")
+        runs.catch_up()
+        assert sum(map(len, runs.batches.values())) == 3  # the snapshot of both tables
+        sql.execute(f"DROP DATABASE `{other}`")
+        sql.execute("INSERT INTO t VALUES (2, 2)")
+        with pytest.raises(SourceError) as caught:
+            sparkcdc.await_restarting(runs._start)
+        failure = str(caught.value)
+        assert f"dropped the database {other}" in failure, failure
+        assert "ddl.row-changes=continue" in failure
+    finally:
+        sql.execute(f"DROP DATABASE IF EXISTS `{other}`")

@@ -196,8 +196,22 @@ class SnapshotCoordinator:
         return filter_state(tables)
 
     def release(self, end: dict[str, dict[str, Any]]) -> None:
-        """Spark committed the batch that ends at ``end``: drop its staged rows."""
+        """Spark committed the batch that ends at ``end``: drop its staged rows.
+
+        A table of ``end`` this stream no longer captures (its pattern was narrowed, or the
+        table is gone from the server, while the query was stopped: a restarted query
+        commits the batch its previous run planned) has no schema to find its chunks by:
+        its staged rows stay under the state location. What happened to the table is for
+        the binlog to say (a DROP of a table this offset names stops the stream)."""
         for table, raw in end.items():
+            if table not in self.schemas:
+                log.info(
+                    "%s: in the committed offset but no longer captured; its staged "
+                    "snapshot rows (if any) stay under %s",
+                    table,
+                    self.store.root,
+                )
+                continue
             progress = SnapshotProgress.from_offset(raw)
             for chunk in self.chunks_between(table, progress.prev, progress.next):
                 meta = self.staging.metadata(chunk)
@@ -210,6 +224,8 @@ class SnapshotCoordinator:
     def describe(self, offset: dict[str, dict[str, Any]]) -> str:
         parts = []
         for table, raw in offset.items():
+            if table not in self.schemas:
+                continue
             progress = SnapshotProgress.from_offset(raw)
             total = (
                 progress.total

@@ -30,6 +30,10 @@ class BinlogRangePartition(InputPartition):
     versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
     share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
     shares: int = 1  # ... of this many
+    # JSON [db.table, ...]: tables the start offset's snapshot progress names that the query
+    # no longer captures (their database dropped while it was stopped): a DROP DATABASE of
+    # theirs stops the read too
+    vanished: str = ""
 
 
 @dataclass(frozen=True)

@@ -549,6 +549,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             tables = ""
             if self._added:  # executors know the tables of the query's start only
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
+            captured = {t.qualified_name for t in self.plan.tables}
+            vanished = sorted(set(snapshot or {}) - captured)
             versions = self.table_versions(begin)
             shares = binlog_shares(
                 self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
@@ -564,6 +566,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     "" if versions is None else json.dumps(versions.to_json()),
                     index,
                     shares,
+                    json.dumps(vanished) if vanished else "",
                 )
                 for index in range(shares)
             )
@@ -664,8 +667,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             yield from self._read_chunk(partition)
             return
         assert isinstance(partition, BinlogRangePartition)
-        start_offset = json.loads(partition.start)
-        start = offset_position(start_offset)
+        start = offset_position(json.loads(partition.start))
         end = offset_position(json.loads(partition.end))
         includes: TablePredicate = self.plan.includes
         # the stream's tables: those it captures now, and those its snapshot progress names
@@ -675,7 +677,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(is_captured, captured)
             known = {f"{db}.{t}" for db, t in captured}
-        known |= set(start_offset.get("snapshot") or {})
+        if partition.vanished:
+            known |= set(json.loads(partition.vanished))
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )

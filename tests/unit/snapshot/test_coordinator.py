@@ -181,3 +181,19 @@ def test_filter_state_without_staged_metadata_is_an_error(tmp_path: Any) -> None
     coordinator = MemoryCoordinator([1, 2, 3], 2, StateStore.open(str(tmp_path), "s"))
     with pytest.raises(SnapshotError, match=r"chunk 0 of db\.t was read in the previous batch"):
         coordinator.filter_state({"db.t": {"next": 1, "prev": 0}}, pos(10))
+
+
+def test_release_of_an_offset_naming_a_table_no_longer_captured(tmp_path: Any) -> None:
+    """A restarted query commits the batch its last run planned; a table of that offset the
+    stream no longer captures (pattern narrowed, or the table dropped while stopped) is
+    passed over, and the captured ones are released (before: a KeyError in commitSource)."""
+    coordinator = MemoryCoordinator([1, 2, 3, 4], 2, StateStore.open(str(tmp_path), "s"))
+    plan = coordinator.plan()
+    for chunk in plan:
+        coordinator.stage(chunk, 1, 2)
+    done = len(plan)
+    end = {"db.t": {"next": done, "prev": 0, "total": done}, "db.gone": {"next": 1, "prev": 0}}
+    coordinator.release(end)
+    staged = [coordinator.staging.load(chunk) for chunk in plan]
+    assert all(s is not None and s.rows is None for s in staged)  # staged, rows dropped
+    assert "db.gone" not in coordinator.describe(end)
