@@ -1,12 +1,12 @@
-"""A pipeline whose sink tables (Delta by path, or in Spark's catalog with its warehouse on
-the store, in memory or a Hive metastore; Iceberg in a hadoop catalog, or in a jdbc catalog on PostgreSQL), checkpoint and
-source state all live on an object store (the private MinIO, reached as ``s3a://``), run as
-users run it, each run from another working directory: ``sparkcdc run`` killed (driver and
-JVM) mid-snapshot under concurrent writes, run again to the end while the writes go on, then
-after a DDL and more writes once more, and ``sparkcdc status``. The sink table (read by
-delta-rs or pyiceberg, not by Spark) equals the source, the checkpoint's files are on the
-store, and nothing lands in the working directories (before the filesystem layer, the schema
-history and status.json went to ``./s3a:/...``)."""
+"""A pipeline whose sink tables, checkpoint and source state all live on an object store
+(the private MinIO, reached as ``s3a://``): Delta by path, or in Spark's catalog with its
+warehouse on the store (in memory, or a Hive metastore); Iceberg in a hadoop catalog, or in
+a jdbc catalog on PostgreSQL. Run as users run it, each run from another working directory:
+``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent writes, run again to
+the end while the writes go on, then after a DDL and more writes once more, and ``sparkcdc
+status``. The sink table (read by delta-rs or pyiceberg, not by Spark) equals the source,
+the checkpoint's files are on the store, and nothing lands in the working directories
+(before the filesystem layer, the schema history and status.json went to ``./s3a:/...``)."""
 
 from __future__ import annotations
 
