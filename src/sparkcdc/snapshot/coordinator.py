@@ -182,8 +182,12 @@ class SnapshotCoordinator:
                 if meta is None:
                     raise SnapshotError(
                         f"chunk {chunk.index} of {table} was read in the previous batch but has "
-                        f"no staged metadata under {self.store.root}; the state location was "
-                        "changed or cleaned: start the query again with a new checkpoint"
+                        f"no staged metadata under {self.store.root}. Either the state "
+                        "location is not shared: on a cluster, state.location must be "
+                        "storage the driver and every executor see at the same path (an "
+                        "object store such as s3a://..., or a filesystem every host mounts "
+                        "alike), not a local disk; or it was changed or cleaned. Start the "
+                        "query again with a new checkpoint"
                     )
                 chunks.append(
                     completed_chunks(
