@@ -514,13 +514,15 @@ def test_a_running_stream_stops_at_a_dropped_database_of_its_tables(
         query.stop()
 
 
+@pytest.mark.parametrize("mode", ["initial", "latest-offset"])
 def test_a_query_restarted_after_a_database_of_its_tables_was_dropped_stops_at_the_drop(
-    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Any, mode: str
 ) -> None:
-    """Stopped after its snapshot; a database holding one of its tables dropped; started
-    again (the pattern now matches only the other table): the query stops at the DROP
-    DATABASE with the message. Before, the restart failed with a raw KeyError from
-    committing its last batch's offset, which names the vanished table."""
+    """Stopped (after its snapshot, or after a change); a database holding one of its
+    tables dropped; started again (the pattern now matches only the other table): the query
+    stops at the DROP DATABASE with the message. Before, an ``initial`` query failed with a
+    raw KeyError from committing its last batch's offset, which names the vanished table,
+    and a ``latest-offset`` query went past the statement: its offsets named no table."""
     import sparkcdc
 
     other = f"{database}_gone"
@@ -530,12 +532,17 @@ def test_a_query_restarted_after_a_database_of_its_tables_was_dropped_stops_at_t
     try:
         sql.execute(f"CREATE TABLE `{other}`.u (id INT PRIMARY KEY, v INT)")
         sql.execute(f"INSERT INTO `{other}`.u VALUES (1, 1), (2, 2)")
-        extra = {"server-id": "5540-5544", "scan.startup.mode": "initial"}
-        extra["state.location"] = str(tmp_path / "state")
+        extra = {"server-id": "5540-5544", "scan.startup.mode": mode}
+        if mode == "initial":
+            extra["state.location"] = str(tmp_path / "state")
         opts = options(dev_server, f"{database}|{other}", "t|u", **extra)
         runs = AvailableNowRuns(spark, opts, tmp_path / "checkpoint")
         runs.catch_up()
-        assert sum(map(len, runs.batches.values())) == 3  # the snapshot of both tables
+        if mode == "latest-offset":
+            sql.execute(f"INSERT INTO `{other}`.u VALUES (3, 3)")
+            runs.catch_up()
+        # the snapshot of both tables, or the insert after the start
+        assert sum(map(len, runs.batches.values())) == (3 if mode == "initial" else 1)
         sql.execute(f"DROP DATABASE `{other}`")
         sql.execute("INSERT INTO t VALUES (2, 2)")
         with pytest.raises(SourceError) as caught:

@@ -3,7 +3,7 @@ shares, chunk groups per table) and the checks that a batch follows its predeces
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,9 +30,9 @@ class BinlogRangePartition(InputPartition):
     versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
     share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
     shares: int = 1  # ... of this many
-    # JSON [db.table, ...]: tables the start offset's snapshot progress names that the query
-    # no longer captures (their database dropped while it was stopped): a DROP DATABASE of
-    # theirs stops the read too
+    # JSON [database, ...]: databases of tables the start offset names (its snapshot
+    # progress, or its "databases") that the query no longer captures, e.g. dropped while
+    # it was stopped: a DROP DATABASE of one stops the read as for captured tables
     vanished: str = ""
 
 
@@ -68,7 +68,12 @@ def make_offset(
     snapshot: dict[str, Any] | None = None,
     identity: ServerIdentity | None = None,
     failover: dict[str, Any] | None = None,
+    databases: Iterable[str] = (),
 ) -> dict[str, Any]:
+    """An offset as Spark logs it. ``databases``: those of the captured tables, for an
+    offset without snapshot progress (which names the tables): a restarted query learns
+    from it which databases it captured, whose DROP DATABASE must stop it even when no
+    table of theirs matches any more."""
     out: dict[str, Any] = {"binlog": position.to_offset()}
     if identity is not None:
         out["server"] = identity.to_offset()
@@ -76,7 +81,16 @@ def make_offset(
         out["failover"] = failover  # {"from": <identity offset>, "gtids": <GTID set>}
     if snapshot is not None:
         out["snapshot"] = snapshot
+    elif databases:
+        out["databases"] = sorted(set(databases))
     return out
+
+
+def offset_databases(offset: dict[str, Any]) -> set[str]:
+    """The databases of the tables an offset names: its snapshot progress's tables, or its
+    ``databases`` (offsets written before they were kept name none)."""
+    names = {t.partition(".")[0] for t in offset.get("snapshot") or {}}
+    return names | set(offset.get("databases") or ())
 
 
 def snapshot_running(offset: dict[str, Any]) -> bool:

@@ -67,6 +67,7 @@ from sparkcdc.spark.offsets import (
     distance,
     is_captured,
     make_offset,
+    offset_databases,
     offset_identity,
     offset_position,
     same_server,
@@ -78,11 +79,6 @@ from sparkcdc.spark.offsets import (
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "mysql-cdc"
-
-
-def holds_table(tables: frozenset[str], database: str) -> bool:
-    """Whether one of ``tables`` (qualified ``db.table`` names) is in ``database``."""
-    return any(name.startswith(f"{database}.") for name in tables)
 
 
 def stream_id(options: SourceOptions) -> str:
@@ -241,6 +237,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
         return self._coordinator
 
+    def _databases(self) -> set[str]:
+        """The databases of the tables this query captures now."""
+        return {t.database for t in self.plan.tables}
+
     def _remember(self, end: dict[str, Any]) -> None:
         """Keep the last offset Spark logged: the base of the next one (Spark 4.1 does not
         pass it to latestOffset, and a restarted query learns it only from here)."""
@@ -260,7 +260,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 position = startup_position(self.options, self.settings)
                 if position.file in dict(view.files):
                     position = self._stamp(view, position)
-                self._initial = make_offset(position, identity=view.identity)
+                databases = self._databases()
+                self._initial = make_offset(position, identity=view.identity, databases=databases)
             self._checked.add(json.dumps(self._initial, sort_keys=True))
             log.info(
                 "mysql-cdc: a new query starts at %s (%s) on %s",
@@ -483,7 +484,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 failover = {"from": base.get("server"), "gtids": str(offset_position(base).gtids)}
         snapshot = base.get("snapshot")
         if snapshot is None:
-            self._planned = make_offset(position, identity=identity, failover=failover)
+            databases = self._databases()
+            self._planned = make_offset(position, None, identity, failover, databases)
             return self._planned
         # typed: one fixed table; AvailableNow: the tables found when the run started
         if self.options.newly_added_table and not self.plan.typed and self._target is None:
@@ -549,8 +551,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             tables = ""
             if self._added:  # executors know the tables of the query's start only
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
-            captured = {t.qualified_name for t in self.plan.tables}
-            vanished = sorted(set(snapshot or {}) - captured)
+            vanished = sorted(offset_databases(start) - self._databases())
             versions = self.table_versions(begin)
             shares = binlog_shares(
                 self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
@@ -670,15 +671,16 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         start = offset_position(json.loads(partition.start))
         end = offset_position(json.loads(partition.end))
         includes: TablePredicate = self.plan.includes
-        # the stream's tables: those it captures now, and those its snapshot progress names
-        # (a table whose database was dropped while the query was stopped is in no plan)
-        known = {t.qualified_name for t in self.plan.tables}
+        # the databases of the stream's tables: those it captures now, and those its start
+        # offset names (a table whose database was dropped while the query was stopped is
+        # in no plan)
+        databases = self._databases()
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(is_captured, captured)
-            known = {f"{db}.{t}" for db, t in captured}
+            databases = {db for db, _ in captured}
         if partition.vanished:
-            known |= set(json.loads(partition.vanished))
+            databases |= set(json.loads(partition.vanished))
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
@@ -698,7 +700,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             share=share,
             ddl_filter=ddl_filter,
             # a DROP DATABASE of captured tables drops their rows with no row image
-            stop_database=partial(holds_table, frozenset(known)) if refuse else None,
+            stop_database=frozenset(databases).__contains__ if refuse else None,
         )
         if refuse:
             changes = refuse_row_changing_ddl(changes)

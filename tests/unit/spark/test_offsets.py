@@ -7,7 +7,13 @@ import pytest
 
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.spark.offsets import binlog_shares, spread, tasks_per_table
+from sparkcdc.spark.offsets import (
+    binlog_shares,
+    make_offset,
+    offset_databases,
+    spread,
+    tasks_per_table,
+)
 
 MIB = 1 << 20
 START = BinlogPosition("mysql-bin.000001", 4)
@@ -92,3 +98,18 @@ def test_chunk_tasks(
     assert [[len(run) for run in table] for table in got] == runs
     # each table's runs are its chunks, in order, each once
     assert [[c for run in table for c in run] for table in got] == chunks
+
+
+def test_an_offset_names_the_databases_of_the_tables_it_was_planned_for() -> None:
+    """What a restarted query learns from its start offset about the tables it captured:
+    their databases (a DROP DATABASE of one stops it, even when no table matches now)."""
+    plain = make_offset(START, databases=["shop", "crm", "shop"])
+    assert plain["databases"] == ["crm", "shop"]
+    assert offset_databases(plain) == {"crm", "shop"}
+    # snapshot progress names the tables: the databases come from there
+    progress = {"shop.orders": {"next": 1, "prev": 0}, "hr.staff": {"next": 0, "prev": 0}}
+    snapshotting = make_offset(START, progress, databases=["shop"])
+    assert "databases" not in snapshotting
+    assert offset_databases(snapshotting) == {"shop", "hr"}
+    # an offset written before databases were kept names none
+    assert offset_databases({"binlog": START.to_offset()}) == set()
