@@ -206,7 +206,8 @@ class SnapshotCoordinator:
         table is gone from the server, while the query was stopped: a restarted query
         commits the batch its previous run planned) has no schema to find its chunks by:
         its staged rows stay under the state location. What happened to the table is for
-        the binlog to say (a DROP of a table this offset names stops the stream)."""
+        the binlog to say: a DROP DATABASE of its database stops the stream (a DROP TABLE
+        of it no longer matches the capture and does not reach the stream)."""
         for table, raw in end.items():
             if table not in self.schemas:
                 log.info(
