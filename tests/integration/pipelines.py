@@ -247,3 +247,15 @@ def delta_rows(minio: Any, table: str, columns: tuple[str, ...]) -> list[tuple[A
     )
     frame = pa.table(reader.execute(f"SELECT {', '.join(columns)} FROM t").read_all())
     return sorted(tuple(row.values()) for row in frame.to_pylist())
+
+
+def chunks_left(checkpoint: Any) -> bool:
+    """Whether the newest batch committed in ``checkpoint`` (a path or Location) left
+    snapshot chunks unread: a run stopped then was stopped mid-snapshot."""
+    from sparkcdc.pipeline.runner import committed_offset
+    from sparkcdc.snapshot.coordinator import SnapshotProgress
+
+    committed = committed_offset(checkpoint)
+    assert committed is not None, f"no batch committed in {checkpoint}"
+    progress = (committed[1].get("snapshot") or {}).values()
+    return any(not SnapshotProgress.from_offset(p).read_all for p in progress)
