@@ -135,6 +135,7 @@ def make_config(
     behavior: str,
     extra_sink: str = "",
     extra_source: str = "",
+    tables: str = "ev",
 ) -> PipelineConfig:
     settings = server.start()
     block = "\n".join(f"  {line}" for line in (sink + extra_sink).strip().splitlines())
@@ -147,6 +148,8 @@ def make_config(
         behavior=behavior,
         checkpoint=tmp_path / f"checkpoint-{behavior}",
     )
+    captured = ",".join(f"{DATABASE}.{t}" for t in tables.split(","))
+    text = text.replace(f"tables: {DATABASE}.ev\n", f"tables: {captured}\n")
     return parse_pipeline(text, env=dict(os.environ))
 
 
@@ -238,7 +241,8 @@ def pg() -> DevPostgres:
 
 
 def pg_table(pg: DevPostgres, schema: str, table: str) -> tuple[list[str], list[Row]]:
-    """Columns (in order) and rows of a PostgreSQL table, read with psycopg."""
+    """Columns (in order) and rows of a PostgreSQL table, read with psycopg (none and none:
+    no such table)."""
     with pg.connection() as conn:
         columns = [
             str(r[0])
@@ -248,6 +252,8 @@ def pg_table(pg: DevPostgres, schema: str, table: str) -> tuple[list[str], list[
                 (schema, table),
             ).fetchall()
         ]
+        if not columns:
+            return [], []  # no such table
         query = sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
         rows = sorted(tuple(plain(v) for v in row) for row in conn.execute(query).fetchall())
     return columns, rows
@@ -537,6 +543,35 @@ def test_jdbc_drop_and_create_table_by_behavior(
     ]
     run_steps(spark, config, source, steps)
     assert pg_table(pg, schema, "ev") == expected
+
+
+@pytest.mark.parametrize("behavior", ["evolve", "lenient"])
+def test_jdbc_a_table_dropped_while_the_pipeline_was_stopped_is_dropped_by_behavior(
+    spark: Any,
+    server: DevServer,
+    source: Any,
+    pg: DevPostgres,
+    tmp_path: Path,
+    behavior: str,
+) -> None:
+    """A captured table dropped between two runs is in neither the next run's capture nor
+    its plan: its DROP reaches its sink table all the same, as if the pipeline had run
+    (evolve drops it, lenient keeps its rows), and later runs go on. Before, the sink table
+    stayed, rows and all, under every behaviour."""
+    schema = f"gone_{behavior}"
+    execute(
+        source, ["CREATE TABLE gone (id INT PRIMARY KEY, v INT)", "INSERT INTO gone VALUES (1, 1)"]
+    )
+    config = make_config(server, tmp_path, jdbc_sink(pg, schema), behavior, tables="ev,gone")
+    steps = [
+        ["DROP TABLE gone", "INSERT INTO ev VALUES (3, 'b3', 3, 3)"],
+        ["INSERT INTO ev VALUES (4, 'b4', 4, 4)"],
+    ]
+    run_steps(spark, config, source, steps)
+    rows = [(1, "b1", 1, 1), (2, "b2", 2, 2), (3, "b3", 3, 3), (4, "b4", 4, 4)]
+    assert pg_table(pg, schema, "ev") == (["id", "b", "c", "d"], rows)
+    kept = pg_table(pg, schema, "gone")
+    assert kept == ((["id", "v"], [(1, 1)]) if behavior == "lenient" else ([], []))
 
 
 # ------------------------------------------------ a change the sink refuses: try_evolve

@@ -96,6 +96,15 @@ class AvailableNowRuns:
         query = sparkcdc.await_restarting(self._start)
         assert query.exception() is None
 
+    def failure(self) -> str:
+        """The message of the SourceError the next run stops with (it must stop)."""
+        import sparkcdc
+        from sparkcdc.errors import SourceError
+
+        with pytest.raises(SourceError) as caught:
+            sparkcdc.await_restarting(self._start)
+        return str(caught.value)
+
     def changelog(self) -> list[dict[str, Any]]:
         return changelog(self.batches)
 

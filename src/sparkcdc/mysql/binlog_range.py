@@ -215,12 +215,14 @@ class _ColumnMetadata:
         table_filter: TablePredicate,
         start: BinlogPosition,
         judge_xa: bool,
+        stop_table: TablePredicate | None = None,
     ) -> None:
         self.decoder = BinlogDecoder(
             table_filter=table_filter, on_table_map=self.on_table_map, lazy_rows=True
         )
         self.versions = versions
         self.filter = table_filter
+        self.stop_table = stop_table
         self.unknown_since: dict[tuple[str, str], BinlogPosition] = {}
         self.here = start  # the position of the event being decoded
         self.xa = _XaGroups(judge_xa)
@@ -228,6 +230,17 @@ class _ColumnMetadata:
     def on_table_map(self, event: TableMapEvent) -> None:
         if self.filter(event.database, event.table):
             self.table_map(event, self.here)
+        elif self.stop_table is not None and self.stop_table(event.database, event.table):
+            raise SourceError(
+                f"at binlog position {self.here} rows of {event.database}.{event.table} "
+                "changed; the stream captured that table when it last stopped, but the table "
+                "did not exist when it started again (dropped or renamed meanwhile), so the "
+                "stream has no schema for these rows and cannot deliver them. If the table "
+                "exists again (created anew), restart the query: it then captures it. If "
+                "not, take a new snapshot of the table's sink (a new checkpoint), or, if the "
+                "sink should keep the table as the stream last delivered it, set "
+                "ddl.row-changes=continue and the stream goes on past these rows"
+            )
 
     def schema_change(self, database: str, table: str, here: BinlogPosition) -> None:
         if self.versions is None or here.seq() not in self.versions.starts(database, table):
@@ -392,6 +405,7 @@ def read_range(
     share: Share | None = None,
     ddl_filter: TablePredicate | None = None,
     stop_database: Callable[[str], bool] | None = None,
+    stop_table: TablePredicate | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """Yield the changes of captured tables in ``[start, end)``, in binlog order.
 
@@ -402,6 +416,9 @@ def read_range(
 
     ``stop_database``: the databases whose ``DROP DATABASE`` stops the read (SourceError):
     those that may hold captured tables, whose rows leave with no row image.
+
+    ``stop_table``: uncaptured tables whose row changes stop the read (SourceError): those
+    the stream captured before and has no schema for now.
 
     ``rows=False``: only their schema changes (no row is decoded).
 
@@ -441,6 +458,7 @@ def read_range(
             share=share,
             ddl_filter=ddl_filter,
             stop_database=stop_database,
+            stop_table=stop_table,
         )
 
 
@@ -457,6 +475,7 @@ def changes_of_events(
     share: Share | None = None,
     ddl_filter: TablePredicate | None = None,
     stop_database: Callable[[str], bool] | None = None,
+    stop_table: TablePredicate | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
@@ -465,7 +484,9 @@ def changes_of_events(
     # a caller that reads no rows, or follows XA itself (the chunk backfill reads its chunk
     # again when an XA finishes in its range), has no delivered rows an XA ROLLBACK undoes
     judge_xa = rows and on_xa is None
-    metadata = _ColumnMetadata(versions, table_filter if rows else _no_table, start, judge_xa)
+    metadata = _ColumnMetadata(
+        versions, table_filter if rows else _no_table, start, judge_xa, stop_table
+    )
     decoder = metadata.decoder
     current_file = start.file
     reached = start

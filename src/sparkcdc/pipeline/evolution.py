@@ -615,7 +615,7 @@ class SchemaEvolver:
                         renamed = f"{c.event.database}.{c.event.table}"
                         current.setdefault(renamed, schema_now(row.database, row.table))
                     current[q] = evolve(schema_now(row.database, row.table), c.event)
-        for sink_name, sources in self.members.items():
+        for sink_name, sources in self._members(state).items():
             fills = self._sink_table(
                 state, sink_name, sources, [e for e in events if e[1] in sources]
             )
@@ -623,6 +623,18 @@ class SchemaEvolver:
             result.segments[sink_name] = self._segments(state, sink_name, sources)
         result.changed = result.changed or bool(events) or state.shadows != shadows
         return result
+
+    def _members(self, state: SchemaState) -> dict[str, tuple[str, ...]]:
+        """Sink table → its source tables: the plan's, and the sink tables an earlier run
+        wrote whose sources this run no longer captures (dropped or renamed while the
+        pipeline was stopped): the stream brings their DDL (source.py, "gone" tables), and a
+        DROP TABLE reaches their sink table as if the pipeline had run."""
+        orphans = {
+            name: sink_state.table.sources
+            for name, sink_state in state.sinks.items()
+            if name not in self.members and not sink_state.dropped
+        }
+        return {**self.members, **orphans}
 
     def _parse(
         self, database: str, statement: str, schema_of: SchemaOf | None = None

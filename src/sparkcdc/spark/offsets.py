@@ -13,6 +13,7 @@ from sparkcdc.errors import SourceError
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import arrowrows
 from sparkcdc.snapshot.coordinator import SnapshotProgress
 
@@ -31,9 +32,13 @@ class BinlogRangePartition(InputPartition):
     share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
     shares: int = 1  # ... of this many
     # JSON [database, ...]: databases of tables the start offset names (its snapshot
-    # progress, or its "databases") that the query no longer captures, e.g. dropped while
+    # progress, or its "tables") that the query no longer captures, e.g. dropped while
     # it was stopped: a DROP DATABASE of one stops the read as for captured tables
     vanished: str = ""
+    # JSON [[database, table], ...]: tables the start offset names that the query no longer
+    # captures (dropped or renamed while it was stopped): their DDL is delivered (a DROP
+    # TABLE reaches the sink as if the query had run), a row change of one stops the read
+    gone: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,12 @@ def is_captured(tables: frozenset[tuple[str, str]], database: str, table: str) -
     return (database, table) in tables
 
 
+def captured_or(
+    captured: TablePredicate, tables: frozenset[tuple[str, str]], database: str, table: str
+) -> bool:
+    return captured(database, table) or (database, table) in tables
+
+
 def offset_position(offset: dict[str, Any]) -> BinlogPosition:
     return BinlogPosition.from_offset(offset["binlog"])
 
@@ -68,12 +79,13 @@ def make_offset(
     snapshot: dict[str, Any] | None = None,
     identity: ServerIdentity | None = None,
     failover: dict[str, Any] | None = None,
-    databases: Iterable[str] = (),
+    tables: Iterable[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """An offset as Spark logs it. ``databases``: those of the captured tables, for an
-    offset without snapshot progress (which names the tables): a restarted query learns
-    from it which databases it captured, whose DROP DATABASE must stop it even when no
-    table of theirs matches any more."""
+    """An offset as Spark logs it. ``tables``: the captured (database, table)s, for an
+    offset without snapshot progress (which names them): a restarted query learns from it
+    which tables it captured, whose changes and DROP (or DROP DATABASE) must reach the sink
+    or stop it even when they no longer exist (DESIGN.md, "What an offset remembers of the
+    tables")."""
     out: dict[str, Any] = {"binlog": position.to_offset()}
     if identity is not None:
         out["server"] = identity.to_offset()
@@ -81,16 +93,28 @@ def make_offset(
         out["failover"] = failover  # {"from": <identity offset>, "gtids": <GTID set>}
     if snapshot is not None:
         out["snapshot"] = snapshot
-    elif databases:
-        out["databases"] = sorted(set(databases))
+    elif tables:
+        out["tables"] = [[db, t] for db, t in sorted(set(tables))]
     return out
 
 
-def offset_databases(offset: dict[str, Any]) -> set[str]:
-    """The databases of the tables an offset names: its snapshot progress's tables, or its
-    ``databases`` (offsets written before they were kept name none)."""
-    names = {t.partition(".")[0] for t in offset.get("snapshot") or {}}
-    return names | set(offset.get("databases") or ())
+def offset_tables(offset: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (database, table)s an offset names: its snapshot progress's, or its ``tables``
+    (offsets written before they were kept name none)."""
+    named = {_split(t) for t in offset.get("snapshot") or {}}
+    return named | {(db, t) for db, t in offset.get("tables") or ()}
+
+
+def offset_databases(offset: dict[str, Any], matches: TablePredicate | None = None) -> set[str]:
+    """The databases of the tables an offset names (those ``matches`` keeps; an offset
+    written before the tables were kept in it names only their ``databases``)."""
+    named = {db for db, t in offset_tables(offset) if matches is None or matches(db, t)}
+    return named | set(offset.get("databases") or ())
+
+
+def _split(qualified: str) -> tuple[str, str]:
+    database, _, table = qualified.partition(".")
+    return database, table
 
 
 def snapshot_running(offset: dict[str, Any]) -> bool:

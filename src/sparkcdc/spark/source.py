@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial, wraps
 from typing import Any, TypeVar
@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcError
-from sparkcdc.model.events import SchemaChange
+from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
@@ -63,6 +63,7 @@ from sparkcdc.spark.offsets import (
     BinlogRangePartition,
     ChunkPartition,
     binlog_shares,
+    captured_or,
     check_successor,
     distance,
     is_captured,
@@ -70,6 +71,7 @@ from sparkcdc.spark.offsets import (
     offset_databases,
     offset_identity,
     offset_position,
+    offset_tables,
     same_server,
     snapshot_running,
     spread,
@@ -180,6 +182,26 @@ def message_first(method: F) -> F:
     return run  # type: ignore[return-value]
 
 
+def _refuse_ddl_of(
+    changes: Iterable[RowChanges | SchemaChange], gone: frozenset[tuple[str, str]], table: str
+) -> Iterator[RowChanges | SchemaChange]:
+    """``changes`` of a typed stream, stopped at a DDL statement on a table it captured
+    before it stopped and no longer captures (``gone``): its typed changelog holds one
+    table's changes and has no row for it."""
+    for change in changes:
+        if isinstance(change, SchemaChange) and (change.database, change.table) in gone:
+            raise SourceError(
+                f"at {change.where} the statement {change.statement!r} changed "
+                f"{change.database}.{change.table}, which this query captured when it last "
+                "stopped and which has not existed since it started again (dropped or renamed "
+                f"meanwhile). The query now captures only {table}, whose typed changelog has "
+                "no room for another table's schema change (a DROP TABLE must reach the "
+                "sink). Set changelog.shape=envelope (the shape changelog.shape=auto gave the "
+                "query when it captured several tables) to go on from this checkpoint"
+            )
+        yield change
+
+
 class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: ignore[misc]
     def __init__(
         self,
@@ -237,9 +259,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
         return self._coordinator
 
-    def _databases(self) -> set[str]:
-        """The databases of the tables this query captures now."""
-        return {t.database for t in self.plan.tables}
+    def _tables(self) -> set[tuple[str, str]]:
+        """The (database, table)s this query captures now."""
+        return {(t.database, t.table) for t in self.plan.tables}
 
     def _remember(self, end: dict[str, Any]) -> None:
         """Keep the last offset Spark logged: the base of the next one (Spark 4.1 does not
@@ -260,8 +282,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 position = startup_position(self.options, self.settings)
                 if position.file in dict(view.files):
                     position = self._stamp(view, position)
-                databases = self._databases()
-                self._initial = make_offset(position, identity=view.identity, databases=databases)
+                self._initial = make_offset(position, identity=view.identity, tables=self._tables())
             self._checked.add(json.dumps(self._initial, sort_keys=True))
             log.info(
                 "mysql-cdc: a new query starts at %s (%s) on %s",
@@ -484,8 +505,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 failover = {"from": base.get("server"), "gtids": str(offset_position(base).gtids)}
         snapshot = base.get("snapshot")
         if snapshot is None:
-            databases = self._databases()
-            self._planned = make_offset(position, None, identity, failover, databases)
+            self._planned = make_offset(position, None, identity, failover, self._tables())
             return self._planned
         # typed: one fixed table; AvailableNow: the tables found when the run started
         if self.options.newly_added_table and not self.plan.typed and self._target is None:
@@ -551,7 +571,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             tables = ""
             if self._added:  # executors know the tables of the query's start only
                 tables = json.dumps([[t.database, t.table] for t in self.plan.tables])
-            vanished = sorted(offset_databases(start) - self._databases())
+            # what the start offset names and the query no longer captures, though its
+            # patterns still match it: dropped or renamed while the query was stopped (a
+            # table taken out of the patterns on purpose is not waited for)
+            matches = self.options.table_filter().matches
+            captured = self._tables()
+            gone = sorted(t for t in offset_tables(start) - captured if matches(*t))
+            vanished = sorted(offset_databases(start, matches) - {db for db, _ in captured})
             versions = self.table_versions(begin)
             shares = binlog_shares(
                 self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
@@ -568,6 +594,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     index,
                     shares,
                     json.dumps(vanished) if vanished else "",
+                    json.dumps(gone) if gone else "",
                 )
                 for index in range(shares)
             )
@@ -674,13 +701,16 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # the databases of the stream's tables: those it captures now, and those its start
         # offset names (a table whose database was dropped while the query was stopped is
         # in no plan)
-        databases = self._databases()
+        databases = {db for db, _ in self._tables()}
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
             includes = partial(is_captured, captured)
             databases = {db for db, _ in captured}
         if partition.vanished:
             databases |= set(json.loads(partition.vanished))
+        # tables the start offset names that no longer exist for the query: their DDL is
+        # delivered (a DROP TABLE made while it was stopped), their rows cannot be
+        gone = frozenset((db, t) for db, t in json.loads(partition.gone or "[]"))
         versions = (
             TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
         )
@@ -689,7 +719,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # the copies' statements would only restart it more often
         follow = self.options.online_schema_changes and not self.plan.typed
         refuse = self.options.ddl_row_changes == "fail"
-        ddl_filter = partial(with_shadows, includes) if follow else None
+        ddl_of: TablePredicate = partial(captured_or, includes, gone) if gone else includes
+        ddl_filter = partial(with_shadows, ddl_of) if follow else ddl_of
         changes: Any = read_range(
             self.settings,
             partition.server_id,
@@ -701,9 +732,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             ddl_filter=ddl_filter,
             # a DROP DATABASE of captured tables drops their rows with no row image
             stop_database=frozenset(databases).__contains__ if refuse else None,
+            stop_table=partial(is_captured, gone) if refuse and gone else None,
         )
         if refuse:
             changes = refuse_row_changing_ddl(changes)
+        if gone and self.plan.typed:
+            changes = _refuse_ddl_of(changes, gone, self.plan.tables[0].qualified_name)
         if not partition.filter_state:
             yield from self.plan.builder().batches(changes)
             return

@@ -312,3 +312,36 @@ def test_a_ddl_on_two_captured_tables_is_a_schema_change_of_each() -> None:
         ("shop", "orders"),
         ("shop", "orders_archive"),
     ]
+
+
+def test_rows_of_a_table_the_stream_no_longer_has_a_schema_for_stop_every_reader() -> None:
+    """A table the stream captured before it stopped, gone when it started again: its DDL
+    comes through the DDL filter, a row change of it stops the read (every reader of a
+    share, the one that would decode it or not); other tables' rows are not judged."""
+    full = row_image(FULL_ROW)
+    events = _positioned(
+        _query("ALTER TABLE orders ADD COLUMN extra INT"),
+        *_transaction((RowsKind.INSERT, full), (RowsKind.INSERT, full)),
+    )
+    end = BinlogPosition("mysql-bin.000001", struct.unpack_from("<I", events[-1], 13)[0])
+    nothing = lambda d, t: False  # noqa: E731
+    for index in range(2):
+        with pytest.raises(SourceError) as caught:
+            list(
+                changes_of_events(
+                    events,
+                    START,
+                    end,
+                    nothing,
+                    share=Share(index, 2),
+                    ddl_filter=orders,
+                    stop_table=orders,
+                )
+            )
+        assert "rows of shop.orders changed" in str(caught.value)
+        assert "ddl.row-changes=continue" in str(caught.value)
+    # without it (ddl.row-changes=continue) the DDL still comes, the rows do not
+    changes = list(changes_of_events(events, START, end, nothing, ddl_filter=orders))
+    assert [(type(c), c.table) for c in changes] == [(SchemaChange, "orders")]
+    # a gone table's name is no stop for a table that is captured
+    assert len(list(changes_of_events(events, START, end, orders, stop_table=nothing))) == 3

@@ -1381,3 +1381,21 @@ def test_a_column_kept_from_before_is_read_back_not_filled_by_its_nulls() -> Non
     add = SchemaChange("db", "t", "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 5", 100)
     plan = evolver.plan(state, [add], batch_id=1)
     assert fills(plan) == [("c", "c", "literal", False)]
+
+
+@pytest.mark.parametrize(("behavior", "calls"), [("evolve", [("drop_table", T)]), ("lenient", [])])
+def test_a_drop_of_a_table_this_run_no_longer_captures_reaches_its_sink_table(
+    behavior: str, calls: list[Call]
+) -> None:
+    """A table an earlier run wrote, dropped while the pipeline was stopped: this run's plan
+    has neither it nor its sink table (the table no longer exists), but the state saved by
+    the earlier run has both, and the DROP the stream brings is applied as if the pipeline
+    had run (a lenient pipeline keeps the rows); a later one finds nothing left to do."""
+    evolver, sink = make(behavior)
+    evolver.members = {}  # this run captures other tables only
+    plan = evolver.plan(start(), rows(DROP_TABLE))
+    assert sink.calls == calls
+    assert plan.state.sinks[T].dropped is (behavior == "evolve")
+    assert plan.state.schema(T) is None
+    again = evolver.plan(plan.state, [SchemaChange("db", "t", DROP_TABLE, 50)])
+    assert sink.calls == calls and again.state.sinks[T] == plan.state.sinks[T]

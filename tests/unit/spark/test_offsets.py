@@ -3,6 +3,8 @@ range, and how its snapshot chunks are cut into tasks. Table-driven, without Spa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sparkcdc.model.options import ServerIdRange
@@ -11,6 +13,7 @@ from sparkcdc.spark.offsets import (
     binlog_shares,
     make_offset,
     offset_databases,
+    offset_tables,
     spread,
     tasks_per_table,
 )
@@ -100,16 +103,23 @@ def test_chunk_tasks(
     assert [[c for run in table for c in run] for table in got] == chunks
 
 
-def test_an_offset_names_the_databases_of_the_tables_it_was_planned_for() -> None:
+def test_an_offset_names_the_tables_it_was_planned_for() -> None:
     """What a restarted query learns from its start offset about the tables it captured:
-    their databases (a DROP DATABASE of one stops it, even when no table matches now)."""
-    plain = make_offset(START, databases=["shop", "crm", "shop"])
-    assert plain["databases"] == ["crm", "shop"]
+    which they were (a DROP TABLE of one reaches the sink, a row change of one stops it,
+    a DROP DATABASE of theirs stops it, even when no table matches now)."""
+    plain = make_offset(START, tables=[("shop", "orders"), ("crm", "people"), ("shop", "orders")])
+    assert plain["tables"] == [["crm", "people"], ["shop", "orders"]]
+    assert offset_tables(plain) == {("crm", "people"), ("shop", "orders")}
     assert offset_databases(plain) == {"crm", "shop"}
-    # snapshot progress names the tables: the databases come from there
+    # the offset round-trips through Spark's JSON offset log
+    assert offset_tables(json.loads(json.dumps(plain))) == offset_tables(plain)
+    # snapshot progress names the tables: they come from there
     progress = {"shop.orders": {"next": 1, "prev": 0}, "hr.staff": {"next": 0, "prev": 0}}
-    snapshotting = make_offset(START, progress, databases=["shop"])
-    assert "databases" not in snapshotting
+    snapshotting = make_offset(START, progress, tables=[("shop", "orders")])
+    assert "tables" not in snapshotting
+    assert offset_tables(snapshotting) == {("shop", "orders"), ("hr", "staff")}
     assert offset_databases(snapshotting) == {"shop", "hr"}
-    # an offset written before databases were kept names none
+    # an offset of the version that kept only the databases; one of before names none
+    legacy = {"binlog": START.to_offset(), "databases": ["crm"]}
+    assert offset_tables(legacy) == set() and offset_databases(legacy) == {"crm"}
     assert offset_databases({"binlog": START.to_offset()}) == set()
