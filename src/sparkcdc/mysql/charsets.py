@@ -8,9 +8,13 @@ families at 2048+) and the MySQL 8 additions (``utf8mb4_0900_*`` 255..323,
 ``gb18030`` 248..250, ``utf8mb3_tolower_ci`` 76).
 
 MySQL's ``latin1`` is really Windows-1252 with the five bytes cp1252 leaves undefined
-mapped to the same code point; the ``mysql-latin1`` error handler does that. Character
-sets Python has no codec for (dec8, hp8, swe7, keybcs2, armscii8, geostd8) decode as
-ISO-8859-1, which keeps every byte.
+mapped to the same code point; the ``mysql-latin1`` error handler does that. The
+single-byte character sets Python has no codec for (dec8, hp8, swe7, keybcs2, armscii8,
+geostd8) decode by the server's own tables (``charmaps.py``, codecs ``mysql-<name>``), so a
+binlog value reads as a SELECT of it does.
+
+>>> bytes([0xA1, 0xB2]).decode(CHARSET_CODECS["armscii8"]), b"[]".decode(CHARSET_CODECS["swe7"])
+('❁Ա', 'ÄÅ')
 
 >>> codec_for_collation(45), codec_for_collation(8), codec_for_collation(63)
 ('utf-8', 'cp1252', None)
@@ -19,6 +23,9 @@ ISO-8859-1, which keeps every byte.
 from __future__ import annotations
 
 import codecs
+from typing import Any
+
+from sparkcdc.mysql.charmaps import TABLES as _SERVER_TABLES
 
 BINARY_COLLATION = 63
 """The ``binary`` pseudo character set: BINARY/VARBINARY/BLOB columns decode to bytes."""
@@ -299,13 +306,13 @@ _UCA1400_BLOCKS: tuple[tuple[range, str], ...] = (
 # MySQL character set name -> Python codec (None: bytes, no decoding)
 CHARSET_CODECS: dict[str, str | None] = {
     "big5": "big5",
-    "dec8": "latin-1",
+    "dec8": "mysql-dec8",
     "cp850": "cp850",
-    "hp8": "latin-1",
+    "hp8": "mysql-hp8",
     "koi8r": "koi8_r",
     "latin1": "cp1252",
     "latin2": "iso8859_2",
-    "swe7": "latin-1",
+    "swe7": "mysql-swe7",
     "ascii": "ascii",
     "ujis": "euc_jp",
     "sjis": "shift_jis",
@@ -318,11 +325,11 @@ CHARSET_CODECS: dict[str, str | None] = {
     "cp1250": "cp1250",
     "gbk": "gbk",
     "latin5": "iso8859_9",
-    "armscii8": "latin-1",
+    "armscii8": "mysql-armscii8",
     "utf8mb3": "utf-8",
     "ucs2": "utf-16-be",
     "cp866": "cp866",
-    "keybcs2": "latin-1",
+    "keybcs2": "mysql-keybcs2",
     "macce": "mac_latin2",
     "macroman": "mac_roman",
     "cp852": "cp852",
@@ -335,7 +342,7 @@ CHARSET_CODECS: dict[str, str | None] = {
     "cp1257": "cp1257",
     "utf32": "utf-32-be",
     "binary": None,
-    "geostd8": "latin-1",
+    "geostd8": "mysql-geostd8",
     "cp932": "cp932",
     "eucjpms": "euc_jp",
     "gb18030": "gb18030",
@@ -406,3 +413,24 @@ def _latin1_passthrough(error: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error(LATIN1_ERRORS, _latin1_passthrough)
+
+
+def _server_table_codec(name: str) -> codecs.CodecInfo | None:
+    """``mysql-<charset>``: a single-byte character set decoded by the server's table."""
+    if not name.startswith("mysql_"):  # codecs.lookup normalises '-' to '_'
+        return None
+    chars = _SERVER_TABLES.get(name.removeprefix("mysql_"))
+    if chars is None:
+        return None
+    encoding = codecs.charmap_build(chars)
+
+    def decode(data: Any, errors: str = "strict") -> tuple[str, int]:
+        return codecs.charmap_decode(data, errors, chars)
+
+    def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+        return codecs.charmap_encode(text, errors, encoding)
+
+    return codecs.CodecInfo(encode, decode, name=name.replace("_", "-"))
+
+
+codecs.register(_server_table_codec)
