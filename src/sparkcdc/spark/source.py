@@ -578,6 +578,17 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             captured = self._tables()
             gone = sorted(t for t in offset_tables(start) - captured if matches(*t))
             vanished = sorted(offset_databases(start, matches) - {db for db, _ in captured})
+            if gone and self.plan.typed and self.options.changelog_shape == "auto":
+                raise SourceError(
+                    f"this query last ran capturing {', '.join(f'{d}.{t}' for d, t in gone)} "
+                    "too, which no longer exist (dropped or renamed while it was stopped); it "
+                    f"now matches only {self.plan.tables[0].qualified_name}, and "
+                    "changelog.shape=auto would switch its frame from the envelope to that "
+                    "table's typed changelog under the same checkpoint, which has no room for "
+                    "the other tables' changes (a DROP TABLE must reach the sink). Set "
+                    "changelog.shape=envelope to go on from this checkpoint in the shape it was "
+                    "written in, or start the query with a new checkpoint"
+                )
             versions = self.table_versions(begin)
             shares = binlog_shares(
                 self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
