@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
@@ -96,3 +97,30 @@ def test_a_symbolic_link_is_refused(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(PrivateDirectoryError, match="symbolic link"):
         ensure_private_dir(tmp_path / "link", "a test")
+
+
+def test_a_running_pipelines_status_is_written_when_it_matters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At once when the run starts or stops running; a change at most every few seconds;
+    the same status again only as a heartbeat (not on every poll: a PUT each on S3)."""
+    from sparkcdc.pipeline import runner
+
+    clock = [1000.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    status = runner.StatusWriter(str(tmp_path / "checkpoint"))
+    path = tmp_path / "checkpoint" / STATUS_FILE
+
+    def at(seconds: float, **fields: object) -> bool:
+        clock[0] = 1000.0 + seconds
+        return status.write({"running": True, "updated": seconds, **fields})
+
+    assert at(0, last_batch=-1)  # the first
+    assert not at(0.5, last_batch=-1)  # only "updated" differs
+    assert not at(1, last_batch=0)  # a change, too soon
+    assert at(runner.STATUS_MIN_INTERVAL_S, last_batch=0)
+    assert json.loads(path.read_text())["last_batch"] == 0
+    assert not at(runner.STATUS_MIN_INTERVAL_S + 10, last_batch=0)
+    assert at(runner.STATUS_MIN_INTERVAL_S + runner.STATUS_HEARTBEAT_S, last_batch=0)
+    assert at(runner.STATUS_MIN_INTERVAL_S + runner.STATUS_HEARTBEAT_S + 0.1, running=False)
+    assert json.loads(path.read_text())["running"] is False
