@@ -597,6 +597,11 @@ def test_a_table_dropped_while_the_query_was_stopped_reaches_it_or_stops_it(
     sql.execute("INSERT INTO t VALUES (3, 3)")
     failure = runs.failure()
     assert "Set changelog.shape=envelope" in failure, failure
+    # asked for the typed shape: past w's rows (continue), its DROP has no place in it
+    opts.update({"changelog.shape": "typed", "ddl.row-changes": "continue"})
+    failure = runs.failure()
+    assert "DROP TABLE `w`" in failure and "typed changelog has" in failure, failure
+    del opts["ddl.row-changes"]
     # in the envelope: the query cannot deliver the change, it has no schema for w
     opts["changelog.shape"] = "envelope"
     failure = runs.failure()
