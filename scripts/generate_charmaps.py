@@ -40,15 +40,37 @@ def main() -> None:
     print("byte as the server converts it to utf8mb4, a byte it maps to no character reading as")
     print('"?", as a SELECT does. Do not edit by hand."""')
     print()
-    print("TABLES: dict[str, str] = {")
+    ascii_ = "".join(map(chr, range(128)))
+    print("# bytes 0x80-0xFF of each set")
+    print("HIGH: dict[str, str] = {")
     for charset, chars in tables.items():
         print(f"    {charset!r}: (")
-        for row in range(0, 256, 16):
+        for row in range(128, 256, 16):
             part = chars[row : row + 16].encode("unicode_escape").decode("ascii")
-            part = part.replace('"', '\\"')
-            print(f'        "{part}"')
+            print('        "' + part.replace('"', '\\"') + '"')
         print("    ),")
     print("}")
+    print("# bytes 0x00-0x7F that are not ASCII")
+    print("LOW: dict[str, dict[int, str]] = {")
+    for charset, chars in tables.items():
+        changed = {b: chars[b] for b in range(128) if chars[b] != ascii_[b]}
+        if changed:
+            print(f"    {charset!r}: {{")
+            for b, c in changed.items():
+                print(f"        0x{b:02X}: {c!r},")
+            print("    },")
+    print("}")
+    print()
+    print()
+    print("def _table(charset: str, high: str) -> str:")
+    print("    low = LOW.get(charset, {})")
+    print('    return "".join(low.get(b, chr(b)) for b in range(128)) + high')
+    print()
+    print()
+    print("TABLES: dict[str, str] = {")
+    print("    charset: _table(charset, high) for charset, high in HIGH.items()")
+    print("}")
+    print('"""Each set\'s 256 characters, by byte."""')
 
 
 if __name__ == "__main__":
