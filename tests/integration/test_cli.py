@@ -187,6 +187,23 @@ def test_a_filter_spark_cannot_resolve_is_one_line_not_a_stack(pipeline: Path) -
     assert "org.apache.spark.sql.AnalysisException" not in result.stderr, result.stderr[-3000:]
 
 
+def test_validate_types_the_transforms_with_the_files_spark_settings(pipeline: Path) -> None:
+    """``id + '1'`` is BIGINT under ANSI mode (Spark 4's default) and DOUBLE without it: the
+    file turns it off, so run creates a DOUBLE column, and validate must show the same.
+    Before, validate's session ignored the file's spark.conf."""
+    text = pipeline.read_text().replace(
+        "pipeline:\n", 'pipeline:\n  spark.conf:\n    spark.sql.ansi.enabled: "false"\n'
+    )
+    pipeline.write_text(text)
+    add_to(
+        pipeline,
+        f"transform:\n  - source-table: {DATABASE}.t\n    projection: \"*, id + '1' AS w\"\n",
+    )
+    checked = sparkcdc("validate", str(pipeline))
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert "w DOUBLE" in checked.stdout, checked.stdout
+
+
 def test_an_unmatched_route_is_a_warning_in_validate_and_run(pipeline: Path) -> None:
     add_to(pipeline, f"route:\n  - source-table: {DATABASE}.tt\n    sink-table: x.y\n")
     checked = sparkcdc("validate", str(pipeline))

@@ -60,7 +60,10 @@ def validate(file: str) -> int:
     for location in [*dict.fromkeys(locations), *([delta_path] if delta_path else [])]:
         open_location(location, hadoop).probe()  # ConfigError (exit 2) as run would fail
         print(f"  location {redacted_uri(location)}: written, read and deleted a file")
-    spark = spark_session("sparkcdc-validate", "local[1]")
+    # the file's Spark settings (ANSI mode, the session time zone) type the transforms as in
+    # run; its master is run's business: the plan is made here, on one local core
+    conf = {k: v for k, v in config.pipeline.session_conf().items() if k != "spark.master"}
+    spark = spark_session("sparkcdc-validate", "local[1]", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     plan = plan_pipeline(config, capture.tables, spark)
     for table in plan.sink_tables:
