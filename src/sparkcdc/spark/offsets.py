@@ -98,23 +98,37 @@ def make_offset(
     return out
 
 
-def offset_tables(offset: dict[str, Any]) -> set[tuple[str, str]]:
-    """The (database, table)s an offset names: its snapshot progress's, or its ``tables``
-    (offsets written before they were kept name none)."""
-    named = {_split(t) for t in offset.get("snapshot") or {}}
-    return named | {(db, t) for db, t in offset.get("tables") or ()}
+def offset_tables(
+    offset: dict[str, Any], matches: TablePredicate | None = None
+) -> set[tuple[str, str]]:
+    """The (database, table)s an offset names (those ``matches`` keeps): its snapshot
+    progress's, or its ``tables`` (offsets written before they were kept name none).
+
+    Snapshot progress keys are ``database.table``, and either name may hold a dot: a key
+    stands for each way of splitting it that ``matches`` keeps."""
+    keep = matches or _any_table
+    named = {pair for key in offset.get("snapshot") or {} for pair in _splits(key) if keep(*pair)}
+    return named | {(db, t) for db, t in offset.get("tables") or () if keep(db, t)}
 
 
 def offset_databases(offset: dict[str, Any], matches: TablePredicate | None = None) -> set[str]:
     """The databases of the tables an offset names (those ``matches`` keeps; an offset
     written before the tables were kept in it names only their ``databases``)."""
-    named = {db for db, t in offset_tables(offset) if matches is None or matches(db, t)}
+    named = {db for db, _ in offset_tables(offset, matches)}
     return named | set(offset.get("databases") or ())
 
 
-def _split(qualified: str) -> tuple[str, str]:
-    database, _, table = qualified.partition(".")
-    return database, table
+def _splits(qualified: str) -> list[tuple[str, str]]:
+    """Every (database, table) whose ``database.table`` is ``qualified``.
+
+    >>> _splits("a.b.t")
+    [('a', 'b.t'), ('a.b', 't')]
+    """
+    return [(qualified[:i], qualified[i + 1 :]) for i, c in enumerate(qualified) if c == "."]
+
+
+def _any_table(database: str, table: str) -> bool:
+    return True
 
 
 def snapshot_running(offset: dict[str, Any]) -> bool:

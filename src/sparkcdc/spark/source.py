@@ -576,7 +576,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             # table taken out of the patterns on purpose is not waited for)
             matches = self.options.table_filter().matches
             captured = self._tables()
-            gone = sorted(t for t in offset_tables(start) - captured if matches(*t))
+            gone = sorted(offset_tables(start, matches) - captured)
             vanished = sorted(offset_databases(start, matches) - {db for db, _ in captured})
             if gone and self.plan.typed and self.options.changelog_shape == "auto":
                 raise SourceError(
