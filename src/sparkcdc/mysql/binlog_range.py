@@ -33,7 +33,12 @@ from sparkcdc.mysql.events import (
 )
 from sparkcdc.mysql.replication import BinlogClient
 from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
-from sparkcdc.mysql.tablemeta import TableVersions, complete_columns, is_incomplete
+from sparkcdc.mysql.tablemeta import (
+    TableVersions,
+    complete_columns,
+    is_incomplete,
+    missing_metadata,
+)
 
 __all__ = ["Share", "changes_of_events", "read_range", "refuse_row_changing_ddl"]
 
@@ -251,21 +256,21 @@ class _ColumnMetadata:
             return
         key = (event.database, event.table)
         changed = self.unknown_since.get(key)
+        lacks = missing_metadata(event.columns)
         if changed is not None:
             raise SchemaChangedError(
                 f"table {event.database}.{event.table} changed at binlog position {changed} "
-                "and the binlog does not carry column metadata (binlog_row_metadata is not "
-                "FULL): its rows from there on decode only with its new schema. Restart the "
-                "query (same checkpoint; sparkcdc run restarts it by itself) so it reads the "
-                "new schema"
+                f"and its TABLE_MAP there carries {lacks}: its rows from there on decode only "
+                "with its new schema. Restart the query (same checkpoint; sparkcdc run "
+                "restarts it by itself) so it reads the new schema"
             )
         schema = None if self.versions is None else self.versions.at(key[0], key[1], here.seq())
         if schema is None:
             raise SourceError(
-                f"the binlog at {here} carries no column metadata for {key[0]}.{key[1]} "
-                "(binlog_row_metadata is not FULL) and the stream holds no schema for that "
-                "position: was binlog_row_metadata changed while the query ran? Restart the "
-                "query (it then reads the schema), or SET GLOBAL binlog_row_metadata='FULL'"
+                f"the binlog at {here} carries {lacks} for {key[0]}.{key[1]}, and the "
+                "stream holds no schema for that position to decode its rows with: was "
+                "binlog_row_metadata changed while the query ran? Restart the query (it then "
+                "reads the schema), or SET GLOBAL binlog_row_metadata='FULL'"
             )
         where = str(here)
         self.decoder.complete_table(

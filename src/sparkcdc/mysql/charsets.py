@@ -25,6 +25,7 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
+from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql.charmaps import TABLES as _SERVER_TABLES
 
 BINARY_COLLATION = 63
@@ -384,15 +385,33 @@ def collation_for_charset(charset: str) -> int | None:
 def codec_for_collation(collation_id: int) -> str | None:
     """The Python codec for a collation id; None means binary (keep bytes).
 
-    Unknown ids decode as UTF-8, the server default of every supported version.
+    An id this table does not know (a collation added to the server after this table was
+    made, or one compiled in by hand) raises: its text cannot be decoded without guessing.
+    The binlog reader completes such columns from the table's schema first
+    (``tablemeta.complete_columns``), so the stream only meets this error without one.
 
     >>> codec_for_collation(33)
     'utf-8'
     """
     name = charset_for_collation(collation_id)
     if name is None:
-        return "utf-8"
+        raise ProtocolError(
+            f"the binlog names collation id {collation_id} for a text column, and sparkcdc "
+            "does not know that collation's character set, so it cannot decode the text "
+            "without guessing. Read the table with its schema (the streaming source does), "
+            "or report the collation (SELECT * FROM information_schema.COLLATIONS WHERE "
+            f"ID = {collation_id})"
+        )
     return CHARSET_CODECS[name]
+
+
+def is_known_collation(collation_id: int) -> bool:
+    """True when :func:`codec_for_collation` can decode text of ``collation_id``.
+
+    >>> is_known_collation(8), is_known_collation(4000)
+    (True, False)
+    """
+    return charset_for_collation(collation_id) is not None
 
 
 def errors_for_codec(codec: str) -> str:

@@ -10,7 +10,7 @@ import struct
 from enum import IntEnum
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.charsets import codec_for_collation
+from sparkcdc.mysql.charsets import codec_for_collation, is_known_collation
 from sparkcdc.mysql.constants import (
     CHARACTER_TYPES,
     NUMERIC_TYPES,
@@ -236,6 +236,8 @@ def parse_table_map_body(
         cols = [i for i, r in enumerate(real_types) if r == real]
         for i, labels in zip(cols, lists, strict=False):
             collation = charsets[i]
+            if collation is not None and not is_known_collation(collation):
+                continue  # the labels come from the schema (tablemeta.complete_columns)
             codec = codec_for_collation(collation) if collation is not None else "utf-8"
             target[i] = tuple(label.decode(codec or "utf-8", "replace") for label in labels)
 

@@ -38,7 +38,12 @@ from sparkcdc.model.schema import (
     schema_from_json,
     schema_to_json,
 )
-from sparkcdc.mysql.charsets import BINARY_COLLATION, charset_for_collation, collation_for_charset
+from sparkcdc.mysql.charsets import (
+    BINARY_COLLATION,
+    charset_for_collation,
+    collation_for_charset,
+    is_known_collation,
+)
 from sparkcdc.mysql.constants import CHARACTER_TYPES, NUMERIC_TYPES, ColumnType
 from sparkcdc.mysql.events import ColumnInfo
 
@@ -190,8 +195,8 @@ def complete_columns(
         if info.type in NUMERIC_TYPES and info.unsigned and not unsigned:
             raise _disagree(where, schema, f"column {column.name!r} is unsigned in the binlog only")
         charset = info.charset
-        if info.type in _CHARACTER and charset is None:
-            charset = collation_for_charset(column.charset) if column.charset else BINARY_COLLATION
+        if info.type in _CHARACTER and (charset is None or _unknown_collation(info)):
+            charset = _schema_collation(info, column, schema, where)
         elif info.type in _CHARACTER and column.charset is not None:
             logged = charset_for_collation(charset) if charset is not None else None
             if logged is not None and logged != column.charset and charset != BINARY_COLLATION:
@@ -216,19 +221,73 @@ def complete_columns(
     return tuple(out)
 
 
+def _schema_collation(
+    info: ColumnInfo, column: Column, schema: TableSchema, where: str
+) -> int | None:
+    """A collation id of ``column``'s character set as the schema names it, for a text
+    column the TABLE_MAP leaves without one (or with one sparkcdc does not know).
+
+    Raises SourceError when the schema's character set is not one sparkcdc can decode:
+    the text would otherwise be decoded by a guess.
+    """
+    if not column.charset:
+        if info.charset is None:
+            return BINARY_COLLATION  # no charset in the schema: a binary string
+        named = "no character set"
+    else:
+        collation = collation_for_charset(column.charset)
+        if collation is not None:
+            return collation
+        named = f"character set {column.charset}"
+    logged = "" if info.charset is None else f" (the binlog names collation id {info.charset})"
+    raise SourceError(
+        f"column {column.name!r} of {schema.qualified_name} has {named} in the schema{logged} "
+        f"at binlog position {where}, and sparkcdc has no decoder for it, so its text cannot "
+        "be read without guessing. Convert the column to a character set sparkcdc reads "
+        "(utf8mb4, latin1 and the other server character sets), or leave the table out of "
+        "the capture"
+    )
+
+
 def _disagree(where: str, schema: TableSchema, what: str) -> SourceError:
     return SourceError(
         f"the rows of {schema.qualified_name} at binlog position {where} do not match the "
-        f"schema sparkcdc holds for that position ({what}). The binlog does not carry the "
-        "table's column metadata (binlog_row_metadata is not FULL), so rows are decoded with "
-        "the schema history, and this one does not describe them: a schema change the stream "
-        f"has not seen. Restart the query; if this repeats, {_FIX} and take a new snapshot"
+        f"schema sparkcdc holds for that position ({what}). The binlog leaves out what "
+        "decoding the rows needs (column metadata: binlog_row_metadata is not FULL; or a "
+        "collation sparkcdc does not know), so rows are decoded with the schema history, and "
+        "this one does not describe them: a schema change the stream has not seen. Restart "
+        f"the query; if this repeats, {_FIX} and take a new snapshot"
     )
 
 
 def is_incomplete(columns: Iterable[ColumnInfo]) -> bool:
-    """True when a TABLE_MAP lacks column names (``binlog_row_metadata`` is not FULL)."""
-    return any(c.name is None for c in columns)
+    """True when a TABLE_MAP lacks what decoding its rows needs: column names
+    (``binlog_row_metadata`` is not FULL), or the character set of a text column whose
+    collation id sparkcdc does not know. The schema supplies both (:func:`complete_columns`).
+    """
+    return any(c.name is None or _unknown_collation(c) for c in columns)
+
+
+def missing_metadata(columns: Iterable[ColumnInfo]) -> str:
+    """What an incomplete TABLE_MAP lacks, in words, for an error message.
+
+    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> missing_metadata((ColumnInfo("n", ColumnType.VARCHAR, 80, True, False, 4000, None, None),))
+    'a text column with collation id 4000, which sparkcdc does not know'
+    """
+    if any(c.name is None for c in columns):
+        return "no column metadata (binlog_row_metadata is not FULL)"
+    unknown = sorted({c.charset for c in columns if _unknown_collation(c) and c.charset})
+    ids = ", ".join(map(str, unknown))
+    return f"a text column with collation id {ids}, which sparkcdc does not know"
+
+
+def _unknown_collation(info: ColumnInfo) -> bool:
+    return (
+        info.type in _CHARACTER
+        and info.charset is not None
+        and not is_known_collation(info.charset)
+    )
 
 
 @dataclass(frozen=True)
@@ -279,5 +338,6 @@ __all__ = [
     "image_columns",
     "is_incomplete",
     "labels",
+    "missing_metadata",
     "same_storage",
 ]

@@ -15,6 +15,7 @@ from tests.unit.mysql.test_decoder import (
     FULL_VALUES,
     NULL_ROW,
     NULL_VALUES,
+    lenenc,
     row_image,
     rows_body,
     table_map_body,
@@ -345,3 +346,68 @@ def test_rows_of_a_table_the_stream_no_longer_has_a_schema_for_stop_every_reader
     assert [(type(c), c.table) for c in changes] == [(SchemaChange, "orders")]
     # a gone table's name is no stop for a table that is captured
     assert len(list(changes_of_events(events, START, end, orders, stop_table=nothing))) == 3
+
+
+UNKNOWN_COLLATION = 4000  # no server's collation table has it (MariaDB's uca1400 ends at 3071)
+
+
+def _unknown_collation_table_map() -> bytes:
+    """The orders TABLE_MAP with FULL metadata, but its text columns (and ENUM / SET labels)
+    in a collation sparkcdc does not know; ``data`` stays binary."""
+    body = table_map_body()
+    known = b"\x02\x03" + lenenc(45) + lenenc(1) + lenenc(63)  # DEFAULT_CHARSET: utf8mb4
+    unknown = lenenc(UNKNOWN_COLLATION) + lenenc(1) + lenenc(63)
+    labels_known = b"\x0a\x01" + lenenc(45)  # ENUM_AND_SET_DEFAULT_CHARSET
+    labels_unknown = lenenc(UNKNOWN_COLLATION)
+    assert body.count(known) == 1 and body.count(labels_known) == 1
+    body = body.replace(known, b"\x02" + lenenc(len(unknown)) + unknown)
+    return body.replace(labels_known, b"\x0a" + lenenc(len(labels_unknown)) + labels_unknown)
+
+
+def _with_charset(schema: TableSchema, charset: str) -> TableSchema:
+    columns = tuple(
+        Column.from_mysql(c.name, c.data_type, c.column_type, c.nullable, charset=charset)
+        if c.charset
+        else c
+        for c in schema.columns
+    )
+    return TableSchema(schema.database, schema.table, columns, schema.primary_key)
+
+
+def test_text_of_an_unknown_collation_decodes_by_the_schemas_character_set() -> None:
+    """A collation id sparkcdc does not know (a newer server's, or one compiled in by hand)
+    used to decode as UTF-8, a guess. The text now decodes by the character set the schema
+    names for the column; without a schema, or with a character set sparkcdc cannot decode,
+    the read stops and says which column and what to do."""
+    events = [mysql8_fde(), *_split(transaction_events(_unknown_collation_table_map()))]
+    rows = [
+        c.rows
+        for c in read(events, orders, TableVersions.of([ORDERS]))
+        if isinstance(c, RowChanges)
+    ]
+    assert rows == [[(None, FULL_VALUES)], [(FULL_VALUES, NULL_VALUES)], [(NULL_VALUES, None)]]
+
+    # the schema's character set is the one used: UTF-8 bytes read as MySQL latin1
+    latin1 = _with_charset(ORDERS, "latin1")
+    first = next(c for c in read(events, orders, TableVersions.of([latin1])))
+    assert isinstance(first, RowChanges)
+    name = FULL_VALUES[2].encode("utf-8").decode("cp1252", "mysql-latin1")  # type: ignore[union-attr]
+    assert first.rows[0][1][2] == name  # type: ignore[index]
+
+    with pytest.raises(SourceError, match=f"collation id {UNKNOWN_COLLATION}"):
+        read(events, orders)
+    unreadable = _with_charset(ORDERS, "klingon8")
+    with pytest.raises(SourceError, match="character set klingon8 in the schema") as caught:
+        read(events, orders, TableVersions.of([unreadable]))
+    assert "'name' of shop.orders" in str(caught.value)
+
+
+def test_a_decoder_without_a_schema_refuses_text_of_an_unknown_collation() -> None:
+    from sparkcdc.mysql.decoder import BinlogDecoder
+
+    decoder = BinlogDecoder(table_filter=orders)
+    table_map, insert, *_ = _split(transaction_events(_unknown_collation_table_map()))
+    decoder.decode(mysql8_fde())
+    decoder.decode(table_map)
+    with pytest.raises(ProtocolError, match=f"collation id {UNKNOWN_COLLATION}"):
+        decoder.decode(insert)
