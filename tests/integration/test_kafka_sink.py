@@ -461,7 +461,8 @@ def _plan(frame: Any) -> str:
 
 def test_messages_are_built_per_partition(spark: Any) -> None:
     """Snapshot inserts go out from their own partitions (no shuffle, no window); changes
-    are paired by a window per key, not one task per table."""
+    are paired by a window per key, not one task per table, in the one shuffle that also
+    gives every key's messages to one task (by key, not by table)."""
     table = orders_table()
     inserts = change_frame(spark, SNAPSHOT)
     messages = kafka_messages(inserts, table, kafka_options(), inserts=True)
@@ -471,7 +472,9 @@ def test_messages_are_built_per_partition(spark: Any) -> None:
     assert messages.rdd.getNumPartitions() == inserts.rdd.getNumPartitions() == 3
 
     paired = _plan(kafka_messages(change_frame(spark, CHANGES), table, kafka_options()))
-    assert "hashpartitioning(db#" in paired and ", pk#" in paired, paired
+    assert paired.count("Exchange") == 2, paired  # change_frame's own, and by key
+    assert "hashpartitioning(pk#" in paired, paired
+    assert "Window" in paired
 
 
 # -- Flink CDC's option names and Flink's JSON spellings ---------------------------------
