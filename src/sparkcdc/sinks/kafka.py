@@ -595,9 +595,15 @@ class JsonEncoding:
             return _json_string(timestamp_text(value, zoned=zoned, iso=iso))
         if spark_type == "DATE" and self.schemas:  # io.debezium.time.Date: epoch days
             return F.unix_date(value).cast("string")
+        if spark_type in _PLAIN_TEXT_TYPES:  # as to_json writes them, without its cost
+            return value.cast("string")
         # the rest as Spark writes JSON (strings escaped, binary as base64): "[v]" unwrapped
         wrapped = F.to_json(F.array(value))
         return F.when(value.isNotNull(), wrapped.substr(F.lit(2), F.length(wrapped) - 2))
+
+
+# Spark types whose text (CAST AS STRING) is their JSON text
+_PLAIN_TEXT_TYPES = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT"})
 
 
 def timestamp_text(value: Column, *, zoned: bool, iso: bool) -> Column:
