@@ -581,3 +581,36 @@ def test_values_are_spelled_as_flink_writes_them_whatever_the_session_zone(spark
         assert expected in sql
     assert '"ts":"2024-05-01T12:00:00.5Z","at":"1000-01-01T00:00:00.12"' in iso
     assert '"at":"2038-01-19 03:14:07"}]' in canal and '"old"' not in canal  # nulls left out
+
+
+def test_integers_and_booleans_are_spelled_as_json_writes_them(spark: Any) -> None:
+    """Integers and booleans are written by their text (no JSON generator per value): the
+    image is the JSON Spark's own to_json writes, extremes and NULLs included, and a NULL
+    is left out under ignore-null-fields."""
+    types = [("b", "BOOLEAN"), ("t", "TINYINT"), ("s", "SMALLINT"), ("i", "INT"), ("l", "BIGINT")]
+    schema = "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRING, " + (
+        ", ".join(f"{n} {t}" for n, t in types)
+    )
+    rows = [
+        ("+I", None, 1, "db", "t", True, -128, -32768, -(2**31), -(2**63)),
+        ("+I", None, 2, "db", "t", False, 127, 32767, 2**31 - 1, 2**63 - 1),
+        ("+I", None, 3, "db", "t", None, None, None, None, 0),
+    ]
+    table = SinkTable("db.t", tuple(SinkColumn(n, t, True) for n, t in types), ("l",), ())
+    frame = spark.createDataFrame(rows, schema)
+    expected = {
+        r["l"]: json.loads(r["j"])
+        for r in frame.selectExpr(
+            "l", f"to_json(struct({', '.join(n for n, _ in types)})) AS j"
+        ).collect()
+    }
+
+    def images(**options: Any) -> dict[int, dict[str, Any]]:
+        messages = kafka_messages(frame, table, kafka_options(**options), inserts=True)
+        after = [json.loads(m["value"])["after"] for m in messages.collect()]
+        return {a["l"]: a for a in after}
+
+    assert images(**{"value.format": "debezium-json"}) == {
+        key: {n: image.get(n) for n, _ in types} for key, image in expected.items()
+    }
+    assert images(**{"debezium-json.encode.ignore-null-fields": True}) == expected
