@@ -256,18 +256,18 @@ class _ColumnMetadata:
             return
         key = (event.database, event.table)
         changed = self.unknown_since.get(key)
-        lacks = missing_metadata(event.columns)
         if changed is not None:
             raise SchemaChangedError(
                 f"table {event.database}.{event.table} changed at binlog position {changed} "
-                f"and its TABLE_MAP there carries {lacks}: its rows from there on decode only "
-                "with its new schema. Restart the query (same checkpoint; sparkcdc run "
-                "restarts it by itself) so it reads the new schema"
+                f"and its TABLE_MAP there carries {missing_metadata(event.columns)}: its rows "
+                "from there on decode only with its new schema. Restart the query (same "
+                "checkpoint; sparkcdc run restarts it by itself) so it reads the new schema"
             )
         schema = None if self.versions is None else self.versions.at(key[0], key[1], here.seq())
         if schema is None:
             raise SourceError(
-                f"the binlog at {here} carries {lacks} for {key[0]}.{key[1]}, and the "
+                f"the binlog at {here} carries {missing_metadata(event.columns)} for "
+                f"{key[0]}.{key[1]}, and the "
                 "stream holds no schema for that position to decode its rows with: was "
                 "binlog_row_metadata changed while the query ran? Restart the query (it then "
                 "reads the schema), or SET GLOBAL binlog_row_metadata='FULL'"

@@ -277,8 +277,8 @@ def missing_metadata(columns: Iterable[ColumnInfo]) -> str:
     """
     if any(c.name is None for c in columns):
         return "no column metadata (binlog_row_metadata is not FULL)"
-    unknown = sorted({c.charset for c in columns if _unknown_collation(c) and c.charset})
-    ids = ", ".join(map(str, unknown))
+    unknown = {c.charset for c in columns if _unknown_collation(c)}
+    ids = ", ".join(str(i) for i in sorted(i for i in unknown if i is not None))
     return f"a text column with collation id {ids}, which sparkcdc does not know"
 
 

@@ -411,3 +411,17 @@ def test_a_decoder_without_a_schema_refuses_text_of_an_unknown_collation() -> No
     decoder.decode(table_map)
     with pytest.raises(ProtocolError, match=f"collation id {UNKNOWN_COLLATION}"):
         decoder.decode(insert)
+
+
+def test_the_message_names_every_unknown_collation_id_zero_included() -> None:
+    from sparkcdc.mysql.constants import ColumnType
+    from sparkcdc.mysql.events import ColumnInfo
+    from sparkcdc.mysql.tablemeta import missing_metadata
+
+    columns = tuple(
+        ColumnInfo(f"c{i}", ColumnType.VARCHAR, 80, True, False, collation, None, None)
+        for i, collation in enumerate((UNKNOWN_COLLATION, 0, 45))
+    )
+    assert missing_metadata(columns) == (
+        f"a text column with collation id 0, {UNKNOWN_COLLATION}, which sparkcdc does not know"
+    )
