@@ -52,11 +52,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from snapshot import DATABASE, FILL, RssSampler, jdbc_frame, load
+from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.runner import committed_offset
-from sparkcdc.spark.session import spark_session
+from sparkcdc.spark.session import has_iceberg_runtime, spark_session
 from sparkcdc.testing.devkafka import DevKafka
 from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
@@ -190,15 +190,39 @@ def command_env() -> dict[str, str]:
     return {**os.environ, "BENCH_PASSWORD": DEV_PASSWORD}
 
 
-def sparkcdc(args: list[str], log: Path) -> float:
+def sparkcdc(args: list[str], log: Path, python: str = sys.executable) -> float:
     """Wall seconds of ``sparkcdc <args>`` run to its end."""
-    return command([sys.executable, "-m", "sparkcdc.cli.main", *args], log)
+    return command([python, "-m", "sparkcdc.cli.main", *args], log)
 
 
-def jdbc_copy(target: str, into: str, rows: int, log: Path) -> float:
+def jdbc_copy(target: str, into: str, rows: int, log: Path, python: str = sys.executable) -> float:
     """Wall seconds of the plain copy in a fresh process: this file with ``--jdbc-copy-into``."""
     argv = ["--jdbc-copy-into", into, "--target", target, "--rows", str(rows)]
-    return command([sys.executable, __file__, *argv], log)
+    return command([python, __file__, *argv], log)
+
+
+def iceberg_python() -> str:
+    """An interpreter whose Spark line has Iceberg's runtime: this one, or PySpark 4.1's
+    environment (scripts/setup_spark41.sh) where this line has none (README, "Spark lines")."""
+    if has_iceberg_runtime():
+        return sys.executable
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup_spark41.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def iceberg_count(warehouse: Path) -> int:
+    """Rows of the bench's table in a hadoop-catalog warehouse, counted by pyiceberg (this
+    process's Spark line may have no Iceberg runtime)."""
+    from pyiceberg.table import StaticTable
+
+    folder = warehouse / DATABASE / TABLE / "metadata"
+    version = (folder / "version-hint.text").read_text().strip()
+    return StaticTable.from_metadata(str(folder / f"v{version}.metadata.json")).scan().count()
 
 
 def command(argv: list[str], log: Path) -> float:
@@ -473,8 +497,11 @@ def snapshots(
             f"  catalog.properties.warehouse: {work / 'warehouse'}",
             "6320-6329",
         )
-        seconds["iceberg"] = sparkcdc(["run", str(iceberg), "--available-now"], log)
-        seconds["iceberg_jdbc"] = jdbc_copy(str(work / "jdbc-iceberg"), "iceberg", args.rows, log)
+        python = iceberg_python()
+        seconds["iceberg"] = sparkcdc(["run", str(iceberg), "--available-now"], log, python)
+        seconds["iceberg_jdbc"] = jdbc_copy(
+            str(work / "jdbc-iceberg"), "iceberg", args.rows, log, python
+        )
     print("snapshot: " + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()), file=sys.stderr)
     return delta, seconds
 
@@ -529,8 +556,7 @@ def main() -> None:
             spark.sparkContext.setLogLevel("ERROR")
             check_count("the Delta table after the snapshot", _count(spark, lake_table), args.rows)
             if not args.skip_iceberg:
-                iceberg_table = str(work / "warehouse" / DATABASE / TABLE)
-                counted = spark.read.format("iceberg").load(iceberg_table).count()
+                counted = iceberg_count(work / "warehouse")
                 check_count("the Iceberg table after the snapshot", counted, args.rows)
             plain_table = str(work / "plain-merge")
             shutil.copytree(lake_table, plain_table)

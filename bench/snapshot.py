@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.spark.session import spark_session
+from sparkcdc.spark.session import connector_jars, spark_session
 from sparkcdc.testing.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,7 +320,7 @@ def main() -> None:
     subprocess.run(
         ["bash", str(ROOT / "scripts" / "fetch_jars.sh")], check=True, stdout=subprocess.DEVNULL
     )
-    jars = [str(p) for p in (ROOT / "jars" / "lib").glob("*.jar")]
+    jars = connector_jars()
 
     server = DevServer.from_env()
     server.start()

@@ -29,9 +29,14 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 
 echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
-"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+# pyproject.toml allows both Spark lines; the main environment is on the default, 4.2, even
+# where an older pyspark is installed already (README, "Spark lines")
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' \
+  'pyspark>=4.2,<4.3'
 echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null
+echo "setup: PySpark 4.1 beside the default line, for the Iceberg sink's tests (scripts/setup_spark41.sh)"
+bash scripts/setup_spark41.sh >/dev/null
 echo "setup: fetching the Kafka broker jars for the tests' private Kafka (jars/kafka-broker/pom.xml)"
 bash scripts/fetch_kafka.sh >/dev/null
 echo "setup: fetching Flink SQL for the tests that read the Kafka topics with Flink (jars/flink/pom.xml)"

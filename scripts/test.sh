@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything (scripts/setup.sh), checks lint, format and types (seconds; any failure
-# stops here), starts the private MariaDB, and runs the tests.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k decoder`.
+# stops here), starts the private MariaDB, and runs the tests: all of them on the default
+# Spark line (4.2), then those marked `iceberg` (skipped there) under PySpark 4.1, the line
+# Iceberg's Spark runtime loads on (scripts/setup_spark41.sh). Fails if either run fails.
+# Extra arguments go to both pytest runs, e.g. `bash scripts/test.sh -k decoder`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -10,4 +12,13 @@ bash scripts/setup.sh
 "$PYTHON" -m ruff format --check src tests bench
 "$PYTHON" -m mypy --strict src
 "$PYTHON" -m sparkcdc.testing.devserver start
-exec "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"
+status=0
+"$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@" || status=$?
+echo "test: the Iceberg tests on the Spark 4.1 line"
+SPARK41_PYTHON="$(bash scripts/setup_spark41.sh | tail -1)"
+"$SPARK41_PYTHON" -m pytest -q -p no:cacheprovider --durations=10 -m iceberg "$@" || {
+  rc=$?
+  # 5: nothing selected (e.g. a -k that names no Iceberg test)
+  [ "$rc" -eq 5 ] || status=$rc
+}
+exit "$status"

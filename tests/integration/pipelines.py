@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
 from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
@@ -29,6 +30,14 @@ CREATE TABLE {name} (
   placed DATETIME(3)
 )
 """
+
+
+def sink_params(names: Any) -> list[Any]:
+    """Sink kinds as parameters, the Iceberg ones marked ``iceberg`` (they run on the Spark
+    line that has Iceberg's runtime: scripts/test.sh runs them under PySpark 4.1)."""
+    return [
+        pytest.param(n, marks=pytest.mark.iceberg) if n.startswith("iceberg") else n for n in names
+    ]
 
 
 def source_block(server: DevServer, tables: str, server_ids: str, **options: object) -> str:

@@ -165,6 +165,7 @@ def test_jdbc_postgresql_added_columns_hold_the_sources_values(
     assert normalized(pg_table(pg, schema, "ev"), expected[0]) == expected
 
 
+@pytest.mark.iceberg
 def test_iceberg_added_columns_hold_the_sources_values(
     spark: Any, server: DevServer, source: Any, tmp_path: Path
 ) -> None:

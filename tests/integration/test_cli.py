@@ -36,9 +36,11 @@ pipeline:
 """
 
 
-def sparkcdc(*args: str, password: str | None = DEV_PASSWORD) -> subprocess.CompletedProcess[str]:
+def sparkcdc(
+    *args: str, password: str | None = DEV_PASSWORD, **variables: str
+) -> subprocess.CompletedProcess[str]:
     """The CLI in a process of its own; ``password=None``: the variable is not set."""
-    env = {k: v for k, v in os.environ.items() if k != "CLI_TEST_PASSWORD"}
+    env = {k: v for k, v in os.environ.items() if k != "CLI_TEST_PASSWORD"} | variables
     if password is not None:
         env["CLI_TEST_PASSWORD"] = password
     return subprocess.run(
@@ -246,6 +248,36 @@ def test_a_table_without_a_key_or_chunk_key_stops_validate_and_run_at_once(
         assert result.returncode == 2, (command, result.stderr[-2000:])
         assert "table cli_db.nokey has no primary key" in result.stderr
         assert "scan.incremental.snapshot.chunk.key-column" in result.stderr
+
+
+def test_an_iceberg_sink_on_a_line_without_icebergs_runtime_stops_validate_and_run(
+    pipeline: Path, tmp_path: Path
+) -> None:
+    """As on Spark 4.2, whose jars have no Iceberg runtime: exit 2 before anything connects,
+    with what to do, never a stack trace."""
+    from sparkcdc.spark.session import connector_jars
+
+    jars = tmp_path / "jars-without-iceberg"
+    jars.mkdir()
+    for jar in map(Path, connector_jars()):
+        if not jar.name.startswith("iceberg-spark-runtime"):
+            (jars / jar.name).symlink_to(jar)
+    text = pipeline.read_text()
+    lake = text.split("  path: ", 1)[1].split("\n", 1)[0]
+    pipeline.write_text(
+        text.replace(
+            f"  type: delta\n  path: {lake}\n",
+            f"  type: iceberg\n  catalog.properties.type: hadoop\n"
+            f"  catalog.properties.warehouse: {tmp_path / 'warehouse'}\n",
+        )
+    )
+    for command in (["validate"], ["run", "--available-now"]):
+        result = sparkcdc(command[0], str(pipeline), *command[1:], SPARKCDC_JARS_DIR=str(jars))
+        assert result.returncode == 2, (command, result.stderr[-2000:])
+        assert "Iceberg's Spark runtime is not among the connector jars" in result.stderr
+        assert "pip install 'pyspark>=4.1.4,<4.2'" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "warehouse").exists()
 
 
 def test_a_catalog_delta_sink_goes_on_in_the_next_run(pipeline: Path, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from sparkcdc.sinks.iceberg import (
     safe_uri,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.iceberg]
 
 META = "_op STRING, _op_ts TIMESTAMP, _seq BIGINT, _database STRING, _table STRING"
 ORDERS_COLUMNS = (

@@ -229,6 +229,7 @@ def test_odd_names_into_postgresql(
     assert_private_state(tmp_path / "checkpoint")
 
 
+@pytest.mark.iceberg
 def test_odd_names_into_iceberg(spark: Any, server: DevServer, source: Any, tmp_path: Path) -> None:
     block, catalog = iceberg_block(tmp_path)
     config = pipeline(server, tmp_path, "odd-iceberg", block)

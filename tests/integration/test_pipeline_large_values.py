@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from pipelines import fresh_database, pipeline_env, source_block, uncommitted_batch
+from pipelines import fresh_database, pipeline_env, sink_params, source_block, uncommitted_batch
 from test_pipeline_kafka import consume, end_offset, replay_topic
 from test_server_continuity import big_connection
 
@@ -270,7 +270,7 @@ def pipeline_config(tmp_path: Path, server: DevServer, target: Target) -> Pipeli
     return parse_pipeline(text, env=pipeline_env(), base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("kind", ["delta", "iceberg", "jdbc", "kafka"])
+@pytest.mark.parametrize("kind", sink_params(["delta", "iceberg", "jdbc", "kafka"]))
 def test_20_mb_values_arrive_intact_by_snapshot_and_by_binlog(
     spark: Any, server: DevServer, source: Any, tmp_path: Path, kind: str
 ) -> None:

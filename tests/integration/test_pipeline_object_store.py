@@ -27,6 +27,7 @@ from pipelines import (
     delta_rows,
     fresh_database,
     pipeline_env,
+    sink_params,
 )
 
 from sparkcdc.locations import Location, open_location
@@ -192,7 +193,7 @@ def source_rows(conn: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(row) for row in cur.fetchall())
 
 
-@pytest.mark.parametrize("sink", sorted(SINKS))
+@pytest.mark.parametrize("sink", sink_params(sorted(SINKS)))
 def test_sink_checkpoint_and_state_on_an_object_store(
     server: DevServer,
     source: Any,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipelines import fresh_database, iceberg_block
+from pipelines import fresh_database, iceberg_block, sink_params
 from psycopg import sql
 
 from sparkcdc.errors import SinkError
@@ -104,7 +104,7 @@ def jdbc_sink(pg: DevPostgres) -> tuple[str, SinkRows]:
     return block, rows
 
 
-@pytest.fixture(params=["delta", "iceberg", "jdbc"])
+@pytest.fixture(params=sink_params(["delta", "iceberg", "jdbc"]))
 def sink(request: Any, tmp_path: Path, spark: Any) -> tuple[str, SinkRows]:
     if request.param == "delta":
         return delta_sink(tmp_path, spark)

@@ -305,6 +305,7 @@ catalog.properties.warehouse: {warehouse}
 """
 
 
+@pytest.mark.iceberg
 @pytest.mark.parametrize("behavior", ["evolve", "lenient"])
 def test_iceberg_follows_column_changes_by_behavior(
     spark: Any, server: DevServer, source: Any, tmp_path: Path, behavior: str
@@ -581,6 +582,7 @@ RETYPE = [
 ]
 
 
+@pytest.mark.iceberg
 def test_iceberg_refusing_a_type_change_stops_evolve_with_what_to_do(
     spark: Any, server: DevServer, source: Any, tmp_path: Path
 ) -> None:
@@ -593,6 +595,7 @@ def test_iceberg_refusing_a_type_change_stops_evolve_with_what_to_do(
         run_steps(spark, config, source, RETYPE)
 
 
+@pytest.mark.iceberg
 def test_iceberg_refusing_a_type_change_is_lenient_under_try_evolve(
     spark: Any, server: DevServer, source: Any, tmp_path: Path
 ) -> None:

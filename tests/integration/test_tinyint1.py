@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipelines import fresh_database, iceberg_block, pipeline_env, source_block
+from pipelines import fresh_database, iceberg_block, pipeline_env, sink_params, source_block
 from psycopg import sql
 from test_pipeline_kafka import consume
 
@@ -130,7 +130,7 @@ def run(
     return source, sink_rows
 
 
-@pytest.mark.parametrize("sink", list(SINKS))
+@pytest.mark.parametrize("sink", sink_params(SINKS))
 def test_tinyint1_is_boolean_in_every_sink(
     spark: Any, server: DevServer, tmp_path: Path, sink: str
 ) -> None:
@@ -147,7 +147,7 @@ def truth(value: int | str | None) -> bool | str | None:
     return value if value is None or value == ABSENT else value != 0
 
 
-@pytest.mark.parametrize("sink", list(SINKS))
+@pytest.mark.parametrize("sink", sink_params(SINKS))
 def test_tinyint1_stays_a_number_when_asked(
     spark: Any, server: DevServer, tmp_path: Path, sink: str
 ) -> None:

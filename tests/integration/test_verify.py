@@ -214,6 +214,7 @@ def _equal_after_run(spark: Any, cfg: PipelineConfig) -> VerifyReport:
     return report
 
 
+@pytest.mark.iceberg
 def test_iceberg_sink_equal(spark: Any, server: DevServer, tmp_path: Path) -> None:
     database = "verify_ice"
     create_shop(server, database).close()

@@ -32,12 +32,12 @@ def validate(file: str) -> int:
     from sparkcdc.mysql.validator import tls_report, validate_source
     from sparkcdc.pipeline.composer import plan_pipeline
     from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
-    from sparkcdc.sinks.base import sink_class
+    from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
     from sparkcdc.spark.session import spark_session
 
     config = load_pipeline(file)
-    sink_class(config.sink.type)
+    runnable_sink_class(config.sink.type)
     print(f"{file}: the file is valid (pipeline {config.pipeline.name!r}, sink {config.sink.type})")
     options, settings = source_settings(config)
     issues = validate_source(settings)

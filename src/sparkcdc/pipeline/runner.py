@@ -41,7 +41,7 @@ from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state,
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
 from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
-from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, sink_class
+from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
 from sparkcdc.spark.streams import query_error
 
 if TYPE_CHECKING:
@@ -439,6 +439,7 @@ def _run_once(
     from sparkcdc.spark.capture import plan_capture
 
     out = out or sys.stdout
+    cls = runnable_sink_class(config.sink.type)
     options, settings = source_settings(config)
     check_source(settings)
     capture = plan_capture(options, settings)
@@ -446,7 +447,6 @@ def _run_once(
     raise_errors(findings)
     for finding in findings:
         log.warning("%s", finding)
-    cls = sink_class(config.sink.type)
     spark = pipeline_session(config, spark, spark_log, master=master, py_files=py_files)
     # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
     hadoop = session_hadoop_settings(spark)

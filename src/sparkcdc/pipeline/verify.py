@@ -625,12 +625,12 @@ def verify_pipeline(
     from sparkcdc.pipeline.composer import plan_pipeline
     from sparkcdc.pipeline.evolution import SchemaHistory
     from sparkcdc.pipeline.runner import pipeline_session, server_position, source_settings
-    from sparkcdc.sinks.base import Sink, SinkContext, sink_class
+    from sparkcdc.sinks.base import Sink, SinkContext, runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
 
     started = time.monotonic()
     log.info("verify of %s: planning", config.pipeline.name)
-    cls = sink_class(config.sink.type)
+    cls = runnable_sink_class(config.sink.type)
     if cls.read_table is Sink.read_table:  # before connecting anywhere
         raise ConfigError(
             f"verify does not support the {config.sink.type} sink yet: it keeps no table to "

@@ -180,6 +180,11 @@ class Sink(ABC):
         """Spark settings this sink needs when the pipeline creates the session."""
         return {}
 
+    @classmethod  # noqa: B027 - most sinks run on every Spark line
+    def check_runtime(cls) -> None:
+        """Raise ConfigError, saying what to do, where this Spark line cannot run the sink
+        (before anything connects: ``validate``, ``run`` and ``verify`` stop alike)."""
+
     @abstractmethod
     def open(self, tables: Sequence[SinkTable]) -> None: ...
 
@@ -306,6 +311,13 @@ def sink_class(type_name: str, *, where: str = "sink.type") -> type[Sink]:
         )
     module_name, _, class_name = target.partition(":")
     cls: type[Sink] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def runnable_sink_class(type_name: str) -> type[Sink]:
+    """:func:`sink_class`, checked to run on the installed Spark line."""
+    cls = sink_class(type_name)
+    cls.check_runtime()
     return cls
 
 

@@ -226,6 +226,12 @@ class IcebergSink(Sink):
         assert isinstance(options, IcebergOptions)
         return options.catalog_conf()
 
+    @classmethod
+    def check_runtime(cls) -> None:
+        from sparkcdc.spark.session import require_iceberg_runtime
+
+        require_iceberg_runtime()
+
     # -- names ------------------------------------------------------------------------
 
     def namespace(self, table: SinkTable) -> tuple[str, ...]:
@@ -502,8 +508,8 @@ class IcebergSink(Sink):
             return (
                 f"Iceberg's Spark runtime on the classpath was built for another Spark line "
                 f"than this session's (Spark {self.spark.version}). Iceberg publishes "
-                "iceberg-spark-runtime for Spark up to 4.1 (see DESIGN.md, 'Spark lines'): run "
-                "the iceberg sink on the Spark line jars/pom.xml pins"
+                "iceberg-spark-runtime for Spark up to 4.1: run the iceberg sink on PySpark "
+                "4.1 with the jars jars/pom.xml pins for it (README, 'Spark lines')"
             )
         if "No suitable driver" in text or (
             options.catalog_type == "jdbc" and "Failed to connect" in text

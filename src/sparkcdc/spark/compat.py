@@ -29,6 +29,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import pyspark
+
+# "4.2": the Spark line of the installed pyspark; the connector jars are fetched per line
+# (jars/pom.xml profiles, jars/lib/spark-<line>/)
+SPARK_LINE = ".".join(pyspark.__version__.split(".")[:2])
+
 _streaming: Any
 try:  # PySpark >= 4.2
     _streaming = importlib.import_module("pyspark.sql.streaming.datasource")

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 
 from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
+from sparkcdc.spark.compat import SPARK_LINE
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +80,14 @@ _LOG_CONFIG = Path(__file__).with_name("log4j2-file.properties")
 # Delta and Iceberg SQL (MERGE INTO, ALTER TABLE) need their session extensions; Delta's
 # catalog serves `delta.`/path/`` tables and plain tables stored as Delta.
 _CONNECTOR_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension,"
-    "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     # local mode: rebuild a Delta snapshot in a few tasks, not 50
     "spark.databricks.delta.snapshotPartitions": "2",
 }
+# added where the connector jars have Iceberg's runtime (not every Spark line: jars/pom.xml)
+_ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+_ICEBERG_RUNTIME = "iceberg-spark-runtime"
 
 
 def driver_memory() -> str:
@@ -104,23 +107,49 @@ def driver_memory() -> str:
     return f"{min(8, max(2, gib))}g"
 
 
-def connector_jars() -> list[str]:
-    """The pinned connector jars (Delta, Iceberg, Kafka, JDBC drivers) in ``jars/lib``.
+def connector_folder() -> Path:
+    """Where the connector jars of the installed pyspark's Spark line are.
 
-    ``SPARKCDC_JARS_DIR`` overrides the folder; by default it is the project's ``jars/lib``,
+    ``SPARKCDC_JARS_DIR`` overrides it; by default the project's ``jars/lib/spark-<line>``,
     filled by ``bash scripts/fetch_jars.sh`` (which ``scripts/setup.sh`` runs).
     """
-    folder = os.environ.get("SPARKCDC_JARS_DIR") or str(
-        Path(__file__).resolve().parents[3] / "jars" / "lib"
-    )
-    jars = sorted(str(p) for p in Path(folder).glob("*.jar"))
+    folder = os.environ.get("SPARKCDC_JARS_DIR")
+    if folder:
+        return Path(folder)
+    return Path(__file__).resolve().parents[3] / "jars" / "lib" / f"spark-{SPARK_LINE}"
+
+
+def connector_jars() -> list[str]:
+    """The pinned connector jars (Delta, Kafka, JDBC drivers; Iceberg on the lines it
+    publishes for) in :func:`connector_folder`."""
+    folder = connector_folder()
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not jars:
         raise ConfigError(
             f"no connector jars in {folder}: run `bash scripts/fetch_jars.sh` (part of "
-            "scripts/setup.sh) to fetch the pinned Delta / Iceberg / Kafka jars, or point "
-            "SPARKCDC_JARS_DIR at a folder that has them"
+            "scripts/setup.sh) to fetch the Delta / Iceberg / Kafka jars pinned for the "
+            f"installed pyspark (Spark {SPARK_LINE}), or point SPARKCDC_JARS_DIR at a folder "
+            "that has them"
         )
     return jars
+
+
+def has_iceberg_runtime(jars: Sequence[str] | None = None) -> bool:
+    """Whether ``jars`` (default: the connector jars) hold Iceberg's Spark runtime."""
+    listed = connector_jars() if jars is None else jars
+    return any(Path(j).name.startswith(_ICEBERG_RUNTIME) for j in listed)
+
+
+def require_iceberg_runtime() -> None:
+    """Stop with what to do where Iceberg has no runtime for this Spark line (4.2)."""
+    if not has_iceberg_runtime():
+        raise ConfigError(
+            f"sink.type iceberg: Iceberg's Spark runtime is not among the connector jars for "
+            f"Spark {SPARK_LINE} ({connector_folder()}): Iceberg publishes no "
+            f"iceberg-spark-runtime-{SPARK_LINE} yet, and its 4.1 runtime does not load on "
+            "Spark 4.2. Run Iceberg pipelines on PySpark 4.1: `pip install 'pyspark>=4.1.4,"
+            '<4.2\'`, then `bash scripts/fetch_jars.sh` (README, "Spark lines")'
+        )
 
 
 def is_local_master(master: str) -> bool:
@@ -320,9 +349,13 @@ def plan_session(
     settings = {k: v for k, v in defaults.items() if k not in configured}
     settings.update(conf)
     # lists: the user's entries (configured, then conf), then sparkcdc's
+    pinned = connector_jars() if connectors else []
+    extensions = [_CONNECTOR_CONF["spark.sql.extensions"]] if connectors else []
+    if connectors and has_iceberg_runtime(pinned):
+        extensions.append(_ICEBERG_EXTENSIONS)
     ours = {
-        "spark.jars": ",".join([*(connector_jars() if connectors else []), *jars]),
-        "spark.sql.extensions": _CONNECTOR_CONF["spark.sql.extensions"] if connectors else "",
+        "spark.jars": ",".join([*pinned, *jars]),
+        "spark.sql.extensions": ",".join(extensions),
     }
     for key in _LIST_SEPARATORS:
         merged = merge_list_setting(key, configured.get(key), conf.get(key), ours.get(key))

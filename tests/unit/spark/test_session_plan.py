@@ -209,3 +209,25 @@ def test_a_reachable_master_and_masters_without_an_endpoint_pass() -> None:
         check_master(f"spark://127.0.0.1:{_closed_port()},127.0.0.1:{port}", timeout_s=2)
     for master in ("local[2]", "yarn"):
         check_master(master)
+
+
+def test_a_line_without_icebergs_runtime_gets_no_iceberg_extensions_and_stops_an_iceberg_sink(
+    connector_dir: Path,
+) -> None:
+    """Spark 4.2's jars have no Iceberg runtime (Iceberg publishes none for it): the session
+    is built without Iceberg's SQL extensions, and an iceberg sink stops before it connects,
+    naming the line that runs it; delta runs on."""
+    from sparkcdc.errors import ConfigError
+    from sparkcdc.sinks.base import runnable_sink_class
+
+    runnable_sink_class("iceberg")  # the folder has a runtime: runs
+    (connector_dir / "iceberg-spark-runtime.jar").unlink()
+    plan = plan_session("p", "local[2]", connectors=True, configured={}, environ={})
+    assert plan.settings["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert runnable_sink_class("delta").__name__ == "DeltaSink"
+    with pytest.raises(ConfigError) as caught:
+        runnable_sink_class("iceberg")
+    message = str(caught.value)
+    assert "Iceberg's Spark runtime is not among the connector jars" in message
+    assert str(connector_dir) in message
+    assert "pip install 'pyspark>=4.1.4,<4.2'" in message

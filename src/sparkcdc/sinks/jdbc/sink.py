@@ -680,7 +680,7 @@ class _StagingLoader:
     columns: tuple[str, ...]
     converters: tuple[Callable[[Any], Any] | None, ...]
 
-    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         counted = [0]
