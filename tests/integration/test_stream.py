@@ -77,7 +77,7 @@ class AvailableNowRuns:
     def _collect(self, batch: Any, batch_id: int) -> None:
         self.batches[batch_id] = [r.asDict() for r in batch.collect()]
 
-    def _start(self) -> Any:
+    def _start(self, **trigger: Any) -> Any:
         reader = self.spark.readStream.format("mysql-cdc")
         for key, value in self.opts.items():
             reader = reader.option(key, value)
@@ -86,9 +86,25 @@ class AvailableNowRuns:
         return (
             frame.writeStream.foreachBatch(self._collect)
             .option("checkpointLocation", str(self.checkpoint))
-            .trigger(availableNow=True)
+            .trigger(**(trigger or {"availableNow": True}))
             .start()
         )
+
+    def one_batch(self, timeout_s: float = 300) -> None:
+        """One batch (a snapshot's first ``chunks-per-batch`` chunks) on either Spark line,
+        then a stop with no batch in flight: a processing-time query whose next trigger is an
+        hour away, stopped once its first batch is committed (its progress is posted then).
+        An AvailableNow run reads the whole snapshot on PySpark 4.2."""
+        query = self._start(processingTime="1 hour")
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not query.recentProgress:
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, "the first batch did not commit"
+                time.sleep(0.2)
+        finally:
+            query.stop()
+        assert query.exception() is None
 
     def catch_up(self) -> None:
         import sparkcdc
