@@ -1,6 +1,8 @@
-"""Builds the optional compiled row decoder (sparkcdc.mysql._rowkernel); everything else is
-in pyproject.toml. Without a C compiler the package installs without it, and binlog rows are
-decoded in pure Python (sparkcdc.mysql.arrowrows says so once)."""
+"""Builds the optional compiled parts: the binlog row decoder (sparkcdc.mysql._rowkernel) and
+the result-row splitter of snapshot chunk reads (sparkcdc.mysql._textrows); everything else is
+in pyproject.toml. Without a C compiler the package installs without them: binlog rows are
+decoded in pure Python (sparkcdc.mysql.arrowrows says so once) and chunks over TLS are read
+by pymysql."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +13,12 @@ setup(
             ["src/sparkcdc/mysql/_rowkernel.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "sparkcdc.mysql._textrows",
+            ["src/sparkcdc/mysql/_textrows.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -18,9 +18,14 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.mysql import arrowrows
 from sparkcdc.mysql.catalog import load_schema
 from sparkcdc.mysql.charmaps import TABLES
+from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import RowsEvent
+from sparkcdc.snapshot import textrows
+from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.snapshot.reader import select_pymysql, select_text
+from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
 from sparkcdc.spark.changelog import TablesBuilder, TypedChangelogBuilder
 from sparkcdc.testing.devserver import DevServer
 
@@ -386,3 +391,50 @@ def test_compiled_decoder_agrees_with_pure(
         assert compiled.schema == pure.schema
         assert took == _compiled_type(case.ddl), f"compiled path taken: {took}"
         assert all(taken), "the kernel refused an event the server wrote"
+
+
+def _cast_type(case: Case) -> bool:
+    """Whether the text reader casts the case's column vectorised (textrows._cast), rather
+    than value by value: all but TIME, BIT and the zero dates."""
+    is_time = case.ddl.startswith("TIME") and not case.ddl.startswith("TIMESTAMP")
+    return not is_time and not case.ddl.startswith("BIT") and case.sql_mode is None
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_text_reader_agrees_with_pymysql(
+    case: Case, dev_server: DevServer, sql: Any, database: str, monkeypatch: Any
+) -> None:
+    """The compiled text splitter's chunk (snapshot/textrows.py) and pymysql's, value for
+    value and type for type, over TLS: pymysql's values are judged against the binlog
+    decoder's by the reader tests, so the text reader's are too. The types the casts
+    take must really take them."""
+    assert textrows.COMPILED, "the compiled text splitter was not built (pip install -e .)"
+    _write_case(sql, case)
+    sql.execute("DELETE FROM t")
+    for i, literal in enumerate(case.values):
+        sql.execute(f"INSERT INTO t VALUES ({i}, {literal})")
+    s = dev_server.settings
+    conn = sql_connection(ConnectionSettings(s.host, s.port, s.user, s.password), database)
+    try:
+        assert conn._secure, "the dev server offers TLS: the connection should have it"
+        with conn.cursor() as cur:
+            cur.execute(SESSION_TIME_ZONE_SQL)
+        schema = load_schema(conn, database, "t")
+        whole = ChunkRange("t", 0, None, None)
+        slow: list[str] = []
+        per_value = textrows.per_value
+
+        def counting(text: Any, column: Any, *args: Any) -> Any:
+            slow.append(column.name)
+            return per_value(text, column, *args)
+
+        monkeypatch.setattr(textrows, "per_value", counting)
+        text = select_text(conn, schema, "id", whole)
+        plain = select_pymysql(conn, schema, "id", whole)  # the same connection, in step
+    finally:
+        conn.close()
+    assert text.schema == plain.schema
+    assert text.to_pylist() == plain.to_pylist()
+    for got, want in zip(text.column("c").to_pylist(), plain.column("c").to_pylist(), strict=True):
+        assert type(got) is type(want)
+    assert (slow == []) == _cast_type(case), f"converted value by value: {slow}"

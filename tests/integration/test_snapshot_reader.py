@@ -32,7 +32,7 @@ from sparkcdc.testing.devserver import DevServer
 pytestmark = pytest.mark.integration
 
 SERVER_ID = 5611
-READERS = ["pymysql", "connectorx"]
+READERS = ["pymysql", "text", "connectorx"]
 
 TYPES_DDL = """
 CREATE TABLE typed (
@@ -104,6 +104,7 @@ def test_snapshot_rows_look_like_binlog_rows(
         collation=None,
         server_id=SERVER_ID,
         use_connectorx=reader == "connectorx",
+        use_text=reader == "text",
     )
     assert result.reader == reader
     snap = {row[0]: row for row in rows_of(result)}
@@ -152,9 +153,9 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     original_select = reader_module._select
 
     def select_then_write(
-        conn: Any, settings: Any, schema: Any, key: str, chunk: ChunkRange, use_cx: bool
+        conn: Any, settings: Any, schema: Any, key: str, chunk: ChunkRange, *readers: bool
     ) -> Any:
-        out = original_select(conn, settings, schema, key, chunk, use_cx)
+        out = original_select(conn, settings, schema, key, chunk, *readers)
         if chunk.index % 2 == 0:
             _write_inside_the_window(injector, chunk, inject_rng)
         return out

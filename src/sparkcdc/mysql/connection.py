@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+from pymysql.constants import COMMAND
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
@@ -141,6 +142,47 @@ class _Connection(pymysql.connections.Connection):
             packet.check_error()
             return packet
         return super()._process_auth(plugin_name, auth_packet, handler)  # type: ignore[misc]
+
+    # -- a result's rows read as bytes (snapshot/textrows.py) ---------------------------
+    # pymysql's unbuffered result without its per-row reads: the query and its column
+    # definitions go through pymysql; the rows are left on the wire for read_some().
+
+    def start_result(self, sql: str) -> tuple[Any, int]:
+        """Send ``sql`` and read its column definitions: (pymysql's ``MySQLResult``, with
+        ``fields`` and ``converters``; the sequence id the first row packet carries)."""
+        inner = self._pymysql
+        inner._execute_command(COMMAND.COM_QUERY, sql)
+        result: Any = pymysql.connections.MySQLResult(self)
+        result.init_unbuffered_query()
+        # the rows are the caller's: pymysql's result must not read them when collected
+        result.unbuffered_active = False
+        result.connection = None
+        return result, int(inner._next_seq_id)
+
+    def read_some(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the rows (at least one; blocks until one arrives)."""
+        try:
+            data = self._pymysql._rfile.read1(size)
+        except OSError as exc:
+            self.abandon()
+            raise pymysql.err.OperationalError(
+                CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})"
+            ) from None
+        if not data:
+            self.abandon()
+            raise pymysql.err.OperationalError(
+                CR_SERVER_LOST, "Lost connection to MySQL server during query"
+            )
+        return bytes(data)
+
+    def abandon(self) -> None:
+        """Close the connection without a word to the server: rows are left unread."""
+        self._pymysql._force_close()
+
+    @property
+    def _pymysql(self) -> Any:
+        """This connection, for pymysql's own attributes (not in its type stubs)."""
+        return self
 
 
 # pymysql's "authentication plugin error" client code
