@@ -23,6 +23,7 @@ before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ try:
 except ImportError:  # built without a C compiler
     _textrows = None
 
+log = logging.getLogger(__name__)
 COMPILED = _textrows is not None
 READ_BYTES = 1 << 18  # asked of the connection at a time (a TLS record is at most 16 KiB)
 BATCH_ROWS = 65_536  # rows, or
@@ -47,9 +49,21 @@ BINARY_CHARSET = 63  # a result field's charsetnr for bytes (binary collation)
 _YEAR_ZERO = "0000"  # dates Arrow takes (year 0) and Python's date refuses: pymysql's text
 
 
+_announced = False
+
+
 def available(conn: Any) -> bool:
-    """Whether ``conn`` can be read by this reader: the splitter is built and the connection
-    is sparkcdc's utf8mb4 pymysql connection (``connection.sql_connection``)."""
+    """Whether ``conn`` can be read by this reader: the splitter is built (the log says
+    once when it is not) and the connection is sparkcdc's utf8mb4 pymysql connection
+    (``connection.sql_connection``)."""
+    global _announced
+    if not COMPILED and not _announced:
+        _announced = True
+        log.info(
+            "the compiled result splitter (sparkcdc.mysql._textrows) is not built: snapshot "
+            "chunks over TLS are read by pymysql (same results, slower). Reinstall the "
+            "package where a C compiler is present (pip install -e . with gcc) to build it"
+        )
     return COMPILED and hasattr(conn, "start_result") and conn.encoding == "utf8"
 
 

@@ -9,6 +9,7 @@ tests/integration/test_decoder_types.py.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import struct
 from decimal import Decimal
 from typing import Any
@@ -269,3 +270,17 @@ def test_casts_agree_with_the_value_by_value_path(
     assert textrows.typed(text, column, 45, converter).to_pylist() == (
         textrows.per_value(text, column, converter, target).to_pylist()
     )
+
+
+def test_without_the_splitter_the_log_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(textrows, "COMPILED", False)
+    monkeypatch.setattr(textrows, "_announced", False)
+    conn = FakeConnection(FIELDS, b"")
+    with caplog.at_level(logging.INFO, logger="sparkcdc.snapshot.textrows"):
+        assert not textrows.available(conn) and not textrows.available(conn)
+    said = [r.getMessage() for r in caplog.records if "read by pymysql" in r.getMessage()]
+    assert len(said) == 1 and "C compiler" in said[0]
+    monkeypatch.setattr(textrows, "COMPILED", True)
+    assert textrows.available(conn)
