@@ -345,7 +345,7 @@ def transformed_source(
 
     from sparkcdc.mysql.connection import sql_connection
     from sparkcdc.pipeline.composer import apply_transform, to_sink
-    from sparkcdc.snapshot.reader import select_pymysql
+    from sparkcdc.snapshot.reader import select_on
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
     from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
     from sparkcdc.spark.changelog import SnapshotRows, TypedChangelogBuilder
@@ -357,7 +357,7 @@ def transformed_source(
             cur.execute(SESSION_TIME_ZONE_SQL)
         splitter = ChunkSplitter.for_table(conn, schema, chunk_size=VERIFY_CHUNK_ROWS)
         for chunk in all_chunks(splitter):
-            rows = select_pymysql(conn, schema, splitter.key_column, chunk)
+            rows, _ = select_on(conn, schema, splitter.key_column, chunk)
             snapshot = SnapshotRows(schema.database, schema.table, schema.column_names, rows, 0)
             batches.extend(builder.snapshot_batches(snapshot))
     arrow = pa.Table.from_batches(batches, schema=builder.arrow_schema)

@@ -665,6 +665,14 @@ def _select(
                 type(exc).__name__,
                 "the text reader" if use_text and textrows.available(conn) else "pymysql",
             )
+    return select_on(conn, schema, key_column, chunk, use_text)
+
+
+def select_on(
+    conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange, use_text: bool = True
+) -> tuple[pa.Table, str]:
+    """The chunk's rows read on ``conn`` itself (its TLS, if it has any) and the reader that
+    read them: the compiled text splitter where it is built, else pymysql."""
     if use_text and textrows.available(conn):
         return select_text(conn, schema, key_column, chunk), "text"
     return select_pymysql(conn, schema, key_column, chunk), "pymysql"
