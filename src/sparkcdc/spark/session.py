@@ -169,17 +169,21 @@ def python_environ(master: str, environ: Mapping[str, str]) -> dict[str, str | N
     """The environment variables to set (None: to remove) so that ``master``'s Python
     workers can run sparkcdc, given the environment ``environ`` as it is.
 
-    Local masters: ``PYSPARK_PYTHON`` is this interpreter (through the launcher when one
-    can be written) unless the user set it, and ``PYTHONPATH`` has this process's
-    ``sys.path`` (the workers are this machine's processes). Other masters: nothing of
-    this machine is named; a value this process set earlier for a local session goes.
+    ``PYSPARK_DRIVER_PYTHON``, unless the user set it, is this interpreter (through the
+    launcher when one can be written: the driver is this machine). Local masters:
+    ``PYSPARK_PYTHON`` is this interpreter (through the launcher when one can be written)
+    unless the user set it, and ``PYTHONPATH`` has this process's ``sys.path`` (the workers
+    are this machine's processes). Other masters: nothing of this machine is named for
+    the executors; a value this process set earlier for a local session goes.
     """
     users = environ.get("PYSPARK_PYTHON")
     if users in _OWN_PYTHON:
         users = None
     changes: dict[str, str | None] = {}
     if "PYSPARK_DRIVER_PYTHON" not in environ:
-        changes["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        # the JVM starts its lookup of Python data sources with it, on this machine, at
+        # every session start: through the launcher, ~0.6 s sooner (no zip to compile)
+        changes["PYSPARK_DRIVER_PYTHON"] = _local_launcher() or sys.executable
     if not is_local_master(master):
         if users is None and "PYSPARK_PYTHON" in environ:
             changes["PYSPARK_PYTHON"] = None

@@ -84,7 +84,7 @@ def test_a_launcher_set_for_a_local_session_is_not_left_for_a_cluster(
     ensure_python_env("local[2]")
     ours = session.os.environ["PYSPARK_PYTHON"]
     assert python_environ(CLUSTER, {"PYSPARK_PYTHON": ours}) == {
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": session._local_launcher() or sys.executable,
         "PYSPARK_PYTHON": None,
     }
     ensure_python_env(CLUSTER)
