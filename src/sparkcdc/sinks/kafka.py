@@ -397,6 +397,11 @@ def kafka_messages(
     # without sharing its parts (a value's text twice, the image's once per branch), which
     # made the messages 4.5 times as costly (measured on 546,000 changes).
     image = F.struct(*[F.col(quote_spark(c)) for c in table.column_names])
+    if not inserts and pk is not None:
+        # one task sends every message of a key (its key text is its pk's). Shuffled
+        # before the JSON is made, so that the text of a batch read in one partition (a
+        # binlog range) is made by every task after the shuffle, not by that one
+        changes = changes.repartition(pk)
     base = changes.select(
         F.col(OP).alias("op"),
         F.col(OP_TS).alias("op_ts"),
@@ -407,8 +412,8 @@ def kafka_messages(
         (pk if pk is not None else F.lit(None)).alias("pk"),
         F.when(F.col(OP) == "-U", 0).otherwise(1).alias("rank"),
     )
-    if not inserts:  # one task sends every message of a key (its key text is its pk's)
-        base = base.repartition(F.col("pk"))
+    if not inserts and pk is None:  # no key: all in one task, in order
+        base = base.repartition(1)
     if options.value_format == "changelog-json":
         value = encoding.obj([("data", F.col("image")), ("op", _json_string(F.col("op")))])
         frame = base.select("seq", "rank", "pk", value.alias("value"))
