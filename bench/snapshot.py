@@ -14,8 +14,9 @@ after a warm-up of both Spark paths on a quarter-size table, ``--rounds`` times 
     same number of ranges, into the same no-op sink;
   - (b) the raw read limit: connectorx reading the same ranges in parallel, outside Spark;
 and once:
-  - sparkcdc's snapshot over TLS (``ssl-mode=required``; its chunks are read by the pymysql
-    reader, connectorx cannot read over TLS): ``tls_snapshot_rows_per_s``, ``tls_vs_plain``;
+  - sparkcdc's snapshot over TLS (``ssl-mode=required``; connectorx cannot read over TLS, so
+    its chunks are read on the TLS connection by the compiled text splitter, or by pymysql
+    where it is not built): ``tls_snapshot_rows_per_s``, ``tls_vs_plain``;
   - (c) sparkcdc's snapshot again while ~1,000 changes/s are written to the table;
   - the peak RSS of Spark's Python workers at a quarter of the size and at full size, to show
     it is bounded by chunk size x parallelism, not table size.
@@ -349,7 +350,7 @@ def main() -> None:
                 jdbcs.append(spark_jdbc(spark, server, "big", args.rows))
                 raws.append(raw_connectorx(server, "big", args.rows))
         # over TLS (verify-ca on the dev server's own CA): connectorx cannot read over
-        # TLS, so chunks are read by the pymysql reader
+        # TLS, so chunks are read on the TLS connection (snapshot/textrows.py)
         tls = [
             sparkcdc_snapshot(spark, server, "big", workdir, "required")
             for _ in range(max(1, args.rounds - 1))
