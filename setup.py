@@ -11,12 +11,14 @@ setup(
         Extension(
             "sparkcdc.mysql._rowkernel",
             ["src/sparkcdc/mysql/_rowkernel.c"],
+            depends=["src/sparkcdc/mysql/_arrowbuf.h"],
             extra_compile_args=["-O2"],
             optional=True,
         ),
         Extension(
             "sparkcdc.mysql._textrows",
             ["src/sparkcdc/mysql/_textrows.c"],
+            depends=["src/sparkcdc/mysql/_arrowbuf.h"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -13,10 +13,7 @@
  * return -1 with the builder as it was before the call: the caller then decodes that
  * event in Python, which gives the value or the error message.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_arrowbuf.h"
 
 /* how an image column is read (arrowrows.Read) */
 enum {
@@ -45,49 +42,6 @@ enum { KIND_INSERT = 0, KIND_UPDATE = 1, KIND_DELETE = 2 };
 
 #define SEQ_MAX_ROW 4095
 #define MAX_OFFSET 2147483647LL
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (!p) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (n == 0) return 0; /* memcpy into a buffer not allocated yet is undefined */
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
-}
-
-/* bit `index` of a bitmap buffer grown as rows are added */
-static int bit_put(Buf *b, Py_ssize_t index, int value) {
-    Py_ssize_t need = index / 8 + 1;
-    if (need > b->len) {
-        if (buf_reserve(b, need - b->len) < 0) return -1;
-        memset(b->p + b->len, 0, (size_t)(need - b->len));
-        b->len = need;
-    }
-    uint8_t mask = (uint8_t)(1u << (index % 8));
-    if (value)
-        b->p[index / 8] |= mask;
-    else
-        b->p[index / 8] &= (uint8_t)~mask;
-    return 0;
-}
 
 typedef struct {
     int read, size, flags, out;
@@ -655,10 +609,6 @@ static PyObject *builder_add(Builder *b, PyObject *args) {
     }
     PyMem_Free(marks);
     return PyLong_FromLongLong(images);
-}
-
-static PyObject *bytes_of(const Buf *b, Py_ssize_t n) {
-    return PyBytes_FromStringAndSize(b->p ? b->p : "", n);
 }
 
 /* finish() -> (rows, [(null_count, validity | None, offsets | None, values)] ...) */

@@ -19,10 +19,7 @@
  * bytes left over, or a length prefix 0xFF raise ValueError, and the caller drops the
  * connection.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_arrowbuf.h"
 
 #define HEADER 4
 #define MAX_PAYLOAD 0xFFFFFF
@@ -35,33 +32,6 @@
 
 /* what feed() found at the end of what it consumed */
 enum { MORE = 0, END = 1, ERROR = 2 };
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (!p) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (n == 0) return 0;
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
-}
 
 static void buf_free(Buf *b) {
     PyMem_Free(b->p);
@@ -129,17 +99,6 @@ static int splitter_init(Splitter *s, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static int bit_set(Buf *b, Py_ssize_t index, int value) {
-    Py_ssize_t need = index / 8 + 1;
-    if (need > b->len) {
-        if (buf_reserve(b, need - b->len) < 0) return -1;
-        memset(b->p + b->len, 0, (size_t)(need - b->len));
-        b->len = need;
-    }
-    if (value) b->p[index / 8] |= (char)(1u << (index % 8));
-    return 0;
-}
-
 static int malformed(const char *what) {
     PyErr_Format(PyExc_ValueError, "malformed text result row: %s", what);
     return -1;
@@ -156,7 +115,7 @@ static int add_row(Splitter *s, const uint8_t *p, Py_ssize_t len) {
         uint64_t n;
         if (first == NULL_VALUE) {
             c->nulls++;
-            if (bit_set(&c->valid, row, 0) < 0) return -1;
+            if (bit_put(&c->valid, row, 0) < 0) return -1;
         } else {
             if (first < NULL_VALUE) {
                 n = first;
@@ -171,7 +130,7 @@ static int add_row(Splitter *s, const uint8_t *p, Py_ssize_t len) {
             if (n > (uint64_t)(len - at)) return malformed("value past the row's end");
             if (buf_put(&c->data, p + at, (Py_ssize_t)n) < 0) return -1;
             at += (Py_ssize_t)n;
-            if (bit_set(&c->valid, row, 1) < 0) return -1;
+            if (bit_put(&c->valid, row, 1) < 0) return -1;
         }
         int64_t end = (int64_t)c->data.len;
         if (buf_put(&c->offsets, &end, sizeof end) < 0) return -1;
@@ -249,10 +208,6 @@ static PyObject *splitter_feed(Splitter *s, PyObject *args) {
 done:
     PyBuffer_Release(&view);
     return result;
-}
-
-static PyObject *bytes_of(const Buf *b, Py_ssize_t n) {
-    return PyBytes_FromStringAndSize(b->p ? b->p : "", n);
 }
 
 /* finish() -> (rows, [(null_count, validity | None, offsets, values)]) */
