@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
 
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column
 from sparkcdc.snapshot.rowvalues import arrow_schema, arrow_type, is_integer, sql_converter
 
@@ -92,7 +92,14 @@ def select_text(conn: Any, sql: str, columns: Sequence[Column]) -> pa.Table:
         while True:
             del buffer[:pos]
             buffer += conn.read_some(READ_BYTES)
-            pos, state, *end = splitter.feed(buffer, 0)
+            try:
+                pos, state, *end = splitter.feed(buffer, 0)
+            except ValueError as exc:  # the splitter's: rows not as the protocol lays out
+                raise ProtocolError(
+                    f"the rows of a snapshot chunk could not be read ({exc}); the "
+                    "connection was closed. The query fails without a row of that chunk "
+                    "delivered: restart it to read the chunk again"
+                ) from None
             if state == _textrows.ERROR:
                 pymysql.err.raise_mysql_exception(bytes(buffer[pos : end[0]]))
             if (

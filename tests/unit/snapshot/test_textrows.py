@@ -20,7 +20,7 @@ import pytest
 from pymysql import converters
 from pymysql.constants import FIELD_TYPE
 
-from sparkcdc.errors import SnapshotError
+from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import Column
 from sparkcdc.mysql.wire import lenenc_int
 from sparkcdc.snapshot import textrows
@@ -200,7 +200,7 @@ def test_select_text_reads_rows_in_types() -> None:
 
 def test_select_text_abandons_the_connection_when_the_rows_are_bad() -> None:
     conn = FakeConnection(FIELDS, packets([b"\x05abc", EOF], seq=2))
-    with pytest.raises(ValueError, match="value past the row's end"):
+    with pytest.raises(ProtocolError, match=r"value past the row's end.*restart"):
         textrows.select_text(conn, "SELECT", COLUMNS)
     assert conn.abandoned
 
