@@ -5,7 +5,8 @@ Runnable with no arguments after the README's set-up (it starts the private Mari
     python bench/binlog_decode.py [--rows 1000000]
 
 Builds a binlog of >= 1,000,000 row changes (issue 13's workload, ~4 minutes here: inserts,
-updates, deletes) on an 8-column mixed-type table, then, in the same run, measures decoded row changes per second:
+updates, deletes) on an 8-column mixed-type table, then, in the same run, measures decoded
+row changes per second:
   - sparkcdc, end to end: its replication client reads the range over the network and
     its decoder turns every row into Python values (one process, pure Python), in clear
     (``ssl-mode=disabled``: ``sparkcdc_rows_per_s``) and over TLS (``verify-ca`` on the dev
