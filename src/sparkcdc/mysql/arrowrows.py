@@ -287,11 +287,12 @@ class KernelRows:
     def finish(self) -> list[pa.Array]:
         n, columns = self._builder.finish()
         return [
-            _array(arrow, n, *column) for arrow, column in zip(self._types, columns, strict=True)
+            buffers_array(arrow, n, *column)
+            for arrow, column in zip(self._types, columns, strict=True)
         ]
 
 
-def _array(
+def buffers_array(
     arrow: pa.DataType,
     n: int,
     nulls: int,
@@ -299,6 +300,9 @@ def _array(
     offsets: bytes | None,
     data: bytes,
 ) -> pa.Array:
+    """An Arrow array of ``n`` values from a C builder's column as its ``finish()`` hands
+    it over (``_rowkernel``, ``_textrows``): null count, validity bitmap or None, offsets
+    (variable-width types) or None, values."""
     validity = None if valid is None else pa.py_buffer(valid)
     buffers = [validity, pa.py_buffer(data)]
     if offsets is not None:

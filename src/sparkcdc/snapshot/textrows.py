@@ -33,6 +33,7 @@ import pymysql
 
 from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column
+from sparkcdc.mysql.arrowrows import buffers_array
 from sparkcdc.snapshot.rowvalues import arrow_schema, arrow_type, is_integer, sql_converter
 
 try:
@@ -130,12 +131,8 @@ def _batch(
 ) -> pa.RecordBatch:
     rows, raw = finished
     arrays = []
-    for column, (field, converter), (nulls, validity, offsets, data) in zip(
-        columns, fields, raw, strict=True
-    ):
-        buffers = [None if validity is None else pa.py_buffer(validity)]
-        buffers += [pa.py_buffer(offsets), pa.py_buffer(data)]
-        text = pa.Array.from_buffers(pa.large_binary(), rows, buffers, null_count=nulls)
+    for column, (field, converter), buffers in zip(columns, fields, raw, strict=True):
+        text = buffers_array(pa.large_binary(), rows, *buffers)
         arrays.append(typed(text, column, field.charsetnr, converter))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 

@@ -22,6 +22,7 @@ from pymysql.constants import FIELD_TYPE
 
 from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import Column
+from sparkcdc.mysql.arrowrows import buffers_array
 from sparkcdc.mysql.wire import lenenc_int
 from sparkcdc.snapshot import textrows
 
@@ -68,13 +69,7 @@ def split(data: bytes, ncols: int, seq: int = 0, step: int | None = None) -> Any
         if state != textrows._textrows.MORE:
             break
     rows, columns = splitter.finish()
-    values = []
-    for nulls, validity, offsets, data_ in columns:
-        buffers = [None if validity is None else pa.py_buffer(validity)]
-        buffers += [pa.py_buffer(offsets), pa.py_buffer(data_)]
-        values.append(
-            pa.Array.from_buffers(pa.large_binary(), rows, buffers, null_count=nulls).to_pylist()
-        )
+    values = [buffers_array(pa.large_binary(), rows, *c).to_pylist() for c in columns]
     return rows, values, state
 
 
