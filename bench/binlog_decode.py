@@ -26,7 +26,11 @@ row changes per second:
     ``local[1]`` (``local1_changes_per_s``; ``scaling`` = local[2] / local[1]); and on
     ``local[2]``, ``auto``, in clear (``ssl-mode=disabled``: ``stream_clear_changes_per_s``;
     ``stream_tls_vs_clear`` = TLS rate / clear rate); the best of
-    ``--spark-runs`` runs each, query start to end (each session started before).
+    ``--spark-runs`` runs each, query start to end (each session started before);
+  - how busy the machine's cores were during the best ``local[1]`` run
+    (``local1_busy_cores``: CPU seconds of every process, MariaDB and the JVM included, per
+    second of wall time, from /proc/stat) and so the most any split of the same work could
+    gain on this machine (``scaling_ceiling`` = cores / busy cores).
 The last line printed is one JSON object.
 """
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -240,6 +245,14 @@ def decode_to_arrow(events: list[bytes], start: BinlogPosition, end: BinlogPosit
     return sum(batch.num_rows for batch in builder.batches(changes))
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, all) CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(t) for t in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def spark_catch_up(
     server: DevServer,
     start: BinlogPosition,
@@ -248,9 +261,10 @@ def spark_catch_up(
     partitions: str,
     runs: int,
     ssl_mode: str | None = None,
-) -> float:
+) -> tuple[float, float]:
     """Best seconds of ``runs`` Spark queries reading ``[start, now)`` in one batch
-    (``ssl_mode``: the source's ``ssl-mode``, else its default)."""
+    (``ssl_mode``: the source's ``ssl-mode``, else its default), and how many of the
+    machine's cores were busy during that run."""
     import tempfile
 
     from sparkcdc.spark.session import spark_session
@@ -272,13 +286,14 @@ def spark_catch_up(
     }
     if ssl_mode is not None:
         options["ssl-mode"] = ssl_mode
-    best = float("inf")
+    best, busy_cores = float("inf"), 0.0
     for _ in range(runs):
         counted: list[int] = []
         reader = spark.readStream.format("mysql-cdc")
         for key, value in options.items():
             reader = reader.option(key, value)
         with tempfile.TemporaryDirectory() as checkpoint:
+            busy_before, all_before = cpu_jiffies()
             began = time.perf_counter()
             query = (
                 reader.load()
@@ -290,11 +305,15 @@ def spark_catch_up(
                 .start()
             )
             query.awaitTermination()
-            best = min(best, time.perf_counter() - began)
+            took = time.perf_counter() - began
+            busy_after, all_after = cpu_jiffies()
+            if took < best:
+                share = (busy_after - busy_before) / max(1, all_after - all_before)
+                best, busy_cores = took, share * (os.cpu_count() or 1)
         changes = sum(counted)  # an update is two rows (-U, +U)
         if changes < expected:
             raise SystemExit(f"Spark read {changes} rows of the range, expected >= {expected}")
-    return best
+    return best, busy_cores
 
 
 def main() -> None:
@@ -352,15 +371,15 @@ def main() -> None:
     arrowrows.COMPILED = compiled
 
     runs = args.spark_runs
-    auto_s = spark_catch_up(server, start, written, "local[2]", "auto", runs)
-    one_s = spark_catch_up(server, start, written, "local[2]", "1", runs)
-    clear_s = spark_catch_up(server, start, written, "local[2]", "auto", runs, "disabled")
+    auto_s, _ = spark_catch_up(server, start, written, "local[2]", "auto", runs)
+    one_s, _ = spark_catch_up(server, start, written, "local[2]", "1", runs)
+    clear_s, _ = spark_catch_up(server, start, written, "local[2]", "auto", runs, "disabled")
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
-    local1_s = spark_catch_up(server, start, written, "local[1]", "auto", runs)
+    local1_s, local1_busy = spark_catch_up(server, start, written, "local[1]", "auto", runs)
     ref = (
         {"rows": 0, "seconds": 0.0, "error": "skipped"}
         if args.skip_reference
@@ -386,6 +405,8 @@ def main() -> None:
         "stream_tls_vs_clear": round(clear_s / auto_s, 2),
         "local1_changes_per_s": round(written / local1_s),
         "scaling": round(local1_s / auto_s, 2),
+        "local1_busy_cores": round(local1_busy, 2),
+        "scaling_ceiling": round((os.cpu_count() or 1) / local1_busy, 2) if local1_busy else None,
         "reference_error": ref.get("error"),
         "python": sys.version.split()[0],
         "implementation": "compiled kernel" if compiled else "pure-python (kernel not built)",
