@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 import time
 import uuid
 from collections import defaultdict
@@ -617,3 +618,67 @@ def test_integers_and_booleans_are_spelled_as_json_writes_them(spark: Any) -> No
         key: {n: image.get(n) for n, _ in types} for key, image in expected.items()
     }
     assert images(**{"debezium-json.encode.ignore-null-fields": True}) == expected
+
+
+def test_images_spell_every_value_as_one_by_one(spark: Any) -> None:
+    """A row image is written in runs (one ``to_json`` for neighbouring columns Spark's JSON
+    writer spells as the format does) and DATETIME as Spark's own text: both must give, byte
+    for byte, the text of writing each value on its own, and ``timestamp_text`` for DATETIME
+    (NULLs, escapes, an odd column name, fractions of every length and the year range
+    included), in every spelling."""
+    from pyspark.sql import functions as F
+
+    from sparkcdc.sinks.kafka import JsonEncoding, timestamp_text
+
+    types = [
+        ("b", "BOOLEAN"), ("i", "INT"), ("l", "BIGINT"), ("small", "DECIMAL(12,2)"),
+        ("wide", "DECIMAL(30,10)"), ("f", "FLOAT"), ("d", "DOUBLE"), ("s", "STRING"),
+        ('odd "name"', "STRING"), ("raw", "BINARY"), ("day", "DATE"), ("at", "TIMESTAMP_NTZ"),
+        ("ts", "TIMESTAMP"), ("six", "DECIMAL(20,6)"), ("tail", "STRING"),
+    ]  # fmt: skip
+    rng = random.Random(13)
+    low = dt.datetime(1000, 1, 1)
+    span_us = int((dt.datetime(9999, 12, 31, 23, 59, 59, 999999) - low).total_seconds() * 1e6)
+
+    def at(n: int) -> dt.datetime:
+        stamp = low + dt.timedelta(microseconds=rng.randrange(span_us))
+        unit = 10 ** (6 - n % 7)  # 0..6 fraction digits
+        return stamp.replace(microsecond=stamp.microsecond // unit * unit)
+
+    rows = [
+        (n % 2 == 0, n - 100, -(2**62) + n, D(f"{n}.{n % 100:02d}"), D(n) / D(7),
+         n / 3.0, n * 1e300 / 7, f'text "{n}"\n\\é\x01', f"odd {n}", bytes([n % 256, 0]),
+         dt.date(1000 + n, 1, 1) + dt.timedelta(days=n), at(n),
+         dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=n * 7919, microseconds=n),
+         D(n) / D(1000000), "end")
+        for n in range(200)
+    ]  # fmt: skip
+    rows += [tuple([None] * len(types)), (None,) * 11 + (dt.datetime(9999, 12, 31, 23, 59, 59),)
+             + (None,) * 3, (None,) * 11 + (dt.datetime(1000, 1, 1),) + (None,) * 3]  # fmt: skip
+    columns = tuple(SinkColumn(n, t, True) for n, t in types)
+    frame = spark.createDataFrame(rows, ", ".join(f"`{n}` {t}" for n, t in types))
+    row_col = F.struct(*[F.col(f"`{n}`") for n, _ in types])
+    spellings = [
+        JsonEncoding(),
+        JsonEncoding("ISO-8601"),
+        JsonEncoding(ignore_null_fields=True),
+        JsonEncoding("ISO-8601", ignore_null_fields=True),
+        JsonEncoding(schemas=True),
+    ]
+    for encoding in spellings:
+
+        def one(column: SinkColumn, enc: JsonEncoding = encoding) -> Any:
+            value = row_col.getField(column.name)
+            if column.spark_type == "TIMESTAMP_NTZ" and not enc.schemas:
+                iso = enc.timestamp_format == "ISO-8601"
+                return F.concat(F.lit('"'), timestamp_text(value, zoned=False, iso=iso), F.lit('"'))
+            return enc.value(value, column)
+
+        by_value = encoding.obj([(c.name, one(c)) for c in columns])
+        written = frame.select(
+            encoding.image(row_col, columns).alias("image"), by_value.alias("by_value")
+        ).collect()
+        assert len(written) == len(rows)
+        for image, expected in written:
+            assert image == expected, encoding
+            assert isinstance(json.loads(image), dict)

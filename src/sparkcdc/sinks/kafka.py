@@ -90,6 +90,7 @@ import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
@@ -371,9 +372,10 @@ class KafkaSink(SchemalessSink):
 
 # -- messages ----------------------------------------------------------------------------
 #
-# The JSON text is built column by column rather than by Spark's to_json, which writes a
-# DECIMAL(30,10) zero as 0E-10 and timestamps in the session's time zone; Flink's JSON
-# formats write TIMESTAMP as local date-time text and TIMESTAMP_LTZ in UTC with a 'Z'.
+# The JSON text is not one to_json of the row: that writes a DECIMAL(30,10) zero as 0E-10
+# and timestamps in the session's time zone; Flink's JSON formats write TIMESTAMP as local
+# date-time text and TIMESTAMP_LTZ in UTC with a 'Z'. Runs of columns to_json writes as
+# Flink does are one to_json each; the other columns are spelled one by one.
 
 
 def kafka_messages(
@@ -382,8 +384,10 @@ def kafka_messages(
     """``key``, ``value``, ``headers`` (and ``partition`` for ``all-to-zero``) of a change
     frame's messages, in send order.
 
-    The frame is partitioned by key and sorted by ``_seq`` (``-U`` first) within partitions,
-    so that one Spark task sends all messages of a key, in order. With ``inserts`` (every
+    The frame is partitioned by key and sorted by key, then ``_seq`` (``-U`` first), within
+    partitions, so that one Spark task sends all messages of a key, in order (by key first:
+    the order the pairing window of the debezium and canal formats sorts in already, so
+    that the rows, images included, are sorted once). With ``inserts`` (every
     row a ``+I`` of its own key: snapshot rows) the messages stay in the frame's partitions.
     """
     from pyspark.sql import functions as F
@@ -416,7 +420,7 @@ def kafka_messages(
         base = base.repartition(1)
     if options.value_format == "changelog-json":
         value = encoding.obj([("data", F.col("image")), ("op", _json_string(F.col("op")))])
-        frame = base.select("seq", "rank", "pk", value.alias("value"))
+        frame = base.select("db", "tbl", "seq", "rank", "pk", value.alias("value"))
     else:
         frame = _paired(base, table, options.value_format, encoding, inserts)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
@@ -432,10 +436,11 @@ def kafka_messages(
     ]
     if options.partition_strategy == "all-to-zero":  # Flink CDC's default
         columns.append(F.lit(0).alias("partition"))
-    messages = frame.select(*columns, F.col("seq"), F.col("rank"))
+    order = ["db", "tbl", "pk", "seq", "rank"]
+    messages = frame.select(*columns, *order)
     if not inserts:
-        messages = messages.sortWithinPartitions("seq", "rank")
-    return messages.drop("seq", "rank")
+        messages = messages.sortWithinPartitions(*order)
+    return messages.drop(*order)
 
 
 def _key_text(table: SinkTable, encoding: JsonEncoding) -> Column:
@@ -474,6 +479,8 @@ def _paired(
     )
     image = F.col("image")  # JSON text (kafka_messages)
     messages = changes.select(
+        "db",
+        "tbl",
         "seq",
         "rank",
         "pk",
@@ -518,7 +525,7 @@ def _paired(
                 ("es", binlog_ms),
             ]
         )
-    return messages.select("seq", "rank", "pk", text.alias("value"))
+    return messages.select("db", "tbl", "seq", "rank", "pk", text.alias("value"))
 
 
 def _json_string(text: Column) -> Column:
@@ -558,31 +565,79 @@ class JsonEncoding:
     def obj(self, fields: Sequence[tuple[str, Column]]) -> Column:
         """A JSON object of (name, JSON text) pairs; a NULL text is ``null``, or the field
         is left out with ``encode.ignore-null-fields``."""
-        from pyspark.sql import functions as F
-
-        parts = []
-        for name, text in fields:
-            label = F.lit(json.dumps(name, ensure_ascii=False) + ":")
-            if self.ignore_null_fields:
-                parts.append(F.concat(label, text))  # NULL when text is: concat_ws skips it
-            else:
-                parts.append(F.concat(label, F.coalesce(text, F.lit("null"))))
-        return F.concat(F.lit("{"), F.concat_ws(",", *parts), F.lit("}"))
+        return self._object([self._member(name, text) for name, text in fields])
 
     def image(self, row: Column, columns: Sequence[SinkColumn], *, nullable: bool = True) -> Column:
         """A row image (a struct column) as a JSON object; NULL when the struct is.
         ``nullable=False`` (a struct that is never NULL) leaves out that condition, so
-        that Spark shares the parts of the values' texts (see :func:`kafka_messages`)."""
+        that Spark shares the parts of the values' texts (see :func:`kafka_messages`).
+
+        Each run of neighbouring columns that Spark's JSON writer spells as this format
+        does (:meth:`_written_by_spark`) is one ``to_json`` of a struct, its braces cut
+        off: one generator per run rather than one per value, and no text per field."""
         from pyspark.sql import functions as F
 
-        text = self.obj([(c.name, self.value(row.getField(c.name), c)) for c in columns])
+        members: list[Column] = []
+        for by_spark, run in groupby(columns, key=self._written_by_spark):
+            if not by_spark:
+                members += [self._member(c.name, self.value(row.getField(c.name), c)) for c in run]
+                continue
+            fields = F.struct(*[row.getField(c.name).alias(c.name) for c in run])
+            written = F.to_json(fields, {"ignoreNullFields": str(self.ignore_null_fields).lower()})
+            inner = written.substr(F.lit(2), F.length(written) - 2)  # without the braces
+            # every field of the run left out (all NULL): no member, as for one field
+            members.append(F.when(inner != "", inner) if self.ignore_null_fields else inner)
+        text = self._object(members)
         return F.when(row.isNotNull(), text) if nullable else text
+
+    def _member(self, name: str, text: Column) -> Column:
+        """``"name":text``; NULL (left out) for a NULL text under ignore-null-fields."""
+        from pyspark.sql import functions as F
+
+        label = F.lit(json.dumps(name, ensure_ascii=False) + ":")
+        if self.ignore_null_fields:
+            return F.concat(label, text)  # NULL when text is: concat_ws skips it
+        return F.concat(label, F.coalesce(text, F.lit("null")))
+
+    @staticmethod
+    def _object(members: Sequence[Column]) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.concat(F.lit("{"), F.concat_ws(",", *members), F.lit("}"))
+
+    def _written_by_spark(self, column: SinkColumn) -> bool:
+        """Whether ``to_json`` of a struct writes this column, name and values, as
+        :meth:`value` does: a name without characters to escape (Python's and Jackson's
+        escapes need not agree) and a value :meth:`value` spells as Spark's JSON writer."""
+        plain_name = json.dumps(column.name, ensure_ascii=False) == f'"{column.name}"'
+        return plain_name and self._by_writer(column)
+
+    def _by_writer(self, column: SinkColumn) -> bool:
+        """Whether this format spells the column's values as Spark's JSON writer does: all
+        but timestamps, Debezium's time types and dates in schema mode, and decimals in
+        schema mode or past scale 6 (where the writer spells a zero ``0E-7``)."""
+        logical = source_logical(column) if self.schemas else None
+        if logical is not None and logical["name"] in _EPOCH_LOGICAL:
+            return False
+        spark_type = column.spark_type
+        decimal = spark_decimal(spark_type)
+        if decimal is not None:
+            return not self.schemas and decimal[1] <= 6
+        if spark_type in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+            return False
+        return spark_type != "DATE" or not self.schemas
 
     def value(self, value: Column, column: SinkColumn) -> Column:
         """One value's JSON text (NULL for SQL NULL)."""
         from pyspark.sql import functions as F
 
         spark_type = column.spark_type
+        if self._by_writer(column):
+            if spark_type in _PLAIN_TEXT_TYPES or spark_type.startswith("DECIMAL"):
+                return value.cast("string")  # as to_json writes them, without its cost
+            # strings escaped, binary as base64: "[v]" unwrapped
+            wrapped = F.to_json(F.array(value))
+            return F.when(value.isNotNull(), wrapped.substr(F.lit(2), F.length(wrapped) - 2))
         logical = source_logical(column) if self.schemas else None
         if logical is not None and logical["name"] == "io.debezium.time.Timestamp":
             return _ntz_epoch(value, 3).cast("string")  # DATETIME(0..3): whole milliseconds
@@ -592,21 +647,21 @@ class JsonEncoding:
             if self.schemas:
                 return _json_string(_decimal_base64(value))
             return value.cast("string")  # plain, the column's scale: what MySQL prints
-        if spark_type in ("TIMESTAMP", "TIMESTAMP_NTZ"):
-            if self.schemas and spark_type == "TIMESTAMP_NTZ":  # MicroTimestamp
-                return _ntz_epoch(value, 6).cast("string")
-            zoned = spark_type == "TIMESTAMP"
-            iso = self.schemas or self.timestamp_format == "ISO-8601"
-            return _json_string(timestamp_text(value, zoned=zoned, iso=iso))
-        if spark_type == "DATE" and self.schemas:  # io.debezium.time.Date: epoch days
+        if spark_type == "DATE":  # schema mode: io.debezium.time.Date, epoch days
             return F.unix_date(value).cast("string")
-        if spark_type in _PLAIN_TEXT_TYPES:  # as to_json writes them, without its cost
-            return value.cast("string")
-        # the rest as Spark writes JSON (strings escaped, binary as base64): "[v]" unwrapped
-        wrapped = F.to_json(F.array(value))
-        return F.when(value.isNotNull(), wrapped.substr(F.lit(2), F.length(wrapped) - 2))
+        if self.schemas and spark_type == "TIMESTAMP_NTZ":  # MicroTimestamp
+            return _ntz_epoch(value, 6).cast("string")
+        iso = self.schemas or self.timestamp_format == "ISO-8601"
+        if spark_type == "TIMESTAMP_NTZ":
+            # Spark's own text of a zone-less value is Flink's: the fraction as few digits
+            # as it needs. A quarter of what timestamp_text costs (measured)
+            text = value.cast("string")
+            return _json_string(F.translate(text, " ", "T") if iso else text)
+        return _json_string(timestamp_text(value, zoned=True, iso=iso))
 
 
+# Debezium's logical types JsonEncoding writes as numbers from the column's text or time
+_EPOCH_LOGICAL = frozenset({"io.debezium.time.Timestamp", "io.debezium.time.MicroTime"})
 # Spark types whose text (CAST AS STRING) is their JSON text
 _PLAIN_TEXT_TYPES = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT"})
 
