@@ -312,8 +312,8 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         "connect.timeout": "10.0",
         "scan.incremental.snapshot.chunk.size": "100",
         "server-id": "5400-5404",
-        # ~500,000 snapshot rows per batch unless the file says otherwise
-        "scan.incremental.snapshot.chunks-per-batch": "5000",
+        # ~1,000,000 snapshot rows per batch unless the file says otherwise
+        "scan.incremental.snapshot.chunks-per-batch": "10000",
         # every sink orders a key's rows by _seq: the binlog may be decoded in parallel
         "scan.binlog.partitions": "auto",
         "changelog.shape": "tables",
@@ -322,7 +322,7 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
     assert all(isinstance(v, str) for v in options.values())
     again = SourceOptions.from_options(options)
     assert again == c.source.model_copy(
-        update={"changelog_shape": "tables", "chunks_per_batch": 5000, "binlog_partitions": "auto"}
+        update={"changelog_shape": "tables", "chunks_per_batch": 10000, "binlog_partitions": "auto"}
     )
     told = {
         **source,
