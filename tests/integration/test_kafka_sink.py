@@ -383,7 +383,14 @@ def test_options_follow_flink_cdc_names() -> None:
     )
     assert options.value_format == "debezium-json"
     assert options.properties == {"linger.ms": "5", "enable.idempotence": "true"}
-    assert options.client_properties()["bootstrap.servers"] == "k1:9092,k2:9092"
+    # the user's properties over the sink's throughput defaults
+    assert options.client_properties() == {
+        "bootstrap.servers": "k1:9092,k2:9092",
+        "linger.ms": "5",
+        "enable.idempotence": "true",
+        "batch.size": "262144",
+        "compression.type": "lz4",
+    }
     table = orders_table()
     assert options.topic_for(table) == table.name
     assert options.topic_for(SinkTable("app_db.orders", (), (), ())) == "orders_topic"

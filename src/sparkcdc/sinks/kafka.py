@@ -272,8 +272,17 @@ class KafkaOptions(SinkOptions):
         return self.table_id_to_topic.get(table.name, table.name)
 
     def client_properties(self) -> dict[str, str]:
-        """The Kafka client properties (Java names), bootstrap servers included."""
-        return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
+        """The Kafka client properties (Java names), bootstrap servers included: the
+        user's ``properties.*`` over ``PRODUCER_DEFAULTS``."""
+        return {**PRODUCER_DEFAULTS, **self.properties, "bootstrap.servers": self.bootstrap_servers}
+
+
+# The producer tuned for throughput as Kafka's documentation advises (batches of up to
+# 256 KiB, waiting up to 20 ms to fill them, compressed with lz4): a sink batch sends its
+# messages at once. Measured on 546,000 debezium-json updates (bench table, local broker):
+# producing cost ~1.0 s with the client's defaults, ~0.6 s with these. Any of them can be
+# set with properties.* (properties.compression.type: none)
+PRODUCER_DEFAULTS = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4"}
 
 
 def _gather_format(data: dict[str, Any]) -> dict[str, Any]:
