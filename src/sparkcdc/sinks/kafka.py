@@ -394,10 +394,9 @@ def kafka_messages(
     frame's messages, in send order.
 
     The frame is partitioned by key and sorted by key, then ``_seq`` (``-U`` first), within
-    partitions, so that one Spark task sends all messages of a key, in order (by key first:
-    the order the pairing window of the debezium and canal formats sorts in already, so
-    that the rows, images included, are sorted once). With ``inserts`` (every
-    row a ``+I`` of its own key: snapshot rows) the messages stay in the frame's partitions.
+    partitions, so that one Spark task sends all messages of a key, in order (a table
+    without a key: all in one task, by ``_seq``). With ``inserts`` (every row a ``+I`` of
+    its own key: snapshot rows) the messages stay in the frame's partitions.
     """
     from pyspark.sql import functions as F
 
@@ -445,7 +444,11 @@ def kafka_messages(
     ]
     if options.partition_strategy == "all-to-zero":  # Flink CDC's default
         columns.append(F.lit(0).alias("partition"))
-    order = ["db", "tbl", "pk", "seq", "rank"]
+    # a sink key's messages in commit order, whichever source table they come from. With
+    # one source, db and tbl are the same in every row: the order the pairing window of the
+    # debezium and canal formats sorts in already, so the rows are sorted once
+    order = ["db", "tbl"] if len(table.sources) == 1 else []
+    order += ["pk", "seq", "rank"]
     messages = frame.select(*columns, *order)
     if not inserts:
         messages = messages.sortWithinPartitions(*order)
