@@ -806,32 +806,21 @@ def _pair_halves(base: DataFrame) -> tuple[DataFrame, Column]:
     # The halves are neighbours among the changes of their key: they share _seq (the sink
     # interface) or the '+U' follows at _seq + 1 (the binlog reader numbers each row image);
     # any other change of that key is at least one event (many positions) away. A window
-    # per key, not per table, spreads the work over Spark's tasks.
+    # per key, not per table, spreads the work over Spark's tasks; and as its neighbours
+    # are of the same key, a key-changing update (its halves under two keys) stays two
+    # messages (delete the old key, insert the new one).
     order = Window.partitionBy("db", "tbl", "pk").orderBy("seq", "rank")
-    op, seq, pk = F.col("op"), F.col("seq"), F.col("pk")
+    op, seq = F.col("op"), F.col("seq")
     with_neighbours = base.select(
         "*",
         F.lag("op").over(order).alias("prev_op"),
         F.lag("seq").over(order).alias("prev_seq"),
-        F.lag("pk").over(order).alias("prev_pk"),
         F.lag("image").over(order).alias("prev_image"),
         F.lead("op").over(order).alias("next_op"),
         F.lead("seq").over(order).alias("next_seq"),
-        F.lead("pk").over(order).alias("next_pk"),
     )
-    # a key-changing update stays two messages (delete old key, insert new key)
-    after_half = (
-        (op == "+U")
-        & (F.col("prev_op") == "-U")
-        & (seq - F.col("prev_seq") <= 1)
-        & F.col("prev_pk").eqNullSafe(pk)
-    )
-    before_half = (
-        (op == "-U")
-        & (F.col("next_op") == "+U")
-        & (F.col("next_seq") - seq <= 1)
-        & F.col("next_pk").eqNullSafe(pk)
-    )
+    after_half = (op == "+U") & (F.col("prev_op") == "-U") & (seq - F.col("prev_seq") <= 1)
+    before_half = (op == "-U") & (F.col("next_op") == "+U") & (F.col("next_seq") - seq <= 1)
     return with_neighbours.where(~F.coalesce(before_half, F.lit(False))), after_half
 
 
