@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
 _POLL_S = 0.5
+# Each micro-batch is cached once and read back once or twice (composer.BatchWriter), and a
+# binlog batch is cached by one task: compressing the cache cost more than it saved. With
+# it off, the lag of bench/pipeline_throughput.py's Kafka step at 100,000 changes/s levelled off
+UNCOMPRESSED_CACHE = ("spark.sql.inMemoryColumnarStorage.compressed", "false")
 
 
 @dataclass
@@ -391,7 +395,9 @@ def pipeline_session(
 
     A new session's console progress bars are off when stderr is not a terminal: they
     rewrite their line several times a second, a flood in a log (the pipeline's own progress
-    says where it is); the file's ``spark.conf`` may turn them on again."""
+    says where it is); the file's ``spark.conf`` may turn them on again. A new session
+    caches the micro-batches uncompressed (``UNCOMPRESSED_CACHE``) unless the file's
+    ``spark.conf`` or spark-submit says otherwise."""
     from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
@@ -409,6 +415,7 @@ def pipeline_session(
             connectors=True,
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
+            defaults=dict([UNCOMPRESSED_CACHE]),
         )
         spark.sparkContext.setLogLevel("WARN")
     else:

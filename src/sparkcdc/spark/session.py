@@ -321,13 +321,15 @@ def plan_session(
     log_file: str | None = None,
     configured: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
 ) -> SessionPlan:
     """The master and settings of a session (pure: nothing starts, nothing is written).
 
     ``master``: None takes ``conf``'s ``spark.master``, else the one ``configured`` has
     (the settings of a JVM this process runs under, as spark-submit starts it), else the
     ``SPARK_MASTER`` variable of ``environ``, else ``DEFAULT_MASTER``. ``configured``
-    settings are the user's: sparkcdc's defaults never replace them; ``conf`` does.
+    settings are the user's: sparkcdc's defaults (``defaults``, the caller's, among them)
+    never replace them; ``conf`` does.
 
     >>> plan = plan_session("a", "spark://h:7077", configured={}, environ={})
     >>> plan.master, plan.settings["spark.python.daemon.module"]
@@ -343,14 +345,15 @@ def plan_session(
         or environ.get("SPARK_MASTER")
         or DEFAULT_MASTER
     )
-    defaults = {
+    base = {
         **_DEFAULT_CONF,
+        **(defaults or {}),
         "spark.driver.memory": driver_memory(),
         _DAEMON_MODULE: _LOCAL_DAEMON if is_local_master(chosen) else _SPARK_DAEMON,
     }
     if connectors:
-        defaults.update(_CONNECTOR_CONF)
-    settings = {k: v for k, v in defaults.items() if k not in configured}
+        base.update(_CONNECTOR_CONF)
+    settings = {k: v for k, v in base.items() if k not in configured}
     settings.update(conf)
     # lists: the user's entries (configured, then conf), then sparkcdc's
     pinned = connector_jars() if connectors else []
@@ -493,6 +496,7 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
     connectors: bool = False,
     log_file: str | None = None,
+    defaults: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
@@ -503,7 +507,8 @@ def spark_session(
     are added to ``spark.jars`` and the Delta and Iceberg SQL extensions are on (what the
     pipeline sinks need). With ``log_file``, a JVM this call starts logs (warnings and
     errors, stacks included) to that file and nothing to the console
-    (``log4j2-file.properties`` beside this module).
+    (``log4j2-file.properties`` beside this module). ``defaults``: settings of the caller's
+    that a setting the user made (spark-submit's, ``conf``) replaces.
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
@@ -516,6 +521,7 @@ def spark_session(
         connectors=connectors,
         log_file=log_file,
         configured=configured,
+        defaults=defaults,
     )
     check_master(plan.master)
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:

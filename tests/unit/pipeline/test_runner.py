@@ -280,3 +280,24 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
     config = parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={})
     pipeline_session(config)
     assert made["spark.ui.showConsoleProgress"] == bars
+
+
+def test_new_session_caches_batches_uncompressed_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pipeline's own default, which the file's spark.conf (and spark-submit's settings,
+    see test_session_plan) replace."""
+    from sparkcdc.spark.session import plan_session
+
+    planned: list[dict[str, str]] = []
+
+    def spark_session(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
+        planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+
+    monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
+    key = "spark.sql.inMemoryColumnarStorage.compressed"
+    for spark_conf in ("", f"\n  spark.conf: {{{key}: 'true'}}"):
+        pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
+    assert [p[key] for p in planned] == ["false", "true"]

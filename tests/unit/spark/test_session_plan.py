@@ -231,3 +231,25 @@ def test_a_line_without_icebergs_runtime_gets_no_iceberg_extensions_and_stops_an
     assert "Iceberg's Spark runtime is not among the connector jars" in message
     assert str(connector_dir) in message
     assert "pip install 'pyspark>=4.1.4,<4.2'" in message
+
+
+@pytest.mark.parametrize(
+    ("configured", "conf", "expected"),
+    [
+        ({}, {}, "false"),  # the caller's default
+        ({"spark.sql.inMemoryColumnarStorage.compressed": "true"}, {}, "true"),  # spark-submit's
+        ({}, {"spark.sql.inMemoryColumnarStorage.compressed": "true"}, "true"),  # the file's
+    ],
+)
+def test_a_callers_defaults_give_way_to_the_users_settings(
+    configured: dict[str, str], conf: dict[str, str], expected: str
+) -> None:
+    plan = plan_session(
+        "p",
+        "local[2]",
+        conf=conf,
+        configured=configured,
+        environ={},
+        defaults={"spark.sql.inMemoryColumnarStorage.compressed": "false"},
+    )
+    assert plan.settings.get("spark.sql.inMemoryColumnarStorage.compressed", "true") == expected
