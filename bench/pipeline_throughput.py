@@ -347,10 +347,8 @@ class Step:
         ]
         if len(points) < 2:
             return 0.0
-        mean_t = statistics.fmean(t for t, _ in points)
-        mean_lag = statistics.fmean(lag for _, lag in points)
-        spread = sum((t - mean_t) ** 2 for t, _ in points)
-        return sum((t - mean_t) * (lag - mean_lag) for t, lag in points) / spread
+        times, lags = zip(*points, strict=True)
+        return statistics.linear_regression(times, lags).slope
 
     @property
     def lag_growing(self) -> bool:

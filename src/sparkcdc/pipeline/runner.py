@@ -56,7 +56,7 @@ _POLL_S = 0.5
 # Each micro-batch is cached once and read back once or twice (composer.BatchWriter), and a
 # binlog batch is cached by one task: compressing the cache cost more than it saved. With
 # it off, the lag of bench/pipeline_throughput.py's Kafka step at 100,000 changes/s levelled off
-UNCOMPRESSED_CACHE = ("spark.sql.inMemoryColumnarStorage.compressed", "false")
+UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 
 
 @dataclass
@@ -415,7 +415,7 @@ def pipeline_session(
             connectors=True,
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
-            defaults=dict([UNCOMPRESSED_CACHE]),
+            defaults=UNCOMPRESSED_CACHE,
         )
         spark.sparkContext.setLogLevel("WARN")
     else:

@@ -607,8 +607,7 @@ class JsonEncoding:
         members: list[Column] = []
         for in_struct, run in runs:
             if not in_struct:
-                spelled = [(c.name, self.value(row.getField(c.name), c)) for c, *_ in run]
-                members += [self._member(name, text) for name, text in spelled]
+                members += [self._member(c.name, self._spelled(c, v, kind)) for c, v, kind in run]
                 continue
             fields = F.struct(*[v.alias(c.name) for c, v, _ in run])
             written = F.to_json(fields, {"ignoreNullFields": str(self.ignore_null_fields).lower()})
@@ -693,17 +692,21 @@ class JsonEncoding:
 
     def value(self, value: Column, column: SinkColumn) -> Column:
         """One value's JSON text (NULL for SQL NULL)."""
+        return self._spelled(column, *self._writable(value, column))
+
+    @staticmethod
+    def _spelled(column: SinkColumn, written: Column, kind: WrittenAs) -> Column:
+        """The JSON text of a value as :meth:`_writable` gives it (NULL for SQL NULL)."""
         from pyspark.sql import functions as F
 
-        written, kind = self._writable(value, column)
         if kind == "text":
             return _json_string(written)
         if kind in ("number", "raw"):
             return written.cast("string")
         if column.spark_type in _PLAIN_TEXT_TYPES or column.spark_type.startswith("DECIMAL"):
-            return value.cast("string")  # as to_json writes them, without its cost
+            return written.cast("string")  # as to_json writes them, without its cost
         # strings escaped, binary as base64: "[v]" unwrapped
-        return F.when(value.isNotNull(), _unwrapped(F.to_json(F.array(value))))
+        return F.when(written.isNotNull(), _unwrapped(F.to_json(F.array(written))))
 
 
 # Debezium's logical types JsonEncoding writes as numbers from the column's text or time
