@@ -93,6 +93,26 @@ def _spark_log(checkpoint: str) -> str:
     return str(folder / "spark.log")
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from sparkcdc.spark.prepare import write_class_archive
+
+    conf = None
+    if args.file:
+        from sparkcdc.pipeline.config import load_pipeline
+        from sparkcdc.pipeline.runner import pipeline_conf
+
+        conf = pipeline_conf(load_pipeline(args.file))
+    path, seconds = write_class_archive(conf, force=args.force)
+    if seconds is None:
+        print(
+            f"the Spark driver's class-data archive is there already: {path} (--force "
+            "writes it again)"
+        )
+    else:
+        print(f"the Spark driver's class-data archive: {path} (written in {seconds:.0f} s)")
+    return EXIT_OK
+
+
 def _package(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -175,6 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
         "spark.submit.pyFiles (`sparkcdc package` builds sparkcdc's)",
     )
     run.set_defaults(func=_run)
+    prepare = sub.add_parser(
+        "prepare",
+        help="write this machine's class-data archive: the Spark driver of `sparkcdc run` "
+        "starts seconds sooner",
+    )
+    prepare.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="a pipeline YAML whose spark.conf (its jars) the archive is for (default: "
+        "sparkcdc's connector jars alone)",
+    )
+    prepare.add_argument(
+        "--force", action="store_true", help="write the archive even if it is there already"
+    )
+    prepare.set_defaults(func=_prepare)
     package = sub.add_parser(
         "package",
         help="write sparkcdc as a zip for a Spark cluster's executors, and the script "

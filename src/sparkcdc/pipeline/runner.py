@@ -381,6 +381,15 @@ def session_master(config: PipelineConfig, flag: str | None, configured: str | N
     return chosen or configured or f"local[{config.pipeline.parallelism}]"
 
 
+def pipeline_conf(config: PipelineConfig) -> dict[str, str]:
+    """The Spark settings a pipeline's session gets: its sink's, then the file's
+    ``spark.conf`` (the master aside: ``session_master`` chooses it)."""
+    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
+    conf = {**sink_conf, **config.pipeline.session_conf()}
+    conf.pop("spark.master", None)
+    return conf
+
+
 def pipeline_session(
     config: PipelineConfig,
     spark: Any = None,
@@ -397,13 +406,13 @@ def pipeline_session(
     rewrite their line several times a second, a flood in a log (the pipeline's own progress
     says where it is); the file's ``spark.conf`` may turn them on again. A new session
     caches the micro-batches uncompressed (``UNCOMPRESSED_CACHE``) unless the file's
-    ``spark.conf`` or spark-submit says otherwise."""
+    ``spark.conf`` or spark-submit says otherwise, and its JVM maps the class-data archive
+    ``sparkcdc prepare`` wrote, if there is one (``spark/classdata.py``)."""
     from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
     user_conf = config.pipeline.session_conf()
-    conf = {**sink_conf, **user_conf}
-    conf.pop("spark.master", None)  # chosen by session_master
+    conf = pipeline_conf(config)
     if py_files:
         listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
         conf["spark.submit.pyFiles"] = ",".join(p for p in listed if p)
@@ -416,6 +425,7 @@ def pipeline_session(
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
             defaults=UNCOMPRESSED_CACHE,
+            class_archive=True,
         )
         spark.sparkContext.setLogLevel("WARN")
     else:

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 
 from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
+from sparkcdc.spark.classdata import sharing_settings
 from sparkcdc.spark.compat import SPARK_LINE
 
 log = logging.getLogger(__name__)
@@ -497,6 +498,7 @@ def spark_session(
     connectors: bool = False,
     log_file: str | None = None,
     defaults: Mapping[str, str] | None = None,
+    class_archive: bool = False,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
@@ -508,7 +510,9 @@ def spark_session(
     pipeline sinks need). With ``log_file``, a JVM this call starts logs (warnings and
     errors, stacks included) to that file and nothing to the console
     (``log4j2-file.properties`` beside this module). ``defaults``: settings of the caller's
-    that a setting the user made (spark-submit's, ``conf``) replaces.
+    that a setting the user made (spark-submit's, ``conf``) replaces. ``class_archive``: a
+    JVM this call starts maps this machine's class-data archive, if ``sparkcdc prepare``
+    wrote one (``spark/classdata.py``: it starts sooner, nothing else changes).
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
@@ -527,10 +531,26 @@ def spark_session(
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
         _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
     ensure_python_env(plan.master)
+    start_jvm(_archive_settings(plan.settings) if class_archive else plan.settings)
+    return started_session(plan.settings)
+
+
+def _archive_settings(settings: Mapping[str, str]) -> Mapping[str, str]:
+    """``settings`` with this machine's class-data archive mapped, for a JVM this process
+    is about to start (one that runs already is not started again)."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return settings
+    return sharing_settings(settings)
+
+
+def started_session(settings: Mapping[str, str]) -> SparkSession:
+    """The session of ``settings`` on the JVM started already, made the JVM's active and
+    default one, the mysql-cdc source registered."""
     builder = SparkSession.builder
-    for key, value in plan.settings.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    _start_jvm(plan.settings)
     spark = builder.getOrCreate()
     # Streaming threads inherit the JVM's thread-local active session from the thread
     # that starts the query; make sure it is set there (py4j threads may lack it).
@@ -548,7 +568,7 @@ def spark_session(
 _JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
-def _start_jvm(settings: Mapping[str, str]) -> None:
+def start_jvm(settings: Mapping[str, str]) -> None:
     """Start Spark's JVM (as pyspark would) with its stderr read by a thread that passes
     every line on to ours except ``_JVM_NOISE``; nothing when a JVM runs already or
     pyspark is told to attach to one (``PYSPARK_GATEWAY_PORT``)."""
@@ -570,6 +590,26 @@ def _start_jvm(settings: Mapping[str, str]) -> None:
 
     threading.Thread(target=forward, name="sparkcdc-jvm-stderr", daemon=True).start()
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def stop_jvm(timeout_s: float = 300.0) -> int:
+    """End the JVM ``start_jvm`` started (its session stopped first) and wait for it to
+    exit: the exit code. The JVM ends when its stdin closes (pyspark's gateway server reads
+    it for that), and runs its exit work (a class-data archive written) before it does."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None or getattr(gateway, "proc", None) is None:
+        raise RuntimeError("no JVM started by this process to stop")
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    proc = gateway.proc
+    gateway.shutdown()
+    proc.stdin.close()
+    code: int = proc.wait(timeout=timeout_s)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return code
 
 
 def register(spark: Any) -> None:

@@ -282,7 +282,7 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
     assert made["spark.ui.showConsoleProgress"] == bars
 
 
-def test_new_session_caches_batches_uncompressed_unless_told(
+def test_new_session_caches_uncompressed_unless_told_and_maps_the_class_archive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The pipeline's own default, which the file's spark.conf (and spark-submit's settings,
@@ -290,8 +290,10 @@ def test_new_session_caches_batches_uncompressed_unless_told(
     from sparkcdc.spark.session import plan_session
 
     planned: list[dict[str, str]] = []
+    archives: list[bool] = []
 
     def spark_session(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        archives.append(kwargs.pop("class_archive", False))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
@@ -301,3 +303,5 @@ def test_new_session_caches_batches_uncompressed_unless_told(
     for spark_conf in ("", f"\n  spark.conf: {{{key}: 'true'}}"):
         pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
     assert [p[key] for p in planned] == ["false", "true"]
+    # and its JVM maps the class-data archive `sparkcdc prepare` wrote (spark/classdata.py)
+    assert archives == [True, True]
