@@ -36,16 +36,18 @@ echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
 echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null
 echo "setup: PySpark 4.1 beside the default line, for the Iceberg sink's tests (scripts/setup_spark41.sh)"
-bash scripts/setup_spark41.sh >/dev/null
+spark41_python="$(bash scripts/setup_spark41.sh | tail -n 1)"
 echo "setup: fetching the Kafka broker jars for the tests' private Kafka (jars/kafka-broker/pom.xml)"
 bash scripts/fetch_kafka.sh >/dev/null
 echo "setup: fetching Flink SQL for the tests that read the Kafka topics with Flink (jars/flink/pom.xml)"
 bash scripts/fetch_flink.sh >/dev/null
 echo "setup: building MinIO for the tests' private S3 (scripts/fetch_minio.sh; ~7 minutes the first time)"
 bash scripts/fetch_minio.sh >/dev/null
-echo "setup: writing the Spark driver's class-data archive (sparkcdc prepare: ~40 s the first time)"
+echo "setup: writing the Spark drivers' class-data archives (sparkcdc prepare: ~40 s a line the first time)"
 # the driver of `sparkcdc run` maps it and starts seconds sooner (README, "The command line");
-# without it every pipeline still runs, as it did before
-"$PYTHON" -m sparkcdc.cli.main prepare >/dev/null 2>&1 \
-  || echo "setup: no class-data archive (pipelines start without one): see sparkcdc prepare"
+# without it every pipeline still runs, as it did before. One per Spark line.
+for python in "$PYTHON" "$spark41_python"; do
+  "$python" -m sparkcdc.cli.main prepare >/dev/null 2>&1 \
+    || echo "setup: no class-data archive for $python (its pipelines start without one): see sparkcdc prepare"
+done
 echo "setup: done"

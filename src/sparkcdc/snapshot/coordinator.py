@@ -34,6 +34,9 @@ from sparkcdc.snapshot.storage import StateStore
 
 log = logging.getLogger(__name__)
 
+# a batch takes up to 1/RUNT_SHARE more chunks than its budget when they are a table's last
+RUNT_SHARE = 8
+
 
 @dataclass(frozen=True)
 class SnapshotProgress:
@@ -145,7 +148,10 @@ class SnapshotCoordinator:
             if not progress.read_all and budget is None:
                 take = _all(self.splitter(table), progress)
             elif not progress.read_all and budget is not None and budget > 0:
-                take = self.splitter(table).chunks(progress.next, budget)
+                take = _within_budget(
+                    self.splitter(table).chunks(progress.next, budget + budget // RUNT_SHARE),
+                    budget,
+                )
                 budget -= len(take)
             nxt = progress.next + len(take)
             total = progress.total
@@ -256,3 +262,19 @@ def _all(splitter: ChunkSplitter, progress: SnapshotProgress) -> list[ChunkRange
             return out
         out.append(chunk)
         index += 1
+
+
+def _within_budget(planned: list[ChunkRange], budget: int) -> list[ChunkRange]:
+    """The chunks a batch takes of ``planned`` (up to ``budget + budget // RUNT_SHARE`` of a
+    table's next chunks): ``budget`` of them, or all when they end the table. A batch costs
+    seconds besides its rows (the sink's commit, planning); the table's last few chunks are
+    worth less than a batch of their own.
+
+    >>> planned = [ChunkRange("d.t", i, i, i + 1) for i in range(9)]
+    >>> planned.append(ChunkRange("d.t", 9, 9, None))
+    >>> len(_within_budget(planned, 8)), len(_within_budget(planned[:9], 8))
+    (10, 8)
+    """
+    if planned and planned[-1].end is None:
+        return planned
+    return planned[:budget]

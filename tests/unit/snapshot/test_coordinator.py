@@ -20,7 +20,7 @@ from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotSettings
+from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
 from sparkcdc.snapshot.keys import key_sort_key
 from sparkcdc.snapshot.reader import ChunkResult
@@ -201,3 +201,37 @@ def test_release_of_an_offset_naming_a_table_no_longer_captured(tmp_path: Any) -
     staged = [coordinator.staging.load(chunk) for chunk in plan]
     assert all(s is not None and s.rows is None for s in staged)  # staged, rows dropped
     assert "db.gone" not in coordinator.describe(end)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "budget", "batches"),
+    [
+        (9, 8, [9]),  # the last chunk is within 1/8 of 8: no batch of its own
+        (10, 8, [8, 2]),  # the last 2 are not
+        (125, 123, [125]),  # the bench table, 123 chunks a batch by default (up to 138)
+        (139, 123, [123, 16]),
+        (8, 8, [8]),
+        (9, 4, [4, 4, 1]),  # 1/8 of 4 is no chunk
+        (10, 4, [4, 4, 2]),
+    ],
+)
+def test_a_batch_takes_the_tables_last_few_chunks_with_it(
+    tmp_path: Any, chunks: int, budget: int, batches: list[int]
+) -> None:
+    """Each batch costs seconds besides its rows: the last chunks of a table that fit in
+    1/8 more than the budget go with the batch before, never into a batch of their own;
+    every chunk is taken once, in order."""
+    coordinator = MemoryCoordinator(list(range(chunks + 1)), 2, StateStore.open(str(tmp_path), "s"))
+    assert len(coordinator.plan()) == chunks
+    offset = coordinator.initial()
+    taken = []
+    while not read_all(offset):
+        before = offset["db.t"]["next"]
+        offset = coordinator.advance(offset, budget)
+        taken.append(offset["db.t"]["next"] - before)
+    assert taken == batches
+    assert offset["db.t"]["total"] == chunks
+
+
+def read_all(offset: dict[str, Any]) -> bool:
+    return SnapshotProgress.from_offset(offset["db.t"]).read_all
