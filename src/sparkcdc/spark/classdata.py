@@ -1,14 +1,15 @@
 """The driver JVM's class-data archive: a Spark session that starts seconds sooner.
 
 A new Spark driver spends most of its first seconds loading, parsing and verifying classes:
-~25,000 of them (Spark's, Scala's, the connectors'), on a machine of two cores ~2.5 s of a
-``sparkcdc run`` of ~12 s. Java's class-data sharing (JDK 13+, JEP 350 "dynamic CDS
-archives") keeps the classes a JVM loaded in a file that later JVMs map instead:
+~25,000 of them (Spark's, Scala's, the connectors'): on a machine of two cores ~2.5 s of
+a snapshot ``sparkcdc run`` of ~20 s, ~4.5 s of a catch-up (a MERGE loads much of Delta).
+Java's class-data sharing (JDK 13+, JEP 350 "dynamic CDS archives") keeps the classes a JVM
+loaded in a file that later JVMs map instead:
 
 - ``sparkcdc prepare`` starts a driver with ``-XX:ArchiveClassesAtExit`` and runs a small
-  job that loads what a pipeline loads (a Delta table made, appended to and merged from a
-  stream, the Kafka and JDBC writers planned, a Python data source read); the JVM writes
-  the archive when it exits. It goes under another name first and takes its own only after
+  job that loads what a pipeline loads (``spark/prepare.py``: a Python streaming source
+  read with ``foreachBatch``, a Delta table made, merged into and appended to); the JVM
+  writes the archive when it exits. It goes under another name first and takes its own only after
   that JVM exited cleanly: a JVM that maps a half-written archive dies (SIGBUS), so no half
   is ever under the name a JVM maps.
 - Every driver JVM a pipeline starts itself (``sparkcdc run``; not one spark-submit
@@ -37,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkcdc.files import make_private_dirs
+from sparkcdc.spark.session import list_entries
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,9 @@ def _identity(path: Path) -> list[object]:
     return [str(path), stat.st_size, stat.st_mtime_ns]
 
 
-def _listed(value: str | None, separator: str) -> list[Path]:
-    entries = [e.strip() for e in (value or "").split(separator) if e.strip()]
-    return [Path(e.removeprefix("file:")) for e in entries]
+def _files(settings: Mapping[str, str], key: str) -> list[list[object]]:
+    """The identities of the files a list setting names."""
+    return [_identity(Path(e.removeprefix("file:"))) for e in list_entries(key, settings.get(key))]
 
 
 def archive_key(
@@ -104,10 +106,8 @@ def archive_key(
         "java": _identity(java),
         "jvm": [_identity(p) for p in sorted(java.parent.parent.glob("lib/server/libjvm.*"))],
         "spark": [spark_version, str(spark_home), [p.name for p in spark_jars]],
-        "jars": [_identity(p) for p in _listed(settings.get("spark.jars"), ",")],
-        "class_path": [
-            _identity(p) for p in _listed(settings.get("spark.driver.extraClassPath"), os.pathsep)
-        ],
+        "jars": _files(settings, "spark.jars"),
+        "class_path": _files(settings, "spark.driver.extraClassPath"),
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -130,19 +130,16 @@ def write_class_archive(
     ``spark.conf`` gives them; the jars among them name the archive): its path and the
     seconds it took, None when it was there already (``force`` writes it again). The JVM
     must be one this process starts."""
-    import os
-
-    from pyspark import SparkContext
-
     from sparkcdc.spark.session import (
         ensure_python_env,
+        jvm_running,
         plan_session,
         start_jvm,
         started_session,
         stop_jvm,
     )
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if jvm_running():
         raise SparkCdcError(
             "sparkcdc prepare starts a Spark JVM of its own: run it as a command of its own, "
             "not under spark-submit or in a Python process that runs Spark already"

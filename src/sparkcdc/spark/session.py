@@ -32,7 +32,6 @@ from pyspark.sql import SparkSession
 
 from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
-from sparkcdc.spark.classdata import sharing_settings
 from sparkcdc.spark.compat import SPARK_LINE
 
 log = logging.getLogger(__name__)
@@ -281,7 +280,12 @@ class SessionPlan:
     settings: dict[str, str]  # every Spark setting given to the builder (and a new JVM)
 
 
-def _entries(key: str, value: str | None) -> list[str]:
+def list_entries(key: str, value: str | None) -> list[str]:
+    """The entries of a list setting ``key`` (one of ``_LIST_SEPARATORS``), as written.
+
+    >>> list_entries("spark.jars", " /a.jar, file:/b.jar,")
+    ['/a.jar', 'file:/b.jar']
+    """
     if not value:
         return []
     return [e.strip() for e in value.split(_LIST_SEPARATORS[key]) if e.strip()]
@@ -305,7 +309,7 @@ def merge_list_setting(key: str, *values: str | None) -> str | None:
     seen: set[str] = set()
     merged: list[str] = []
     for value in values:
-        for entry in _entries(key, value):
+        for entry in list_entries(key, value):
             if _same_entry(key, entry) not in seen:
                 seen.add(_same_entry(key, entry))
                 merged.append(entry)
@@ -473,10 +477,11 @@ def _warn_jars_not_on_driver(wanted: str | None, configured: Mapping[str, str]) 
     """Under spark-submit the driver JVM runs already: jars it was not started with reach
     the executors (``spark.jars``) but not the driver's class path. Say which and how."""
     have = {
-        _same_entry("spark.jars", e) for e in _entries("spark.jars", configured.get("spark.jars"))
+        _same_entry("spark.jars", e)
+        for e in list_entries("spark.jars", configured.get("spark.jars"))
     }
     missing = [
-        e for e in _entries("spark.jars", wanted) if _same_entry("spark.jars", e) not in have
+        e for e in list_entries("spark.jars", wanted) if _same_entry("spark.jars", e) not in have
     ]
     if missing:
         log.warning(
@@ -538,11 +543,9 @@ def spark_session(
 def _archive_settings(settings: Mapping[str, str]) -> Mapping[str, str]:
     """``settings`` with this machine's class-data archive mapped, for a JVM this process
     is about to start (one that runs already is not started again)."""
-    from pyspark import SparkContext
+    from sparkcdc.spark.classdata import sharing_settings
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
-        return settings
-    return sharing_settings(settings)
+    return settings if jvm_running() else sharing_settings(settings)
 
 
 def started_session(settings: Mapping[str, str]) -> SparkSession:
@@ -568,6 +571,14 @@ def started_session(settings: Mapping[str, str]) -> SparkSession:
 _JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
+def jvm_running() -> bool:
+    """Whether this process has Spark's JVM already, or is told to attach to one
+    (``PYSPARK_GATEWAY_PORT``: spark-submit or the pyspark shell started it)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def start_jvm(settings: Mapping[str, str]) -> None:
     """Start Spark's JVM (as pyspark would) with its stderr read by a thread that passes
     every line on to ours except ``_JVM_NOISE``; nothing when a JVM runs already or
@@ -575,7 +586,7 @@ def start_jvm(settings: Mapping[str, str]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if jvm_running():
         return
     conf = SparkConf(loadDefaults=False)
     conf.setAll(list(settings.items()))
