@@ -111,6 +111,61 @@ def test_crash_between_append_and_write(spark: Any, tmp_path: Path) -> None:
     assert rows(spark, sink, table) == AFTER_BATCH_ONE
 
 
+def test_a_replayed_append_is_found_past_other_commits_and_an_older_batch_is_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The look back reads past more commits than its first page (16) holds, passes over
+    unmarked commits and other writers' marks, and stops at this writer's older batch."""
+    sink, table = make_sink(spark, tmp_path), new_table()
+    sink.open([table])
+    sink.append(table, snapshot(spark, range(1, 6)), 3)
+    other = make_sink(spark, tmp_path, pipeline="another_pipeline")
+    other.write(table, frame(spark, [("+I", 30, 40, "theirs")]), 9)  # marked, not ours
+    for n in range(20):  # unmarked commits (a user's table settings)
+        spark.sql(f"ALTER TABLE {sink.identifier(table)} SET TBLPROPERTIES ('team.note' = 'n{n}')")
+    restarted = make_sink(spark, tmp_path)
+    # rows of keys the table lacks: the marks decide, not a look at the keys
+    unseen = snapshot(spark, range(50, 52))
+    assert restarted.appended(table, unseen, 3)
+    assert restarted.appended(table, unseen, 2)  # an older batch
+    assert not restarted.append(table, snapshot(spark, range(6, 9)), 3)
+    assert not restarted.appended(table, snapshot(spark, range(6, 9)), 4)
+    assert restarted.append(table, snapshot(spark, range(6, 9)), 4)
+    expected = [(k, f"n{k}") for k in range(1, 9)] + [(40, "theirs")]
+    assert rows(spark, sink, table) == expected
+    # a MERGE of batch 5 marks the table: an append of batch 4 is decided at it ...
+    restarted.write(table, frame(spark, [("-D", 50, 8, "n8")]), 5)
+    assert restarted.appended(table, unseen, 4)
+    # ... and so is one of batch 6: not appended, without reading further back
+    assert not restarted.appended(table, snapshot(spark, range(9, 10)), 6)
+
+
+def test_an_append_a_history_cannot_decide_is_decided_by_its_keys(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Where the history holds no mark of this writer but an append an earlier sparkcdc
+    marked without one (it relied on Delta's txnAppId), the rows' keys decide."""
+    sink, table = make_sink(spark, tmp_path), new_table()
+    sink.open([table])
+    location = sink.location(table)
+    (
+        snapshot(spark, range(1, 6))
+        .select("id", "name")
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", sink.app_id(table) + "/append")
+        .option("txnVersion", "1")
+        .option("userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)")
+        .save(location)
+    )
+    assert not sink.append(table, snapshot(spark, range(1, 6)), 1)  # its keys are there
+    assert sink.append(table, snapshot(spark, range(6, 8)), 2)  # none of these are
+    assert rows(spark, sink, table) == [(k, f"n{k}") for k in range(1, 8)]
+    # from now on the new marks decide: the keys are not looked up again
+    assert sink.appended(table, snapshot(spark, range(100, 101)), 2)
+    assert not sink.appended(table, snapshot(spark, range(100, 101)), 3)
+
+
 @pytest.mark.parametrize("vectors", [None, False], ids=["default", "table.properties-off"])
 def test_deletion_vectors_on_new_tables_unless_the_file_says_otherwise(
     spark: Any, tmp_path: Path, vectors: bool | None

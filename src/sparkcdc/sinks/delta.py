@@ -8,8 +8,12 @@ that already have it: exactly-once per table. The run id (``SinkContext.writer_i
 with every new checkpoint, so a new stream's batch ids are never taken for an old one's.
 
 Snapshot rows of keys the table does not hold yet come through :meth:`DeltaSink.append`: a
-plain DataFrame append (no join with the table) under its own idempotent-write id
-(``<txnAppId>/append``), so a replay skips an append and a MERGE of one batch independently.
+plain DataFrame append (no join with the table). Its commit carries a mark in its
+``userMetadata`` (``{"sparkcdc": <txnAppId>, "write": "append", "batch": <batch id>}``; the
+MERGEs carry one too), and a replayed append is found by reading the table's newest commits
+back to this writer's previous batch (:meth:`DeltaSink.appended`), not by Delta's
+``txnAppId``: Delta looks an appId up in the table's whole state (a state reconstruction
+of ~1 s, three Spark jobs, on every append), where the marks are a few commit files away.
 
 Tables the sink creates have deletion vectors on (``delta.enableDeletionVectors``): a MERGE
 that updates or deletes a few rows of a file marks them deleted instead of rewriting it.
@@ -20,6 +24,7 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -79,7 +84,8 @@ class DeltaOptions(TableOptions):
 
 
 class DeltaSink(Sink):
-    """Delta Lake tables, MERGE per batch, idempotent through txnAppId / txnVersion."""
+    """Delta Lake tables, MERGE per batch, idempotent through txnAppId / txnVersion (MERGEs)
+    and commit marks (appends)."""
 
     options_model = DeltaOptions
     guarantee = "exactly-once"
@@ -213,6 +219,9 @@ class DeltaSink(Sink):
         # Delta records (appId, version) in the same commit and skips a version it has seen
         session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
         session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        # the mark the appends' look back stops at (a MERGE needs Delta's table state anyway,
+        # so its txnAppId costs nothing more)
+        session.conf.set(_USER_METADATA, self.mark(table, "merge", batch_id))
         try:
             # a MERGE Delta skips (its txnVersion seen) returns no metrics row
             written = bool(session.sql(statement).collect())
@@ -225,6 +234,7 @@ class DeltaSink(Sink):
         finally:
             session.conf.unset("spark.databricks.delta.write.txnAppId")
             session.conf.unset("spark.databricks.delta.write.txnVersion")
+            session.conf.unset(_USER_METADATA)
             session.catalog.dropTempView(view)
         if not written:
             log.info(
@@ -236,49 +246,106 @@ class DeltaSink(Sink):
         return written
 
     def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
-        """A plain Delta append; False when Delta skipped it (its txnVersion committed).
-
-        Delta skips a seen (txnAppId, txnVersion) without a word, so the commit carries a
-        mark of this call (``userMetadata``, a fresh id): the append was written when the
-        table's newest commit has it (this pipeline is the table's only writer). One look
-        at the history after the write, not one before and one after (each ~0.5 s)."""
-        session: SparkSession = rows.sparkSession
-        location = self.location(table)
-        mark = f"sparkcdc: snapshot rows of batch {batch_id} ({uuid.uuid4().hex})"
-        writer = (
-            sink_rows(rows, table)
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", self.append_id(table))
-            .option("txnVersion", str(batch_id))
-            .option("userMetadata", mark)
-        )
-        try:
-            if location is not None:
-                writer.save(location)
-            else:
-                writer.saveAsTable(table.name)
-            written = self._newest_mark(session, table) == mark
-        except Exception as exc:
-            raise SinkError(
-                f"delta sink: appending the snapshot rows of batch {batch_id} to {table.name} "
-                f"failed: {spark_error_text(exc)}. Nothing of this append is committed; a "
-                "restart replays it"
-            ) from None
-        if not written:
+        """A plain Delta append; False when this writer appended the batch before (a replay,
+        :meth:`appended`). The commit carries the batch's mark."""
+        if self.appended(table, rows, batch_id):
             log.info(
                 "delta sink: the append of batch %d to %s skipped: this pipeline's stream "
                 "committed it before (a replay after a crash)",
                 batch_id,
                 table.name,
             )
-        return written
+            return False
+        location = self.location(table)
+        writer = (
+            sink_rows(rows, table)
+            .write.format("delta")
+            .mode("append")
+            .option("userMetadata", self.mark(table, "append", batch_id))
+        )
+        try:
+            if location is not None:
+                writer.save(location)
+            else:
+                writer.saveAsTable(table.name)
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: appending the snapshot rows of batch {batch_id} to {table.name} "
+                f"failed: {spark_error_text(exc)}. Nothing of this append is committed; a "
+                "restart replays it"
+            ) from None
+        return True
 
-    def _newest_mark(self, session: SparkSession, table: SinkTable) -> str | None:
-        """The ``userMetadata`` of the table's newest commit."""
-        row = session.sql(f"DESCRIBE HISTORY {self.identifier(table)} LIMIT 1").first()
-        assert row is not None, "a Delta table has at least its creating commit"
-        return None if row["userMetadata"] is None else str(row["userMetadata"])
+    def mark(self, table: SinkTable, write: str, batch_id: int) -> str:
+        """The ``userMetadata`` of this writer's ``write`` ("append", "merge") of a batch."""
+        return json.dumps({"sparkcdc": self.app_id(table), "write": write, "batch": batch_id})
+
+    def appended(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        """Whether this writer appended batch ``batch_id`` (or a later one) to ``table``.
+
+        The table's commits are read newest first (``DESCRIBE HISTORY``, 16, then 8 times
+        as many while undecided) until one carries this writer's mark: an append's of this
+        batch or a later one (appended), or any of an earlier batch (not: batches commit in
+        order, so this batch's would be newer). Others' commits and unmarked ones (ALTERs,
+        OPTIMIZE) are passed over. Undecided at the table's first commit: not appended.
+        Undecided where the history is cut short (Delta removed old commit files) or holds
+        an append of a sparkcdc without marks (it recorded Delta's txnAppId): the rows'
+        keys are looked up in the table, which is exact for snapshot rows (keys no earlier
+        batch wrote, so present only if this batch's append was committed)."""
+        session: SparkSession = rows.sparkSession
+        app_id = self.app_id(table)
+        limit = 16
+        while True:
+            try:
+                commits = (
+                    session.sql(f"DESCRIBE HISTORY {self.identifier(table)} LIMIT {limit}")
+                    .select("version", "userMetadata")
+                    .collect()
+                )
+            except Exception as exc:
+                raise SinkError(
+                    f"delta sink: cannot read the history of {table.name} for batch "
+                    f"{batch_id}: {spark_error_text(exc)}"
+                ) from None
+            for commit in commits:  # newest first
+                found = _mark_of(commit["userMetadata"], app_id)
+                if found == _UNMARKED_APPEND:
+                    return self._holds_keys(table, rows, batch_id)
+                if found is None:
+                    continue
+                write, marked_batch = found
+                if marked_batch < batch_id:
+                    return False
+                if write == "append":
+                    return True
+            if len(commits) < limit:  # the whole history read
+                if commits and int(commits[-1]["version"]) == 0:
+                    return False
+                return self._holds_keys(table, rows, batch_id)
+            limit *= 8
+
+    def _holds_keys(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
+        """Whether the table holds any of ``rows``' keys (see :meth:`appended`)."""
+        keys = list(table.primary_key)
+        log.info(
+            "delta sink: %s: its history does not say whether batch %d was appended; "
+            "looking its keys up in the table",
+            table.name,
+            batch_id,
+        )
+        try:
+            present = (
+                sink_rows(rows, table)
+                .select(*keys)
+                .join(self.read_table(table).select(*keys), keys, "left_semi")
+                .take(1)
+            )
+        except Exception as exc:
+            raise SinkError(
+                f"delta sink: cannot look up the keys of batch {batch_id} in {table.name}: "
+                f"{spark_error_text(exc)}"
+            ) from None
+        return bool(present)
 
     # -------------------------------------------------------------- metadata applier
 
@@ -415,7 +482,37 @@ class DeltaSink(Sink):
     def app_id(self, table: SinkTable) -> str:
         return f"sparkcdc:{self.context.writer_id}:{table.name}"
 
-    def append_id(self, table: SinkTable) -> str:
-        """The idempotent-write id of appends: apart from the MERGEs', whose batch ids
-        Delta would otherwise take for appends already done."""
-        return self.app_id(table) + "/append"
+
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# an append an earlier sparkcdc committed under Delta's txnAppId, its mark without a writer
+_UNMARKED_APPEND = ("append", -1)
+_OLD_APPEND_MARK = "sparkcdc: snapshot rows of batch "
+
+
+def _mark_of(metadata: str | None, app_id: str) -> tuple[str, int] | None:
+    """``(write, batch id)`` of a commit's ``userMetadata`` when it is ``app_id``'s mark;
+    :data:`_UNMARKED_APPEND` for an append an earlier sparkcdc marked without its writer.
+
+    >>> _mark_of('{"sparkcdc": "p:t", "write": "merge", "batch": 3}', "p:t")
+    ('merge', 3)
+    >>> _mark_of('{"sparkcdc": "q:t", "write": "merge", "batch": 3}', "p:t") is None
+    True
+    >>> _mark_of("nightly OPTIMIZE", "p:t") is None, _mark_of(None, "p:t") is None
+    (True, True)
+    >>> _mark_of("sparkcdc: snapshot rows of batch 4 (0a1b)", "p:t")
+    ('append', -1)
+    """
+    if metadata is None:
+        return None
+    if metadata.startswith(_OLD_APPEND_MARK):
+        return _UNMARKED_APPEND
+    try:
+        mark = json.loads(metadata)
+    except ValueError:
+        return None
+    if not isinstance(mark, dict) or mark.get("sparkcdc") != app_id:
+        return None
+    write, batch = mark.get("write"), mark.get("batch")
+    if not isinstance(write, str) or not isinstance(batch, int):
+        return None
+    return write, batch
