@@ -166,6 +166,29 @@ def test_an_append_a_history_cannot_decide_is_decided_by_its_keys(
     assert not sink.appended(table, snapshot(spark, range(100, 101)), 3)
 
 
+def test_keys_are_looked_up_by_their_names_as_they_are(spark: Any, tmp_path: Path) -> None:
+    """A key named with a dot is a column of that name, not a field of a struct."""
+    sink = make_sink(spark, tmp_path)
+    columns = (SinkColumn("order.id", "BIGINT", nullable=False), SinkColumn("name", "STRING"))
+    table = SinkTable(f"app_db.t_{uuid.uuid4().hex[:8]}", columns, ("order.id",), ("app_db.src",))
+    sink.open([table])
+
+    def rows_of(keys: range) -> Any:
+        return spark.createDataFrame(
+            [("+I", None, 1, "app_db", "src", k, f"n{k}") for k in keys],
+            f"{META}, `order.id` BIGINT, name STRING",
+        )
+
+    rows_of(range(1, 4)).select("`order.id`", "name").write.format("delta").mode("append").option(
+        "userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)"
+    ).save(sink.location(table))
+    assert not sink.append(table, rows_of(range(1, 4)), 1)
+    assert sink.append(table, rows_of(range(4, 6)), 2)
+    assert sorted(tuple(r) for r in sink.read_table(table).collect()) == [
+        (k, f"n{k}") for k in range(1, 6)
+    ]
+
+
 @pytest.mark.parametrize("vectors", [None, False], ids=["default", "table.properties-off"])
 def test_deletion_vectors_on_new_tables_unless_the_file_says_otherwise(
     spark: Any, tmp_path: Path, vectors: bool | None

@@ -326,7 +326,10 @@ class DeltaSink(Sink):
 
     def _holds_keys(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
         """Whether the table holds any of ``rows``' keys (see :meth:`appended`)."""
+        from pyspark.sql import functions as F
+
         keys = list(table.primary_key)
+        columns = [F.col(quote_spark(k)) for k in keys]  # names as they are (dots, spaces)
         log.info(
             "delta sink: %s: its history does not say whether batch %d was appended; "
             "looking its keys up in the table",
@@ -336,8 +339,8 @@ class DeltaSink(Sink):
         try:
             present = (
                 sink_rows(rows, table)
-                .select(*keys)
-                .join(self.read_table(table).select(*keys), keys, "left_semi")
+                .select(*columns)
+                .join(self.read_table(table).select(*columns), keys, "left_semi")
                 .take(1)
             )
         except Exception as exc:
