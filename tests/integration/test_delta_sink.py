@@ -6,6 +6,7 @@ independently, with delta-rs (``deltalake``), which reads the Delta log without 
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,28 @@ def test_an_append_a_history_cannot_decide_is_decided_by_its_keys(
     # from now on the new marks decide: the keys are not looked up again
     assert sink.appended(table, snapshot(spark, range(100, 101)), 2)
     assert not sink.appended(table, snapshot(spark, range(100, 101)), 3)
+
+
+def test_a_merge_is_marked_and_leaves_the_users_commit_metadata_as_it_was(
+    spark: Any, tmp_path: Path
+) -> None:
+    sink, table = make_sink(spark, tmp_path), new_table()
+    sink.open([table])
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    spark.conf.set(key, "nightly audit")
+    try:
+        sink.write(table, snapshot(spark, range(1, 3)), 4)
+        assert spark.conf.get(key) == "nightly audit"
+    finally:
+        spark.conf.unset(key)
+    newest = spark.sql(f"DESCRIBE HISTORY {sink.identifier(table)} LIMIT 1").first()
+    assert newest is not None
+    assert json.loads(newest.userMetadata) == {
+        "sparkcdc": sink.app_id(table),
+        "write": "merge",
+        "batch": 4,
+    }
+    assert sink.appended(table, snapshot(spark, range(9, 10)), 4) is False
 
 
 def test_keys_are_looked_up_by_their_names_as_they_are(spark: Any, tmp_path: Path) -> None:

@@ -220,7 +220,8 @@ class DeltaSink(Sink):
         session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
         session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         # the mark the appends' look back stops at (a MERGE needs Delta's table state anyway,
-        # so its txnAppId costs nothing more)
+        # so its txnAppId costs nothing more); a userMetadata of the user's is put back after
+        users_metadata = session.conf.get(_USER_METADATA, None)
         session.conf.set(_USER_METADATA, self.mark(table, "merge", batch_id))
         try:
             # a MERGE Delta skips (its txnVersion seen) returns no metrics row
@@ -234,7 +235,10 @@ class DeltaSink(Sink):
         finally:
             session.conf.unset("spark.databricks.delta.write.txnAppId")
             session.conf.unset("spark.databricks.delta.write.txnVersion")
-            session.conf.unset(_USER_METADATA)
+            if users_metadata is None:
+                session.conf.unset(_USER_METADATA)
+            else:
+                session.conf.set(_USER_METADATA, users_metadata)
             session.catalog.dropTempView(view)
         if not written:
             log.info(
