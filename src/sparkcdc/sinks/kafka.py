@@ -424,13 +424,14 @@ def kafka_messages(
         F.col(TABLE).alias("tbl"),
         encoding.image(image, table.columns, nullable=False).alias("image"),
         (pk if pk is not None else F.lit(None)).alias("pk"),
+        (F.xxhash64(pk) if pk is not None else F.lit(0)).alias("key_hash"),
         F.when(F.col(OP) == "-U", 0).otherwise(1).alias("rank"),
     )
     if not inserts and pk is None:  # no key: all in one task, in order
         base = base.repartition(1)
     if options.value_format == "changelog-json":
         value = encoding.obj([("data", F.col("image")), ("op", _json_string(F.col("op")))])
-        frame = base.select("db", "tbl", "seq", "rank", "pk", value.alias("value"))
+        frame = base.select("key_hash", "db", "tbl", "seq", "rank", "pk", value.alias("value"))
     else:
         frame = _paired(base, table, options.value_format, encoding, inserts)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
@@ -448,8 +449,12 @@ def kafka_messages(
         columns.append(F.lit(0).alias("partition"))
     # a sink key's messages in commit order, whichever source table they come from. With
     # one source, db and tbl are the same in every row: the order the pairing window of the
-    # debezium and canal formats sorts in already, so the rows are sorted once
-    order = ["db", "tbl"] if len(table.sources) == 1 else []
+    # debezium and canal formats sorts in already, so the rows are sorted once. The key's
+    # hash goes first: Spark compares sorted rows by a 64-bit prefix of their first column
+    # and reads the whole row only where prefixes tie, and a table's name (the same in every
+    # row) or a struct key (no prefix) made every comparison read the rows; with the hash
+    # first, building the messages took a fifth less time (600,000 updates, warm session)
+    order = ["key_hash", "db", "tbl"] if len(table.sources) == 1 else ["key_hash"]
     order += ["pk", "seq", "rank"]
     messages = frame.select(*columns, *order)
     if not inserts:
@@ -493,6 +498,7 @@ def _paired(
     )
     image = F.col("image")  # JSON text (kafka_messages)
     messages = changes.select(
+        "key_hash",
         "db",
         "tbl",
         "seq",
@@ -539,7 +545,7 @@ def _paired(
                 ("es", binlog_ms),
             ]
         )
-    return messages.select("db", "tbl", "seq", "rank", "pk", text.alias("value"))
+    return messages.select("key_hash", "db", "tbl", "seq", "rank", "pk", text.alias("value"))
 
 
 def _unwrapped(text: Column) -> Column:
@@ -811,8 +817,9 @@ def _pair_halves(base: DataFrame) -> tuple[DataFrame, Column]:
     # any other change of that key is at least one event (many positions) away. A window
     # per key, not per table, spreads the work over Spark's tasks; and as its neighbours
     # are of the same key, a key-changing update (its halves under two keys) stays two
-    # messages (delete the old key, insert the new one).
-    order = Window.partitionBy("db", "tbl", "pk").orderBy("seq", "rank")
+    # messages (delete the old key, insert the new one). The key's hash leads the window's
+    # keys so that its sort is the messages' (kafka_messages says why it goes first).
+    order = Window.partitionBy("key_hash", "db", "tbl", "pk").orderBy("seq", "rank")
     op, seq = F.col("op"), F.col("seq")
     with_neighbours = base.select(
         "*",
