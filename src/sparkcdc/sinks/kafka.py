@@ -389,6 +389,11 @@ class KafkaSink(SchemalessSink):
 # Flink does are one to_json each; the other columns are spelled one by one.
 
 
+# the columns a message carries until its send order is made (kafka_messages), besides its
+# key, value and headers
+_ORDERING = ("key_hash", "db", "tbl", "seq", "rank", "pk")
+
+
 def kafka_messages(
     changes: DataFrame, table: SinkTable, options: KafkaOptions, *, inserts: bool = False
 ) -> DataFrame:
@@ -431,7 +436,7 @@ def kafka_messages(
         base = base.repartition(1)
     if options.value_format == "changelog-json":
         value = encoding.obj([("data", F.col("image")), ("op", _json_string(F.col("op")))])
-        frame = base.select("key_hash", "db", "tbl", "seq", "rank", "pk", value.alias("value"))
+        frame = base.select(*_ORDERING, value.alias("value"))
     else:
         frame = _paired(base, table, options.value_format, encoding, inserts)
     headers = [F.struct(F.lit(SEQ_HEADER), F.col("seq").cast("string").cast("binary"))]
@@ -498,12 +503,7 @@ def _paired(
     )
     image = F.col("image")  # JSON text (kafka_messages)
     messages = changes.select(
-        "key_hash",
-        "db",
-        "tbl",
-        "seq",
-        "rank",
-        "pk",
+        *_ORDERING,
         "op_ts",
         kind.alias("kind"),
         F.when(after_half, prev_image).when(op.isin("-U", "-D"), image).alias("before"),
@@ -545,7 +545,7 @@ def _paired(
                 ("es", binlog_ms),
             ]
         )
-    return messages.select("key_hash", "db", "tbl", "seq", "rank", "pk", text.alias("value"))
+    return messages.select(*_ORDERING, text.alias("value"))
 
 
 def _unwrapped(text: Column) -> Column:
