@@ -31,8 +31,8 @@ with ``local[2]`` everywhere:
   - the peak RSS of the Spark Python workers of every process the benchmark started;
   - ``class_archive``: whether the ``sparkcdc run`` drivers mapped the class-data archive
     ``sparkcdc prepare`` writes (``scripts/setup.sh`` runs it): they start ~2.5 s sooner
-    with it. The plain copies and the MERGE run in sessions without it, as plain Spark
-    starts.
+    with it. They also compile with C2 later (``spark/jit.py``). The plain copies and the
+    MERGE run in sessions without either, as plain Spark starts.
 Row counts of the Delta tables (and of the Iceberg table after its snapshot) are checked
 against the source after the snapshot and after the catch-up; ``--verify`` adds
 ``sparkcdc verify`` of the caught-up pipeline. The commands' output goes to a log file named

@@ -10,17 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from sparkcdc.spark.jit import LATE_C2
+
 pytestmark = pytest.mark.integration
 
-# a JVM started as a pipeline's is (spark_session(class_archive=True)), its class loading
+# a JVM started as a pipeline's is (spark_session(pipeline_driver=True)), its class loading
 # logged: each line names where the class came from
 _START = """
 import sys
 from sparkcdc.spark.session import spark_session
 options = "-Xlog:class+load=info:file=" + sys.argv[1]
-spark = spark_session("archive-check", "local[1]", connectors=True, class_archive=True,
+spark = spark_session("archive-check", "local[1]", connectors=True, pipeline_driver=True,
                       conf={"spark.driver.extraJavaOptions": options})
 spark.range(10).write.format("delta").save(sys.argv[2])
+runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+with open(sys.argv[1] + ".args", "w") as out:
+    out.write(" ".join(str(a) for a in runtime.getInputArguments()))
 spark.stop()
 """
 
@@ -66,6 +71,9 @@ def test_prepare_writes_the_archive_the_next_jvm_maps(tmp_path: Path) -> None:
     assert "org.apache.spark.SparkContext" in top
     assert "org.apache.spark.sql.delta.DeltaLog" in top
     assert len(top) > len(after) / 2, (len(top), len(after))
+    # in a JVM that compiles with C2 later too (spark/jit.py), as a pipeline's driver does
+    arguments = (tmp_path / "after.log.args").read_text().split()
+    assert set(LATE_C2) <= set(arguments), arguments
 
     # turned off, the same JVM loads every class itself
     off = _loaded_from(tmp_path, {**environ, "SPARKCDC_CLASS_ARCHIVE": "off"}, "off")

@@ -406,8 +406,9 @@ def pipeline_session(
     rewrite their line several times a second, a flood in a log (the pipeline's own progress
     says where it is); the file's ``spark.conf`` may turn them on again. A new session
     caches the micro-batches uncompressed (``UNCOMPRESSED_CACHE``) unless the file's
-    ``spark.conf`` or spark-submit says otherwise, and its JVM maps the class-data archive
-    ``sparkcdc prepare`` wrote, if there is one (``spark/classdata.py``)."""
+    ``spark.conf`` or spark-submit says otherwise, and its JVM is tuned as a pipeline's driver:
+    it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
+    (``spark/classdata.py``), and compiles with C2 later (``spark/jit.py``)."""
     from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
@@ -425,7 +426,7 @@ def pipeline_session(
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
             defaults=UNCOMPRESSED_CACHE,
-            class_archive=True,
+            pipeline_driver=True,
         )
         spark.sparkContext.setLogLevel("WARN")
     else:

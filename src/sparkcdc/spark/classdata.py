@@ -47,7 +47,7 @@ KEEP = 4
 _OFF = {"0", "off", "false", "no"}
 # a user's own class-data sharing options: they say how this JVM shares classes, not us
 _USER_CDS = ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit", "DumpLoadedClassList")
-_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def archive_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -113,6 +113,17 @@ def archive_key(
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def turned_off(environ: Mapping[str, str], variable: str) -> bool:
+    """Whether the environment variable ``variable`` turns something off.
+
+    >>> turned_off({"SPARKCDC_CLASS_ARCHIVE": "Off"}, "SPARKCDC_CLASS_ARCHIVE")
+    True
+    >>> turned_off({}, "SPARKCDC_CLASS_ARCHIVE")
+    False
+    """
+    return environ.get(variable, "").strip().lower() in _OFF
+
+
 def user_shares_classes(settings: Mapping[str, str]) -> bool:
     """Whether the user's own JVM options already say how classes are shared.
 
@@ -121,8 +132,13 @@ def user_shares_classes(settings: Mapping[str, str]) -> bool:
     >>> user_shares_classes({"spark.driver.extraJavaOptions": "-Xmx4g"})
     False
     """
-    options = settings.get(_JAVA_OPTIONS) or ""
-    return any(option in options for option in _USER_CDS)
+    return user_options_name(settings, _USER_CDS)
+
+
+def user_options_name(settings: Mapping[str, str], fragments: tuple[str, ...]) -> bool:
+    """Whether the driver's JVM options the user gave name any of ``fragments``."""
+    options = settings.get(JAVA_OPTIONS) or ""
+    return any(fragment in options for fragment in fragments)
 
 
 def with_java_option(settings: Mapping[str, str], option: str) -> dict[str, str]:
@@ -132,7 +148,7 @@ def with_java_option(settings: Mapping[str, str], option: str) -> dict[str, str]
     {'spark.driver.extraJavaOptions': '-Da=1 -Xb'}
     """
     updated = dict(settings)
-    updated[_JAVA_OPTIONS] = " ".join(o for o in (settings.get(_JAVA_OPTIONS), option) if o)
+    updated[JAVA_OPTIONS] = " ".join(o for o in (settings.get(JAVA_OPTIONS), option) if o)
     return updated
 
 
@@ -158,7 +174,7 @@ def sharing_settings(
     is none (``sparkcdc prepare`` writes it), when the user's options say how to share
     classes, or when ``SPARKCDC_CLASS_ARCHIVE`` is off."""
     environ = os.environ if environ is None else environ
-    if environ.get("SPARKCDC_CLASS_ARCHIVE", "").strip().lower() in _OFF:
+    if turned_off(environ, "SPARKCDC_CLASS_ARCHIVE"):
         return dict(settings)
     if user_shares_classes(settings):
         return dict(settings)

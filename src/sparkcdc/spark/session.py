@@ -503,7 +503,7 @@ def spark_session(
     connectors: bool = False,
     log_file: str | None = None,
     defaults: Mapping[str, str] | None = None,
-    class_archive: bool = False,
+    pipeline_driver: bool = False,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
@@ -515,9 +515,8 @@ def spark_session(
     pipeline sinks need). With ``log_file``, a JVM this call starts logs (warnings and
     errors, stacks included) to that file and nothing to the console
     (``log4j2-file.properties`` beside this module). ``defaults``: settings of the caller's
-    that a setting the user made (spark-submit's, ``conf``) replaces. ``class_archive``: a
-    JVM this call starts maps this machine's class-data archive, if ``sparkcdc prepare``
-    wrote one (``spark/classdata.py``: it starts sooner, nothing else changes).
+    that a setting the user made (spark-submit's, ``conf``) replaces. ``pipeline_driver``:
+    a JVM this call starts is tuned as a pipeline's driver (``_pipeline_driver_settings``).
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
@@ -536,16 +535,19 @@ def spark_session(
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
         _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
     ensure_python_env(plan.master)
-    start_jvm(_archive_settings(plan.settings) if class_archive else plan.settings)
+    start_jvm(_pipeline_driver_settings(plan.settings) if pipeline_driver else plan.settings)
     return started_session(plan.settings)
 
 
-def _archive_settings(settings: Mapping[str, str]) -> Mapping[str, str]:
-    """``settings`` with this machine's class-data archive mapped, for a JVM this process
-    is about to start (one that runs already is not started again)."""
+def _pipeline_driver_settings(settings: Mapping[str, str]) -> Mapping[str, str]:
+    """``settings`` for a pipeline's driver JVM this process is about to start (one that
+    runs already is not started again): it maps this machine's class-data archive, if
+    ``sparkcdc prepare`` wrote one (``spark/classdata.py``), and compiles with C2 later
+    (``spark/jit.py``). It starts and runs sooner; nothing it computes changes."""
     from sparkcdc.spark.classdata import sharing_settings
+    from sparkcdc.spark.jit import compiling_settings
 
-    return settings if jvm_running() else sharing_settings(settings)
+    return settings if jvm_running() else sharing_settings(compiling_settings(settings))
 
 
 def started_session(settings: Mapping[str, str]) -> SparkSession:

@@ -282,7 +282,7 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
     assert made["spark.ui.showConsoleProgress"] == bars
 
 
-def test_new_session_caches_uncompressed_unless_told_and_maps_the_class_archive(
+def test_new_session_caches_uncompressed_unless_told_and_is_a_pipeline_driver(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The pipeline's own default, which the file's spark.conf (and spark-submit's settings,
@@ -293,7 +293,7 @@ def test_new_session_caches_uncompressed_unless_told_and_maps_the_class_archive(
     archives: list[bool] = []
 
     def spark_session(*args: Any, **kwargs: Any) -> SimpleNamespace:
-        archives.append(kwargs.pop("class_archive", False))
+        archives.append(kwargs.pop("pipeline_driver", False))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
@@ -303,5 +303,5 @@ def test_new_session_caches_uncompressed_unless_told_and_maps_the_class_archive(
     for spark_conf in ("", f"\n  spark.conf: {{{key}: 'true'}}"):
         pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
     assert [p[key] for p in planned] == ["false", "true"]
-    # and its JVM maps the class-data archive `sparkcdc prepare` wrote (spark/classdata.py)
+    # and its JVM is tuned as a pipeline's driver (class-data archive, C2 later)
     assert archives == [True, True]
