@@ -37,8 +37,9 @@ LATE_C2 = (
     "-XX:Tier4CompileThreshold=150000",
     "-XX:Tier4BackEdgeThreshold=400000",
 )
-# a user's own compile options: they say when this JVM compiles, not us
-_USER_JIT = ("Tier", "CompileThreshold", "TieredCompilation", "-Xint", "-Xcomp")
+# a user's own compile options: they say when this JVM compiles, not us ("Tier" is also
+# TieredStopAtLevel and TieredCompilation, "CompileThreshold" CompileThresholdScaling)
+_USER_JIT = ("Tier", "CompileThreshold", "-Xint", "-Xcomp")
 
 
 def compiling_settings(

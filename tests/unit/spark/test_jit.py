@@ -54,8 +54,9 @@ def test_a_pipeline_driver_gets_the_archive_and_the_thresholds(
         "-Xmx2g",
         *LATE_C2,
     ]
-    # with an archive: the thresholds, then the archive mapped
-    archive = archive_path(compiling_settings(settings))
+    # with an archive (named by the Java and the jars, not by JVM options): the thresholds,
+    # then the archive mapped
+    archive = archive_path(settings)
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"archive")
     options = session._pipeline_driver_settings(settings)[JAVA_OPTIONS].split()
