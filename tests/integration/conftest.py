@@ -10,9 +10,12 @@ from flink_consumer import flink_harness  # noqa: F401  (a fixture: Flink's harn
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    from sparkcdc.pipeline.runner import NO_CALL_SITES
     from sparkcdc.spark.session import spark_session
 
-    session = spark_session("sparkcdc-tests", "local[2]", connectors=True)
+    # as a pipeline's own session: no Python call site recorded per DataFrame call (half the
+    # time to build a frame; pipelines run on this session too)
+    session = spark_session("sparkcdc-tests", "local[2]", connectors=True, conf=NO_CALL_SITES)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

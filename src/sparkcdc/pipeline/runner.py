@@ -57,6 +57,15 @@ _POLL_S = 0.5
 # binlog batch is cached by one task: compressing the cache cost more than it saved. With
 # it off, the lag of bench/pipeline_throughput.py's Kafka step at 100,000 changes/s levelled off
 UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+# pyspark (4.x) records where each Column and DataFrame call was made, for its error messages:
+# per call a py4j round trip for a setting, a walk up the Python stack, and an `import IPython`
+# (tried; 0.5 s on first use where IPython is installed), then two more round trips. A pipeline
+# builds its DataFrames in our code, not the user's, so the call sites would name sparkcdc's
+# lines; without them a batch's frame is built in half the time (91 against 182 ms for one
+# table's changes here)
+NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+# what a pipeline's new session has unless its file or spark-submit says otherwise
+PIPELINE_DEFAULTS = {**UNCOMPRESSED_CACHE, **NO_CALL_SITES}
 
 
 @dataclass
@@ -405,8 +414,9 @@ def pipeline_session(
     A new session's console progress bars are off when stderr is not a terminal: they
     rewrite their line several times a second, a flood in a log (the pipeline's own progress
     says where it is); the file's ``spark.conf`` may turn them on again. A new session
-    caches the micro-batches uncompressed (``UNCOMPRESSED_CACHE``) unless the file's
-    ``spark.conf`` or spark-submit says otherwise, and its JVM is tuned as a pipeline's driver:
+    caches the micro-batches uncompressed and does not record the Python call site of each
+    DataFrame call (``PIPELINE_DEFAULTS``) unless the file's ``spark.conf`` or spark-submit
+    says otherwise, and its JVM is tuned as a pipeline's driver:
     it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
     (``spark/classdata.py``), and compiles with C2 later (``spark/jit.py``)."""
     from sparkcdc.spark.session import configured_master, register, spark_session
@@ -425,7 +435,7 @@ def pipeline_session(
             connectors=True,
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
-            defaults=UNCOMPRESSED_CACHE,
+            defaults=PIPELINE_DEFAULTS,
             pipeline_driver=True,
         )
         spark.sparkContext.setLogLevel("WARN")

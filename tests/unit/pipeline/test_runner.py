@@ -282,11 +282,15 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
     assert made["spark.ui.showConsoleProgress"] == bars
 
 
-def test_new_session_caches_uncompressed_unless_told_and_is_a_pipeline_driver(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "key",
+    ["spark.sql.inMemoryColumnarStorage.compressed", "spark.python.sql.dataFrameDebugging.enabled"],
+)
+def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_driver(
+    monkeypatch: pytest.MonkeyPatch, key: str
 ) -> None:
-    """The pipeline's own default, which the file's spark.conf (and spark-submit's settings,
-    see test_session_plan) replace."""
+    """The pipeline's own defaults (the cache uncompressed, no call sites recorded), which the
+    file's spark.conf (and spark-submit's settings, see test_session_plan) replace."""
     from sparkcdc.spark.session import plan_session
 
     planned: list[dict[str, str]] = []
@@ -299,7 +303,6 @@ def test_new_session_caches_uncompressed_unless_told_and_is_a_pipeline_driver(
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
-    key = "spark.sql.inMemoryColumnarStorage.compressed"
     for spark_conf in ("", f"\n  spark.conf: {{{key}: 'true'}}"):
         pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
     assert [p[key] for p in planned] == ["false", "true"]
