@@ -75,6 +75,4 @@ def test_prepare_writes_the_archive_the_next_jvm_maps(tmp_path: Path) -> None:
     arguments = (tmp_path / "after.log.args").read_text().split()
     assert set(LATE_C2) <= set(arguments), arguments
 
-    # turned off, the same JVM loads every class itself
-    off = _loaded_from(tmp_path, {**environ, "SPARKCDC_CLASS_ARCHIVE": "off"}, "off")
-    assert not any("shared objects file (top)" in s for s in off.values())
+    # (SPARKCDC_CLASS_ARCHIVE=off leaves the JVM's options alone: tests/unit/spark)
