@@ -15,6 +15,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 
+from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable
 from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
 
@@ -159,12 +160,57 @@ def test_an_append_a_history_cannot_decide_is_decided_by_its_keys(
         .option("userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)")
         .save(location)
     )
-    assert not sink.append(table, snapshot(spark, range(1, 6)), 1)  # its keys are there
-    assert sink.append(table, snapshot(spark, range(6, 8)), 2)  # none of these are
+    upgraded = make_sink(spark, tmp_path)  # a new run reads the history
+    assert not upgraded.append(table, snapshot(spark, range(1, 6)), 1)  # its keys are there
+    assert upgraded.append(table, snapshot(spark, range(6, 8)), 2)  # none of these are
     assert rows(spark, sink, table) == [(k, f"n{k}") for k in range(1, 8)]
     # from now on the new marks decide: the keys are not looked up again
-    assert sink.appended(table, snapshot(spark, range(100, 101)), 2)
-    assert not sink.appended(table, snapshot(spark, range(100, 101)), 3)
+    assert upgraded.appended(table, snapshot(spark, range(100, 101)), 2)
+    assert not upgraded.appended(table, snapshot(spark, range(100, 101)), 3)
+
+
+def test_a_table_the_sink_created_is_answered_from_its_own_appends(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Every commit this writer made to a table its sink created is that sink's: it answers
+    appended() from its own record, with no look at the history. An append from outside the
+    sink (an earlier sparkcdc's, unmarked) proves which one answered: the history would have
+    its keys looked up."""
+    sink, table = make_sink(spark, tmp_path), new_table()
+    sink.open([table])
+    assert not sink.appended(table, snapshot(spark, range(1, 2)), 0)
+    assert sink.append(table, snapshot(spark, range(1, 3)), 1)
+    assert sink.appended(table, snapshot(spark, range(1, 3)), 1)
+    assert sink.appended(table, snapshot(spark, range(1, 3)), 0)  # an older batch
+    snapshot(spark, range(5, 7)).select("id", "name").write.format("delta").mode("append").option(
+        "userMetadata", "sparkcdc: snapshot rows of batch 2 (0123abcd)"
+    ).save(sink.location(table))
+    assert not sink.appended(table, snapshot(spark, range(5, 7)), 2)  # its record
+    assert make_sink(spark, tmp_path).appended(table, snapshot(spark, range(5, 7)), 2)  # history
+    # an append that fails leaves the table to the history from then on
+    with pytest.raises(SinkError, match="appending the snapshot rows of batch 2"):
+        sink.append(table, frame(spark, [("+I", 1, None, "no key")]), 2)  # id is NOT NULL
+    assert sink.appended(table, snapshot(spark, range(5, 7)), 2)
+
+
+def test_begin_open_creates_absent_tables_in_the_background_and_ready_waits(
+    spark: Any, tmp_path: Path
+) -> None:
+    sink, table, other = make_sink(spark, tmp_path), new_table(), new_table()
+    sink.open([other])
+    sink.begin_open([table, other])
+    assert sink.created == {table.name, other.name}  # both new to this sink
+    sink.ready()
+    assert sink.append(table, snapshot(spark, range(1, 3)), 0)
+    assert rows(spark, sink, table) == [(1, "n1"), (2, "n2")]
+    # a table Delta cannot create fails at ready(), in the caller's thread, once
+    broken = SinkTable(
+        "app_db.broken", (SinkColumn("id", "NOT_A_TYPE", nullable=False),), ("id",), ("app_db.src",)
+    )
+    sink.begin_open([broken])
+    with pytest.raises(SinkError, match=r"cannot create or open table app_db\.broken"):
+        sink.ready()
+    sink.ready()
 
 
 def test_a_merge_is_marked_and_leaves_the_users_commit_metadata_as_it_was(
@@ -186,7 +232,7 @@ def test_a_merge_is_marked_and_leaves_the_users_commit_metadata_as_it_was(
         "write": "merge",
         "batch": 4,
     }
-    assert sink.appended(table, snapshot(spark, range(9, 10)), 4) is False
+    assert make_sink(spark, tmp_path).appended(table, snapshot(spark, range(9, 10)), 4) is False
 
 
 def test_keys_are_looked_up_by_their_names_as_they_are(spark: Any, tmp_path: Path) -> None:
@@ -205,8 +251,9 @@ def test_keys_are_looked_up_by_their_names_as_they_are(spark: Any, tmp_path: Pat
     rows_of(range(1, 4)).select("`order.id`", "name").write.format("delta").mode("append").option(
         "userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)"
     ).save(sink.location(table))
-    assert not sink.append(table, rows_of(range(1, 4)), 1)
-    assert sink.append(table, rows_of(range(4, 6)), 2)
+    upgraded = make_sink(spark, tmp_path)  # a new run reads the history
+    assert not upgraded.append(table, rows_of(range(1, 4)), 1)
+    assert upgraded.append(table, rows_of(range(4, 6)), 2)
     assert sorted(tuple(r) for r in sink.read_table(table).collect()) == [
         (k, f"n{k}") for k in range(1, 6)
     ]

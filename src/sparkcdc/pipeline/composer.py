@@ -571,6 +571,7 @@ class BatchWriter:
                 .collect()
             )
             timings = [f"read {time.perf_counter() - began:.2f}s"]
+            self.sink.ready()  # tables it creates while the first batch reads
             touched: set[str] = set()
             rows: dict[str, int] = {}
             has_ddl = False

@@ -11,6 +11,7 @@ phase, per-table chunks, binlog position, last batch, rows written.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import os
@@ -502,53 +503,58 @@ def _run_once(
             ),
         )
     opened = [t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))]
-    sink.open(opened)
-    if identity.new_stream:
-        _meet_existing_rows(sink, opened, config)
-    summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
-    committed = committed_offset(root)
-    if committed is not None:  # a restart: where the last run got to
-        summary.last_offset = committed[1]
-    _announce(plan, config, out)
+    sink.begin_open(opened)  # absent tables may be created while the first batch reads
+    try:
+        if identity.new_stream:
+            _meet_existing_rows(sink, opened, config)
+        summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
+        committed = committed_offset(root)
+        if committed is not None:  # a restart: where the last run got to
+            summary.last_offset = committed[1]
+        _announce(plan, config, out)
 
-    def listener(batch_id: int, rows: dict[str, int]) -> None:
-        summary.batches += 1
-        for table, count in rows.items():
-            summary.rows[table] = summary.rows.get(table, 0) + count
-        progress.count(sum(rows.values()))
-        if on_batch is not None:
-            on_batch(batch_id, rows)
+        def listener(batch_id: int, rows: dict[str, int]) -> None:
+            summary.batches += 1
+            for table, count in rows.items():
+                summary.rows[table] = summary.rows.get(table, 0) + count
+            progress.count(sum(rows.values()))
+            if on_batch is not None:
+                on_batch(batch_id, rows)
 
-    progress = Progress(out)
-    writer = BatchWriter(
-        plan,
-        sink,
-        config.pipeline.schema_change_behavior,
-        listener,
-        history,
-        lambda s: (
-            config.route_for(s.database, s.table),
-            config.transform_for(s.database, s.table),
-        ),
-        source=settings,
-        append_snapshot=config.pipeline.existing_sink_rows != "keep",
-    )
-    target = server_position(settings) if available_now else None
-    from sparkcdc.spark.source import BatchHold
+        progress = Progress(out)
+        writer = BatchWriter(
+            plan,
+            sink,
+            config.pipeline.schema_change_behavior,
+            listener,
+            history,
+            lambda s: (
+                config.route_for(s.database, s.table),
+                config.transform_for(s.database, s.table),
+            ),
+            source=settings,
+            append_snapshot=config.pipeline.existing_sink_rows != "keep",
+        )
+        target = server_position(settings) if available_now else None
+        from sparkcdc.spark.source import BatchHold
 
-    hold = BatchHold(config.state_location, state_hadoop)
-    hold.clear()  # one an earlier run left (stopped hard after setting it)
-    reader = spark.readStream.format("mysql-cdc")
-    for key, value in {**state_options(state_hadoop), **config.source_options()}.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load()
-        .writeStream.queryName(_query_name(config.pipeline.name))
-        .foreachBatch(progress.timed(writer))
-        .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
-        .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
-        .start()
-    )
+        hold = BatchHold(config.state_location, state_hadoop)
+        hold.clear()  # one an earlier run left (stopped hard after setting it)
+        reader = spark.readStream.format("mysql-cdc")
+        for key, value in {**state_options(state_hadoop), **config.source_options()}.items():
+            reader = reader.option(key, value)
+        query = (
+            reader.load()
+            .writeStream.queryName(_query_name(config.pipeline.name))
+            .foreachBatch(progress.timed(writer))
+            .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
+            .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
+            .start()
+        )
+    except BaseException:  # the creations it began must not outlive this run
+        with contextlib.suppress(SparkCdcError):
+            sink.ready()
+        raise
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     status = StatusWriter(root)
     last_server_check = 0.0
@@ -596,6 +602,7 @@ def _run_once(
             log.info("the query was stopped during a batch; the next run replays that batch")
         elif failure is not None:
             raise query_error(failure)
+        sink.ready()  # the sink tables exist even when no batch wrote
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once
         at_once = True
         summary.stopped_by = "SIGINT"
@@ -611,6 +618,8 @@ def _run_once(
         stop.close()
         hold.clear()
         progress.finish()
+        with contextlib.suppress(SparkCdcError):  # raised by the batch, or reported above
+            sink.ready()
         sink.close()
         status.write(_status(config, plan, summary, summary.batches - 1, server_pos, running=False))
     return summary

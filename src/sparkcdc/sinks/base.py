@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -174,6 +175,8 @@ class Sink(ABC):
         self.context = context
         # names of the tables ``open`` created: empty, no need to ask them for rows
         self.created: set[str] = set()
+        self._opening: threading.Thread | None = None  # begin_open's creations
+        self._opening_error: BaseException | None = None
 
     @classmethod
     def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
@@ -205,6 +208,36 @@ class Sink(ABC):
         raise NotImplementedError(
             f"the {self.options.type} sink sets appends = True but has no append()"
         )
+
+    def begin_open(self, tables: Sequence[SinkTable]) -> None:
+        """:meth:`open`, before a new stream's first batch: a sink may leave the creation of
+        tables it found absent to a thread (they are in :attr:`created` at once, and empty)
+        while the stream starts and the batch reads the source. Nothing may touch them
+        before :meth:`ready`. By default, :meth:`open` at once."""
+        self.open(tables)
+
+    def _create_in_background(self, creations: Sequence[Callable[[], None]]) -> None:
+        """Run ``creations`` in order in a thread :meth:`ready` waits for; the first error
+        stops them and is raised there."""
+
+        def run() -> None:
+            try:
+                for create in creations:
+                    create()
+            except BaseException as exc:  # raised again by ready(), in the caller's thread
+                self._opening_error = exc
+
+        self._opening = threading.Thread(target=run, name="sparkcdc-sink-open", daemon=True)
+        self._opening.start()
+
+    def ready(self) -> None:
+        """Wait until what :meth:`begin_open` left running is done; raise its error (once)."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.join()
+        error, self._opening_error = self._opening_error, None
+        if error is not None:
+            raise error
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass

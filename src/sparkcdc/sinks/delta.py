@@ -11,7 +11,8 @@ Snapshot rows of keys the table does not hold yet come through :meth:`DeltaSink.
 plain DataFrame append (no join with the table). Its commit carries a mark in its
 ``userMetadata`` (``{"sparkcdc": <txnAppId>, "write": "append", "batch": <batch id>}``; the
 MERGEs carry one too), and a replayed append is found by reading the table's newest commits
-back to this writer's previous batch (:meth:`DeltaSink.appended`), not by Delta's
+back to this writer's previous batch (:meth:`DeltaSink.appended`; in a table the sink
+created in this run, from its own record), not by Delta's
 ``txnAppId``: Delta looks an appId up in the table's whole state (a state reconstruction
 of ~1 s, three Spark jobs, on every append), where the marks are a few commit files away.
 
@@ -24,12 +25,14 @@ Tables live under ``path`` (``<path>/<database>/<table>``, created when missing)
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import field_validator
@@ -40,6 +43,7 @@ from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
+    SinkContext,
     SinkOptions,
     SinkTable,
     TableOptions,
@@ -92,6 +96,13 @@ class DeltaSink(Sink):
     appends = True
     _root: Location | None = None  # sink.path on its filesystem, opened at first use
 
+    def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
+        super().__init__(options, spark, context)
+        # per table this sink created: the newest batch it appended (-1: none). Only this
+        # sink has committed to such a table, so this answers appended() without reading
+        # the table's history; a table whose append failed is left to the history
+        self._own_appends: dict[str, int] = {}
+
     @classmethod
     def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
         """With ``path``, no table lives in Spark's catalog, but creating one by path sets up
@@ -135,35 +146,59 @@ class DeltaSink(Sink):
         return ".".join(quote_spark(p) for p in table.name.split("."))
 
     def open(self, tables: Sequence[SinkTable]) -> None:
+        for create in self._creations(tables):
+            create()
+
+    def begin_open(self, tables: Sequence[SinkTable]) -> None:
+        """The tables that exist are checked now; the absent ones are created in a thread
+        (the first Delta command of a JVM: ~2-3 s of its start-up)."""
+        self._create_in_background(self._creations(tables))
+
+    def _creations(self, tables: Sequence[SinkTable]) -> list[Callable[[], None]]:
+        """Open each table that exists (adopting an earlier session's in catalog mode); for
+        each that does not, the call that creates it, which marks it :attr:`created` now."""
+        creations: list[Callable[[], None]] = []
         for table in tables:
             directory = self._directory(table)
-            location = None if directory is None else directory.uri
-            try:
+            with self._opening_errors(table, directory):
                 if directory is not None:
                     directory.make_dirs(private=False)  # a lake others read
                 elif table.namespace:
                     self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_spark(table.namespace)}")
-                if self._exists(table) or (location is None and self._adopt(table)):
+                if self._exists(table) or (directory is None and self._adopt(table)):
                     continue
-                defaults = TABLE_PROPERTIES
-                if any(_UNMAPPED_NAME_CHARACTERS.intersection(c) for c in table.column_names):
-                    defaults = {**TABLE_PROPERTIES, **COLUMN_MAPPING_PROPERTIES}
-                properties = self._options.tblproperties(defaults)
-                self.spark.sql(
-                    f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
-                    f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
-                )
-                self.created.add(table.name)
-            except OSError as exc:
-                raise SinkError(
-                    f"delta sink: cannot create table directory {location}: {exc.strerror}. "
-                    "Check sink.path and its permissions"
-                ) from None
-            except Exception as exc:  # Spark's AnalysisException and friends
-                raise SinkError(
-                    f"delta sink: cannot create or open table {table.name} at "
-                    f"{location or 'the session catalog'}: {spark_error_text(exc)}"
-                ) from None
+            creations.append(functools.partial(self._create, table, directory))
+            self.created.add(table.name)
+        return creations
+
+    def _create(self, table: SinkTable, directory: Location | None) -> None:
+        defaults = TABLE_PROPERTIES
+        if any(_UNMAPPED_NAME_CHARACTERS.intersection(c) for c in table.column_names):
+            defaults = {**TABLE_PROPERTIES, **COLUMN_MAPPING_PROPERTIES}
+        properties = self._options.tblproperties(defaults)
+        with self._opening_errors(table, directory):
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {self.identifier(table)} "
+                f"({table.spark_ddl()}) USING delta TBLPROPERTIES ({properties})"
+            )
+        self._own_appends[table.name] = -1
+
+    @contextlib.contextmanager
+    def _opening_errors(self, table: SinkTable, directory: Location | None) -> Iterator[None]:
+        """Errors of opening or creating ``table`` as SinkErrors that say where and why."""
+        location = None if directory is None else directory.uri
+        try:
+            yield
+        except OSError as exc:
+            raise SinkError(
+                f"delta sink: cannot create table directory {location}: {exc.strerror}. "
+                "Check sink.path and its permissions"
+            ) from None
+        except Exception as exc:  # Spark's AnalysisException and friends
+            raise SinkError(
+                f"delta sink: cannot create or open table {table.name} at "
+                f"{location or 'the session catalog'}: {spark_error_text(exc)}"
+            ) from None
 
     def _exists(self, table: SinkTable) -> bool:
         """Whether the table is there already (its directory has a Delta log)."""
@@ -273,11 +308,14 @@ class DeltaSink(Sink):
             else:
                 writer.saveAsTable(table.name)
         except Exception as exc:
+            self._own_appends.pop(table.name, None)  # committed or not: the history knows
             raise SinkError(
                 f"delta sink: appending the snapshot rows of batch {batch_id} to {table.name} "
                 f"failed: {spark_error_text(exc)}. Nothing of this append is committed; a "
                 "restart replays it"
             ) from None
+        if table.name in self._own_appends:
+            self._own_appends[table.name] = batch_id
         return True
 
     def mark(self, table: SinkTable, write: str, batch_id: int) -> str:
@@ -295,7 +333,11 @@ class DeltaSink(Sink):
         Undecided where the history is cut short (Delta removed old commit files) or holds
         an append of a sparkcdc without marks (it recorded Delta's txnAppId): the rows'
         keys are looked up in the table, which is exact for snapshot rows (keys no earlier
-        batch wrote, so present only if this batch's append was committed)."""
+        batch wrote, so present only if this batch's append was committed). A table this
+        sink created is answered from its own record of its appends, with no read: every
+        commit this writer has made to it is this sink's."""
+        if table.name in self._own_appends:
+            return batch_id <= self._own_appends[table.name]
         session: SparkSession = rows.sparkSession
         app_id = self.app_id(table)
         limit = 16

@@ -16,6 +16,8 @@ class paths, ``spark.sql.extensions``) get sparkcdc's entries after the user's.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
 import socket
@@ -590,9 +592,17 @@ def start_jvm(settings: Mapping[str, str]) -> None:
 
     if jvm_running():
         return
+    # pyspark's first call into the JVM imports pyspark.testing.utils (its numpy converter
+    # asks it whether numpy is there), which imports pandas: 0.3-0.5 s, done meanwhile here.
+    # Joined before this thread imports anything more, so no two imports wait on each other
+    importing = threading.Thread(target=_import_quietly, args=("pyspark.testing.utils",))
+    importing.start()
     conf = SparkConf(loadDefaults=False)
     conf.setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    finally:
+        importing.join()
     stream = gateway.proc.stderr
 
     def forward() -> None:
@@ -603,6 +613,12 @@ def start_jvm(settings: Mapping[str, str]) -> None:
 
     threading.Thread(target=forward, name="sparkcdc-jvm-stderr", daemon=True).start()
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _import_quietly(module: str) -> None:
+    """Import ``module`` if it can be: whoever needs it next meets its error."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(module)
 
 
 def stop_jvm(timeout_s: float = 300.0) -> int:
