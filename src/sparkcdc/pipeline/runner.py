@@ -548,7 +548,7 @@ def _run_once(
             .writeStream.queryName(_query_name(config.pipeline.name))
             .foreachBatch(progress.timed(writer))
             .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
-            .trigger(processingTime=f"{config.pipeline.trigger_interval_s} seconds")
+            .trigger(**_trigger(config, available_now))
             .start()
         )
     except BaseException:  # the creations it began must not outlive this run
@@ -623,6 +623,18 @@ def _run_once(
         sink.close()
         status.write(_status(config, plan, summary, summary.batches - 1, server_pos, running=False))
     return summary
+
+
+def _trigger(config: PipelineConfig, available_now: bool) -> dict[str, Any]:
+    """The query's trigger: ``Trigger.AvailableNow`` for an available-now run where the
+    source has it (PySpark 4.2), so that Spark runs its batches back to back and ends the
+    query after the last, as the run loop would only notice on its next poll and after one
+    more trigger; else one batch per ``pipeline.trigger-interval``."""
+    from sparkcdc.spark.compat import ADMISSION_CONTROL
+
+    if available_now and ADMISSION_CONTROL:
+        return {"availableNow": True}
+    return {"processingTime": f"{config.pipeline.trigger_interval_s} seconds"}
 
 
 def _check_shared(spark: Any, state: Location, settings: dict[str, str]) -> None:
