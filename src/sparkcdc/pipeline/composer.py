@@ -165,22 +165,37 @@ def _column_value(
     return F.coalesce(text, typed)
 
 
-def source_changes(frame: DataFrame, schema: TableSchema) -> DataFrame:
+ChangeColumns = tuple["SparkColumn", list["SparkColumn"]]  # source_changes' filter, columns
+
+
+def source_changes(
+    frame: DataFrame,
+    schema: TableSchema,
+    built: dict[tuple[Any, ...], ChangeColumns] | None = None,
+) -> DataFrame:
     """One source table's rows of a tables-shape batch as a typed change frame, in the
     columns and types of ``schema`` (the table's schema for these rows' segment); an update's
-    ``-U`` and ``+U`` halves share their ``_seq``. Schema-change rows are left out."""
+    ``-U`` and ``+U`` halves share their ``_seq``. Schema-change rows are left out.
+
+    ``built``: the filter and columns made for earlier batches, by schema and the shape of
+    the table's struct; they are taken from there, and put there when new (making them is
+    dozens of calls into the JVM, per table and batch)."""
     from pyspark.sql import functions as F
 
-    rows = frame.where(
-        (F.col(DATABASE) == schema.database)
-        & (F.col(TABLE) == schema.table)
-        & (F.col(OP) != DDL_OP)
-    )
     struct = _struct_of(frame, schema)
-    return rows.select(
-        *METADATA_COLUMNS,
-        *[_column_value(c, struct, schema.qualified_name).alias(c.name) for c in schema.columns],
-    )
+    key = (schema, None if struct is None else (struct[0], tuple(struct[1].items())))
+    columns = None if built is None else built.get(key)
+    if columns is None:
+        columns = (
+            (F.col(DATABASE) == schema.database)
+            & (F.col(TABLE) == schema.table)
+            & (F.col(OP) != DDL_OP),
+            [_column_value(c, struct, schema.qualified_name).alias(c.name) for c in schema.columns],
+        )
+        if built is not None:
+            built[key] = columns
+    rows, values = columns
+    return frame.where(rows).select(*METADATA_COLUMNS, *values)
 
 
 def apply_transform(
@@ -510,6 +525,7 @@ class BatchWriter:
         self._rules = {s.schema.qualified_name: s.transform for s in plan.sources}
         self._source_schemas = {s.schema.qualified_name: s.schema for s in plan.sources}
         self._spark: SparkSession | None = None
+        self._change_columns: dict[tuple[Any, ...], ChangeColumns] = {}  # source_changes'
         members: dict[str, tuple[str, ...]] = {
             t.name: tuple(s.schema.qualified_name for s in plan.sources_of(t))
             for t in plan.sink_tables
@@ -681,7 +697,9 @@ class BatchWriter:
             rows = rows.where(F.col(SEQ) < segment.hi)
         schema = segment.schema
         frame = apply_transform(
-            source_changes(rows, schema), self._rules.get(segment.source), schema.column_names
+            source_changes(rows, schema, self._change_columns),
+            self._rules.get(segment.source),
+            schema.column_names,
         )
         return to_sink(frame, segment.mapping, table)
 
