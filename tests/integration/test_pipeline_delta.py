@@ -18,7 +18,7 @@ from pipelines import Writer, create_shop, write_pipeline
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
-from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc.sinks.delta import DeltaSink
 from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
@@ -207,6 +207,34 @@ def test_a_sink_path_that_cannot_be_written_stops_before_reading(
         run_pipeline(config, available_now=True, spark=spark)
     # nothing was read or committed: no batch planned (the new stream's run id is all there is)
     assert not has_planned_batches(str(tmp_path / "checkpoint"))
+
+
+def test_a_table_delta_refuses_to_create_stops_the_run_and_the_fixed_file_copies_it_all(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path
+) -> None:
+    """New tables are created while the first batch reads (``Sink.begin_open``): a table
+    Delta refuses stops the run with the sink's own message, from the batch, and commits
+    nothing; the next run, with the setting fixed, creates it and copies every row."""
+    from sparkcdc.errors import SinkError
+
+    good = pipeline_file(tmp_path, server).read_text()
+    bad = good.replace(
+        "  type: delta\n", "  type: delta\n  table.properties.delta.appendOnly: maybe\n"
+    )
+    assert bad != good
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    with pytest.raises(
+        SinkError, match=r"delta sink: cannot create or open table pipe_delta\.\w+ at "
+    ):
+        run_pipeline(
+            parse_pipeline(bad, env=env, base_dir=tmp_path), available_now=True, spark=spark
+        )
+    assert committed_offset(str(tmp_path / "checkpoint")) is None
+    run_pipeline(parse_pipeline(good, env=env, base_dir=tmp_path), available_now=True, spark=spark)
+    lake = tmp_path / "lake" / DATABASE
+    for table, (columns, rows) in expected(source).items():
+        assert rows, f"the workload left {table} empty: the test would prove nothing"
+        assert delta_rows_spark(spark, lake / table, columns) == rows, table
 
 
 class CrashAfterAppend(DeltaSink):
