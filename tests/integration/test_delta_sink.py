@@ -188,7 +188,7 @@ def test_a_table_the_sink_created_is_answered_from_its_own_appends(
     assert not sink.appended(table, snapshot(spark, range(5, 7)), 2)  # its record
     assert make_sink(spark, tmp_path).appended(table, snapshot(spark, range(5, 7)), 2)  # history
     # an append that fails leaves the table to the history from then on
-    with pytest.raises(SinkError, match="appending the snapshot rows of batch 2"):
+    with pytest.raises(SinkError, match="appending the inserts of batch 2"):
         sink.append(table, frame(spark, [("+I", 1, None, "no key")]), 2)  # id is NOT NULL
     assert sink.appended(table, snapshot(spark, range(5, 7)), 2)
 

@@ -286,3 +286,57 @@ def test_a_kill_between_a_snapshot_append_and_the_batch_commit_loses_and_doubles
     for table, (columns, rows) in expected(source).items():
         assert delta_rows_spark(spark, lake / table, columns) == rows, table
         assert delta_rows_rs(lake / table, columns) == rows, table
+
+
+def test_binlog_inserts_are_appended_until_a_kept_truncate_leaves_old_keys_behind(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    """A batch whose binlog rows of a table are all inserts is one Delta append (each key
+    new: the source had none of them just before, so neither had the sink table). Once a
+    TRUNCATE is not forwarded (lenient), the sink table keeps keys the source re-inserts:
+    from then on, in this run and the next, inserts are merged and no key is doubled."""
+    from pipelines import fresh_database, pipeline_env, source_block
+
+    database = "pipe_delta_inserts"
+    conn = fresh_database(server, database)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        cur.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    lake = tmp_path / "lake"
+    text = (
+        source_block(server, f"{database}.t", "5800-5809")
+        + f"sink:\n  type: delta\n  path: {lake}\n"
+        + f"pipeline:\n  name: delta-inserts\n  checkpoint: {tmp_path / 'checkpoint'}\n"
+    )
+    config = parse_pipeline(text, env=pipeline_env(), base_dir=tmp_path)
+    table = lake / database / "t"
+
+    def run(*statements: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """Run the statements, then the pipeline: the rows and its new commits' operations."""
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+        before = _delta_version(spark, table) if (table / "_delta_log").exists() else -1
+        run_pipeline(config, available_now=True, spark=spark)
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").where(f"version > {before}")
+        return delta_rows_spark(spark, table, ["id", "v"]), [
+            r["operation"] for r in history.orderBy("version").collect()
+        ]
+
+    rows, _ = run()
+    assert rows == [(1, "a"), (2, "b"), (3, "c")]
+    rows, operations = run("INSERT INTO t VALUES (4, 'd')", "INSERT INTO t VALUES (5, 'e')")
+    assert rows == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+    assert operations == ["WRITE"], "the inserts were one append"
+    rows, operations = run("TRUNCATE TABLE t", "INSERT INTO t VALUES (1, 'again'), (4, 'again')")
+    assert rows == [(1, "again"), (2, "b"), (3, "c"), (4, "again"), (5, "e")]
+    assert "WRITE" not in operations
+    # the next run starts from the saved state: the sink table still holds 2, 3, 5
+    rows, operations = run("INSERT INTO t VALUES (2, 'new'), (6, 'f')")
+    assert rows == [(1, "again"), (2, "new"), (3, "c"), (4, "again"), (5, "e"), (6, "f")]
+    assert operations == ["MERGE"]
+    conn.close()
+
+
+def _delta_version(spark: Any, table: Path) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY delta.`{table}` LIMIT 1").first()["version"])

@@ -117,12 +117,19 @@ _LENIENT_EXCLUDED = ("drop.table", "truncate.table")
 @dataclass(frozen=True)
 class SinkTableState:
     """A sink table as it is (``table``), the shape its sources want (``frame``), and which
-    sink column each frame column is written to (``mapping``; absent: not written)."""
+    sink column each frame column is written to (``mapping``; absent: not written).
+
+    ``stale``: the table may hold rows its sources no longer have and the stream did not
+    remove: a truncate or drop that was not forwarded, a source table renamed away or
+    created again over the name. An insert at the source may then meet its key in the sink
+    table, so inserts are upserted there, never appended (``BatchWriter._write``).
+    """
 
     frame: SinkTable
     table: SinkTable
     mapping: dict[str, str]
     dropped: bool = False
+    stale: bool = False
 
     @classmethod
     def fresh(cls, table: SinkTable) -> SinkTableState:
@@ -246,6 +253,7 @@ class SchemaHistory:
                     "table": _table_json(s.table),
                     "mapping": s.mapping,
                     "dropped": s.dropped,
+                    "stale": s.stale,
                 }
                 for name, s in state.sinks.items()
             },
@@ -278,6 +286,8 @@ class SchemaHistory:
                     _table_from_json(s["table"]),
                     dict(s["mapping"]),
                     bool(s["dropped"]),
+                    # saved by a sparkcdc that did not record it: what happened is unknown
+                    bool(s.get("stale", True)),
                 )
                 for name, s in data["sinks"].items()
             },
@@ -801,11 +811,18 @@ class SchemaEvolver:
                             self.sink.truncate_table(sink_state.table)
                         else:
                             self.sink.drop_table(sink_state.table)
+                    # emptied as the source table was
+                    sink_state = replace(sink_state, stale=False)
                     if isinstance(event, DropTable):
                         sink_state = replace(sink_state, dropped=True)
                     for version in versions[:-1]:
                         version.discarded = True  # the change wipes out every earlier row
+                else:
+                    sink_state = replace(sink_state, stale=True)
                 continue
+            if isinstance(event, RenameTable | CreateTable) and not sink_state.dropped:
+                # rows the sink table keeps that the table under this name no longer has
+                sink_state = replace(sink_state, stale=True)
             if isinstance(event, RenameTable):
                 log.warning(
                     "%s: table renamed to %s.%s; its sink table %s keeps what it has, and the "
@@ -945,7 +962,7 @@ class SchemaEvolver:
                         exc,
                     )
             table, mapping = self._lenient(table, mapping, change)
-        return SinkTableState(frame, table, mapping)
+        return replace(state, frame=frame, table=table, mapping=mapping)
 
     def _in_place(
         self,

@@ -29,11 +29,12 @@ Adding a sink is adding one module with a :class:`Sink` subclass and a line in
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -510,6 +511,23 @@ def read_spark_table(spark: SparkSession, identifier: str, what: str) -> DataFra
             f"{what}: cannot read {identifier}: {spark_error_text(exc)}. Has the pipeline run "
             "(sparkcdc run)?"
         ) from None
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` in the session's conf while the block runs; what was there before (or
+    nothing) after it, whatever happens in it."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def spark_error_text(exc: BaseException) -> str:

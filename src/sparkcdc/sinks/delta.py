@@ -52,6 +52,7 @@ from sparkcdc.sinks.base import (
     merge_statement,
     properties_text,
     read_spark_table,
+    session_conf,
     sink_rows,
     spark_error_text,
     spark_type_name,
@@ -251,16 +252,19 @@ class DeltaSink(Sink):
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
         statement = merge_statement(self.identifier(table), view, table)
-        # Delta records (appId, version) in the same commit and skips a version it has seen
-        session.conf.set("spark.databricks.delta.write.txnAppId", self.app_id(table))
-        session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        # the mark the appends' look back stops at (a MERGE needs Delta's table state anyway,
-        # so its txnAppId costs nothing more); a userMetadata of the user's is put back after
-        users_metadata = session.conf.get(_USER_METADATA, None)
-        session.conf.set(_USER_METADATA, self.mark(table, "merge", batch_id))
+        # Delta records (appId, version) in the same commit and skips a version it has seen;
+        # the mark is the one the appends' look back stops at (a MERGE needs Delta's table
+        # state anyway, so its txnAppId costs nothing more); a userMetadata of the user's is
+        # put back after
+        settings = {
+            "spark.databricks.delta.write.txnAppId": self.app_id(table),
+            "spark.databricks.delta.write.txnVersion": str(batch_id),
+            _USER_METADATA: self.mark(table, "merge", batch_id),
+        }
         try:
-            # a MERGE Delta skips (its txnVersion seen) returns no metrics row
-            written = bool(session.sql(statement).collect())
+            with session_conf(session, settings):
+                # a MERGE Delta skips (its txnVersion seen) returns no metrics row
+                written = bool(session.sql(statement).collect())
         except Exception as exc:
             raise SinkError(
                 f"delta sink: MERGE into {table.name} failed for batch {batch_id}: "
@@ -268,12 +272,6 @@ class DeltaSink(Sink):
                 "table; a restart replays it"
             ) from None
         finally:
-            session.conf.unset("spark.databricks.delta.write.txnAppId")
-            session.conf.unset("spark.databricks.delta.write.txnVersion")
-            if users_metadata is None:
-                session.conf.unset(_USER_METADATA)
-            else:
-                session.conf.set(_USER_METADATA, users_metadata)
             session.catalog.dropTempView(view)
         if not written:
             log.info(
@@ -310,7 +308,7 @@ class DeltaSink(Sink):
         except Exception as exc:
             self._own_appends.pop(table.name, None)  # committed or not: the history knows
             raise SinkError(
-                f"delta sink: appending the snapshot rows of batch {batch_id} to {table.name} "
+                f"delta sink: appending the inserts of batch {batch_id} to {table.name} "
                 f"failed: {spark_error_text(exc)}. Nothing of this append is committed; a "
                 "restart replays it"
             ) from None

@@ -327,7 +327,7 @@ class IcebergSink(Sink):
             writer.append()
         except Exception as exc:
             raise SinkError(
-                f"iceberg sink: appending the snapshot rows of batch {batch_id} to "
+                f"iceberg sink: appending the inserts of batch {batch_id} to "
                 f"{self.identifier(table)} failed: {self._options.redact(_reason(exc))}. "
                 "Nothing of this append is committed; a restart replays it"
             ) from None

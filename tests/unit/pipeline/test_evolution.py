@@ -9,6 +9,7 @@ must be those the state says it has.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -1070,6 +1071,55 @@ def test_history_keeps_a_followed_copy(tmp_path: Path) -> None:
     history.save(0, state)
     assert history.latest() == state
     assert history.latest().shadows == {"db._t_gho": [(30, "db", GH_OST[2].statement)]}
+
+
+@pytest.mark.parametrize(
+    ("behavior", "statements", "stale"),
+    [
+        pytest.param("lenient", [ADD], False, id="column-change"),
+        pytest.param("lenient", [TRUNCATE], True, id="truncate-kept"),
+        pytest.param("ignore", [TRUNCATE], True, id="truncate-ignored"),
+        pytest.param("evolve", [TRUNCATE], False, id="truncate-forwarded"),
+        # a column change after it keeps the mark
+        pytest.param("lenient", [TRUNCATE, ADD], True, id="truncate-kept-then-add"),
+        pytest.param("lenient", [DROP_TABLE, "CREATE TABLE t (id BIGINT PRIMARY KEY)"], True),
+        pytest.param("evolve", [DROP_TABLE, "CREATE TABLE t (id BIGINT PRIMARY KEY)"], False),
+        pytest.param("evolve", ["CREATE TABLE t (id BIGINT PRIMARY KEY, z TEXT)"], False),
+        pytest.param("evolve", ["RENAME TABLE t TO t_archive"], True, id="renamed-away"),
+    ],
+)
+def test_a_sink_table_is_stale_once_source_rows_left_without_it_following(
+    behavior: str, statements: list[str], stale: bool
+) -> None:
+    """Stale: the sink table may hold keys its source no longer has, so a source insert may
+    meet its key there (the batch writer then upserts inserts, never appends them)."""
+    evolver, _ = make(behavior)
+    state = evolver.plan(start(), rows(*statements), batch_id=0).state
+    assert state.sinks[T].stale is stale
+    later = evolver.plan(
+        state, [SchemaChange("db", "t", "ALTER TABLE t ADD g INT", 99)], batch_id=1
+    )
+    assert later.state.sinks[T].stale is stale, "kept by the batches after"
+
+
+def test_history_keeps_the_stale_mark_and_takes_an_unmarked_file_as_stale(
+    tmp_path: Path,
+) -> None:
+    history = SchemaHistory(str(tmp_path))
+    evolver, _ = make("lenient")
+    stale = evolver.plan(start(), rows(TRUNCATE), batch_id=0).state
+    history.save(-1, start())
+    history.save(0, stale)
+    assert history.before(0) == start()
+    assert history.latest() == stale
+    # a file an earlier sparkcdc wrote: whether its stream kept rows it should not is unknown
+    path = tmp_path / "schema" / "000000000000.json"
+    data = json.loads(path.read_text())
+    del data["sinks"][T]["stale"]
+    path.write_text(json.dumps(data))
+    before = history.before(0)
+    assert before is not None
+    assert before.sinks[T].stale
 
 
 def test_history_round_trip(tmp_path: Path) -> None:

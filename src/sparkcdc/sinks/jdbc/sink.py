@@ -147,7 +147,7 @@ class JdbcSink(Sink):
         """Load ``frame`` into the batch's staging table from Spark's tasks, then move it
         into the target in one transaction; False when the commit table had the batch."""
         writer = self.context.writer_id + (APPEND_WRITER_SUFFIX if append else "")
-        inserts = "snapshot inserts, " if append else ""
+        inserts = "inserts, " if append else ""
         where = (
             f"batch {batch_id} of sink table {table.name} ({inserts}{plan.display} in {self.url})"
         )
