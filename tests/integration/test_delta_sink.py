@@ -272,6 +272,7 @@ def test_deletion_vectors_on_new_tables_unless_the_file_says_otherwise(
     )
     on = vectors is None
     assert properties.get("delta.enableDeletionVectors") == ("true" if on else "false")
+    assert properties.get("delta.checkpointInterval") == "100"  # kept when vectors are set
     sink.append(table, snapshot(spark, range(1, 6)), 1)
     sink.write(table, frame(spark, [("-D", 10, 3, "n3")]), 1)
     # with vectors, the MERGE marked the row deleted instead of rewriting the file
