@@ -100,6 +100,7 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     assert source["last_changed_batch"] == report["last_committed_batch"]
     assert [c.split()[0] for c in source["columns"]] == ["id", "v", "w"]
     assert "w INT" in report["schema"]["sinks"][f"{DATABASE}.t"]["columns"]
+    assert report["schema"]["sinks"][f"{DATABASE}.t"]["stale"] is False
     text = sparkcdc("status", str(pipeline)).stdout
     assert "on server: MariaDB server_id 1 (gtid_domain_id 0)" in text
     assert "schema: 1 source table(s), 1 changed by DDL" in text

@@ -171,7 +171,7 @@ def _recorded_status(path: Location) -> tuple[dict[str, Any], str]:
 
 def _schema_report(state: SchemaState | None) -> dict[str, Any] | None:
     """The schema history's newest state: per source table its versions (one per DDL
-    statement that changed it) and columns, per sink table its columns."""
+    statement that changed it) and columns, per sink table its columns and marks."""
     if state is None:
         return None
     return {
@@ -189,6 +189,7 @@ def _schema_report(state: SchemaState | None) -> dict[str, Any] | None:
             name: {
                 "columns": [f"{c.name} {c.spark_type}" for c in sink.table.columns],
                 "dropped": sink.dropped,
+                "stale": sink.stale,
             }
             for name, sink in state.sinks.items()
         },
@@ -207,6 +208,12 @@ def _print_schema(schema: dict[str, Any] | None) -> None:
             f"    {name}: {source['versions']} versions, last changed in batch "
             f"{source['last_changed_batch']}; now {columns}"
         )
+    for name, sink in schema["sinks"].items():
+        if sink.get("stale"):
+            print(
+                f"    sink table {name}: keeps rows a truncate, drop or rename removed at the "
+                "source (not forwarded); its inserts are merged by key, not appended"
+            )
 
 
 def _alive(pid: Any) -> bool:
