@@ -193,6 +193,27 @@ def test_a_table_the_sink_created_is_answered_from_its_own_appends(
     assert sink.appended(table, snapshot(spark, range(5, 7)), 2)
 
 
+def test_a_table_whose_history_the_sink_read_once_is_answered_from_its_record_after(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A new run's sink reads an existing table's history for its first append only: from
+    then on this writer's commits to it are its own. An outside append carrying this
+    writer's mark proves which one answered."""
+    table = new_table()
+    first = make_sink(spark, tmp_path)
+    first.open([table])
+    assert first.append(table, snapshot(spark, range(1, 3)), 0)
+    sink = make_sink(spark, tmp_path)  # a new run: the table exists, not created by it
+    assert sink.appended(table, snapshot(spark, range(1, 3)), 0)  # the history says so
+    assert not sink.appended(table, snapshot(spark, range(3, 5)), 1)
+    assert sink.append(table, snapshot(spark, range(3, 5)), 1)
+    snapshot(spark, range(5, 7)).select("id", "name").write.format("delta").mode("append").option(
+        "userMetadata", sink.mark(table, "append", 2)
+    ).save(sink.location(table))
+    assert not sink.appended(table, snapshot(spark, range(5, 7)), 2)  # its record
+    assert make_sink(spark, tmp_path).appended(table, snapshot(spark, range(5, 7)), 2)  # history
+
+
 def test_begin_open_creates_absent_tables_in_the_background_and_ready_waits(
     spark: Any, tmp_path: Path
 ) -> None:

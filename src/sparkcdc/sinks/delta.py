@@ -102,9 +102,10 @@ class DeltaSink(Sink):
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         super().__init__(options, spark, context)
-        # per table this sink created: the newest batch it appended (-1: none). Only this
-        # sink has committed to such a table, so this answers appended() without reading
-        # the table's history; a table whose append failed is left to the history
+        # per table this sink created or read the history of once: the newest batch this
+        # writer appended (-1: none). Only this sink commits this writer's batches to it from
+        # then on, so this answers appended() without reading the table's history again; a
+        # table whose append failed is left to the history
         self._own_appends: dict[str, int] = {}
 
     @classmethod
@@ -334,13 +335,25 @@ class DeltaSink(Sink):
         Undecided where the history is cut short (Delta removed old commit files) or holds
         an append of a sparkcdc without marks (it recorded Delta's txnAppId): the rows'
         keys are looked up in the table, which is exact for snapshot rows (keys no earlier
-        batch wrote, so present only if this batch's append was committed). A table this
-        sink created is answered from its own record of its appends, with no read: every
-        commit this writer has made to it is this sink's."""
+        batch wrote, so present only if this batch's append was committed).
+
+        A table this sink created, or whose history it has read once, is answered from its
+        own record of its appends, with no read: every commit this writer makes to it from
+        then on is this sink's (a stream's batches run in order, one writer at a time), and
+        no append of a later batch than the one decided can be in the table."""
         if table.name in self._own_appends:
             return batch_id <= self._own_appends[table.name]
+        newest = self._appended_by_history(table, rows, batch_id)
+        self._own_appends[table.name] = newest
+        return batch_id <= newest
+
+    def _appended_by_history(self, table: SinkTable, rows: DataFrame, batch_id: int) -> int:
+        """The newest batch this writer appended to ``table`` as far as it matters to
+        ``batch_id``: that batch or a later one when it was appended, ``batch_id - 1`` when
+        not (see :meth:`appended`)."""
         session: SparkSession = rows.sparkSession
         app_id = self.app_id(table)
+        not_appended = batch_id - 1
         limit = 16
         while True:
             try:
@@ -357,18 +370,18 @@ class DeltaSink(Sink):
             for commit in commits:  # newest first
                 found = _mark_of(commit["userMetadata"], app_id)
                 if found == _UNMARKED_APPEND:
-                    return self._holds_keys(table, rows, batch_id)
+                    return batch_id if self._holds_keys(table, rows, batch_id) else not_appended
                 if found is None:
                     continue
                 write, marked_batch = found
                 if marked_batch < batch_id:
-                    return False
+                    return not_appended
                 if write == "append":
-                    return True
+                    return marked_batch
             if len(commits) < limit:  # the whole history read
                 if commits and int(commits[-1]["version"]) == 0:
-                    return False
-                return self._holds_keys(table, rows, batch_id)
+                    return not_appended
+                return batch_id if self._holds_keys(table, rows, batch_id) else not_appended
             limit *= 8
 
     def _holds_keys(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
