@@ -7,13 +7,13 @@ with Delta's idempotent-write settings (``txnAppId`` = pipeline, run id and tabl
 that already have it: exactly-once per table. The run id (``SinkContext.writer_id``) is new
 with every new checkpoint, so a new stream's batch ids are never taken for an old one's.
 
-Snapshot rows of keys the table does not hold yet come through :meth:`DeltaSink.append`: a
-plain DataFrame append (no join with the table). Its commit carries a mark in its
-``userMetadata`` (``{"sparkcdc": <txnAppId>, "write": "append", "batch": <batch id>}``; the
-MERGEs carry one too), and a replayed append is found by reading the table's newest commits
-back to this writer's previous batch (:meth:`DeltaSink.appended`; in a table the sink
-created in this run, from its own record), not by Delta's
-``txnAppId``: Delta looks an appId up in the table's whole state (a state reconstruction
+Rows of keys the table does not hold yet (snapshot rows, a batch of binlog inserts) come
+through :meth:`DeltaSink.append`: a plain DataFrame append (no join with the table). Its
+commit carries a mark in its ``userMetadata`` (``{"sparkcdc": <txnAppId>, "write":
+"append", "batch": <batch id>}``; the MERGEs carry one too), and a replayed append is found
+by reading the table's newest commits back to this writer's previous batch
+(:meth:`DeltaSink.appended`; once per table and run: after that, and in a table the sink
+created, from its own record), not by Delta's ``txnAppId``: Delta looks an appId up in the table's whole state (a state reconstruction
 of ~1 s, three Spark jobs, on every append), where the marks are a few commit files away.
 
 Tables the sink creates have deletion vectors on (``delta.enableDeletionVectors``): a MERGE
