@@ -13,8 +13,9 @@ commit carries a mark in its ``userMetadata`` (``{"sparkcdc": <txnAppId>, "write
 "append", "batch": <batch id>}``; the MERGEs carry one too), and a replayed append is found
 by reading the table's newest commits back to this writer's previous batch
 (:meth:`DeltaSink.appended`; once per table and run: after that, and in a table the sink
-created, from its own record), not by Delta's ``txnAppId``: Delta looks an appId up in the table's whole state (a state reconstruction
-of ~1 s, three Spark jobs, on every append), where the marks are a few commit files away.
+created, from its own record), not by Delta's ``txnAppId``: Delta looks an appId up in the
+table's whole state (a state reconstruction of ~1 s, three Spark jobs, on every append),
+where the marks are a few commit files away.
 
 Tables the sink creates have deletion vectors on (``delta.enableDeletionVectors``): a MERGE
 that updates or deletes a few rows of a file marks them deleted instead of rewriting it; and
