@@ -209,7 +209,7 @@ def _print_schema(schema: dict[str, Any] | None) -> None:
             f"{source['last_changed_batch']}; now {columns}"
         )
     for name, sink in schema["sinks"].items():
-        if sink.get("stale"):
+        if sink["stale"]:
             print(
                 f"    sink table {name}: keeps rows a truncate, drop or rename removed at the "
                 "source (not forwarded); its inserts are merged by key, not appended"

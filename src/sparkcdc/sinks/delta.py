@@ -335,8 +335,9 @@ class DeltaSink(Sink):
         OPTIMIZE) are passed over. Undecided at the table's first commit: not appended.
         Undecided where the history is cut short (Delta removed old commit files) or holds
         an append of a sparkcdc without marks (it recorded Delta's txnAppId): the rows'
-        keys are looked up in the table, which is exact for snapshot rows (keys no earlier
-        batch wrote, so present only if this batch's append was committed).
+        keys are looked up in the table, which is exact for the rows an append takes (keys
+        the table did not hold before the batch, so present only if this batch's append was
+        committed).
 
         A table this sink created, or whose history it has read once, is answered from its
         own record of its appends, with no read: every commit this writer makes to it from
