@@ -55,6 +55,7 @@ from sparkcdc.sinks.base import (
     gather_prefixed,
     merge_statement,
     read_spark_table,
+    session_conf,
     sink_rows,
     update_statement,
     value_frame,
@@ -302,9 +303,9 @@ class IcebergSink(Sink):
         final.createOrReplaceTempView(view)
         statement = merge_statement(self.identifier(table), view, table)
         batch_conf = SNAPSHOT_PROPERTY_CONF + self.batch_property
-        session.conf.set(batch_conf, str(batch_id))
         try:
-            session.sql(statement)
+            with session_conf(session, {batch_conf: str(batch_id)}):
+                session.sql(statement)
         except Exception as exc:
             raise SinkError(
                 f"iceberg sink: MERGE into {self.identifier(table)} failed for batch "
@@ -312,7 +313,6 @@ class IcebergSink(Sink):
                 "committed to that table; a restart replays it"
             ) from None
         finally:
-            session.conf.unset(batch_conf)
             session.catalog.dropTempView(view)
         return True
 
