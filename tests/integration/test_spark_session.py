@@ -10,7 +10,9 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> None:
+def test_workers_import_installed_pyspark_without_zip_importers_forked_with_sparkcdc_loaded(
+    spark: Any,
+) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceReader
 
     class Probe(DataSourceReader):
@@ -27,7 +29,17 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
                 if isinstance(v, zipimport.zipimporter)
             ]
             arenas = os.environ.get("MALLOC_ARENA_MAX", "")
-            yield (sys.executable, pyspark.__file__, len(zips), ";".join(sys.path), arenas)
+            # the daemon that forked this worker: what it imported before, every fork has
+            with open(f"/proc/{os.getppid()}/maps") as maps:
+                preloaded = "pyarrow" in maps.read()
+            yield (
+                sys.executable,
+                pyspark.__file__,
+                len(zips),
+                ";".join(sys.path),
+                arenas,
+                preloaded,
+            )
 
     class ProbeSource(DataSource):
         @classmethod
@@ -36,7 +48,8 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
 
         def schema(self) -> str:
             return (
-                "executable STRING, pyspark STRING, zip_importers INT, path STRING, arenas STRING"
+                "executable STRING, pyspark STRING, zip_importers INT, path STRING, "
+                "arenas STRING, daemon_preloaded BOOLEAN"
             )
 
         def reader(self, schema: Any) -> Probe:
@@ -48,6 +61,7 @@ def test_workers_import_installed_pyspark_without_zip_importers(spark: Any) -> N
     assert ".zip" not in row.pyspark, row.pyspark
     assert row.zip_importers == 0
     assert row.arenas == "2"  # glibc arenas bounded (snapshot worker memory)
+    assert row.daemon_preloaded  # sparkcdc's source and pyarrow, imported once per daemon
     assert not any(p.endswith((".zip", ".jar")) and "pyspark" in p for p in row.path.split(";"))
 
 

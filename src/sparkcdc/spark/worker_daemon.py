@@ -15,14 +15,35 @@ the installed packages. Otherwise (workers that only have Spark's archives) it k
 The stripping is ``spark/archives.py``'s, shared with the launcher ``spark/session.py``
 writes for local masters (every Python process Spark starts runs through
 ``sparkcdc.spark.launch``).
+
+The daemon also imports what every worker it forks imports first (``PRELOADED``): Spark's
+worker and sparkcdc's source with pyarrow, ~1 s of a fresh process here. Forked, a worker
+has them already; without this each of a session's workers imported them in its first
+task (a snapshot read's two tasks here each spent 0.7-1 s of their ~9 s on it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import runpy
 
 from sparkcdc.spark.archives import strip_spark_archives
 
+# the modules a worker imports before its first row: Spark's worker (the daemon imports it
+# in each fork) and, unpickling the mysql-cdc reader, sparkcdc's source
+PRELOADED = ("pyspark.worker", "sparkcdc.spark.source")
+
+
+def preload() -> None:
+    """Import ``PRELOADED`` here, for every fork to inherit. One that does not import is
+    left to the worker that needs it, which reports its error with the task's."""
+    for name in PRELOADED:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 if __name__ == "__main__":
     strip_spark_archives()
+    preload()
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)

@@ -1,4 +1,4 @@
-"""Which of Spark's archives the worker daemon drops from sys.path."""
+"""The worker daemon: which of Spark's archives it drops from sys.path, what it preloads."""
 
 from __future__ import annotations
 
@@ -82,3 +82,18 @@ def test_the_launcher_runs_other_command_lines_on_a_stripped_pythonpath(tmp_path
 
 def _src() -> str:
     return str(Path(sparkcdc.__file__).resolve().parents[1])
+
+
+def test_the_daemon_preloads_the_source_and_leaves_a_failing_module_to_the_worker() -> None:
+    script = (
+        "import sys\n"
+        "from sparkcdc.spark import worker_daemon\n"
+        "worker_daemon.PRELOADED = ('sparkcdc_no_such_module', *worker_daemon.PRELOADED)\n"
+        "worker_daemon.preload()\n"
+        "print(sorted(n for n in ('pyspark.worker', 'sparkcdc.spark.source', 'pyarrow') "
+        "if n in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['pyarrow', 'pyspark.worker', 'sparkcdc.spark.source']"
