@@ -10,7 +10,9 @@ with ``local[2]`` everywhere:
   - snapshot into Delta: ``sparkcdc run --available-now`` on a generated pipeline file, run
     as a user runs it (the CLI as a subprocess; wall time, start-up included) against the
     plain copy, Spark's JDBC reader (as bench/snapshot.py's reference) writing a Delta table,
-    in a fresh process too: ``vs_jdbc_copy`` = plain seconds / sparkcdc seconds;
+    in a fresh process too: ``vs_jdbc_copy`` = plain seconds / sparkcdc seconds, each the
+    median of ``--snapshot-runs`` (3) runs, the two taking turns (one run of each moved by
+    up to 20% between runs on this shared machine);
   - the same into Iceberg (a ``hadoop`` catalog under a local warehouse):
     ``iceberg_vs_jdbc_copy``;
   - catch-up: with the pipeline stopped, ``--changes`` changes (default 30% of the rows:
@@ -52,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,30 +506,82 @@ def _wait_started(process: subprocess.Popen[bytes], checkpoint: Path, log: Path)
 def snapshots(
     server: DevServer, work: Path, args: argparse.Namespace, log: Path
 ) -> tuple[Path, dict[str, float]]:
-    """Both snapshots (Delta, then Iceberg unless skipped) and their plain copies."""
+    """Both snapshots (Delta, then Iceberg unless skipped) and their plain copies, each pair
+    run ``--snapshot-runs`` times alternately (median seconds of each side). The first Delta
+    run's pipeline is the one returned, for the catch-up; the other runs' tables go."""
     delta = write_pipeline(
         server, work, "delta", f"  type: delta\n  path: {work / 'lake'}", "6310-6319"
     )
-    seconds = {
-        "delta": sparkcdc(["run", str(delta), "--available-now"], log),
-        "delta_jdbc": jdbc_copy(str(work / "jdbc-delta"), "delta", args.rows, log),
-    }
-    if not args.skip_iceberg:
-        iceberg = write_pipeline(
-            server,
-            work,
-            "iceberg",
-            "  type: iceberg\n  catalog.properties.type: hadoop\n"
-            f"  catalog.properties.warehouse: {work / 'warehouse'}",
-            "6320-6329",
+
+    def delta_run(run: int) -> float:
+        if run == 0:
+            return sparkcdc(["run", str(delta), "--available-now"], log)
+        name = f"delta-{run}"
+        again = write_pipeline(
+            server, work, name, f"  type: delta\n  path: {work / name}", "6310-6319"
         )
+        return sparkcdc(["run", str(again), "--available-now"], log)
+
+    seconds = alternated(
+        args.snapshot_runs,
+        work,
+        ("delta", delta_run),
+        (
+            "delta_jdbc",
+            lambda run: jdbc_copy(str(work / f"jdbc-delta-{run}"), "delta", args.rows, log),
+        ),
+    )
+    if not args.skip_iceberg:
         python = iceberg_python()
-        seconds["iceberg"] = sparkcdc(["run", str(iceberg), "--available-now"], log, python)
-        seconds["iceberg_jdbc"] = jdbc_copy(
-            str(work / "jdbc-iceberg"), "iceberg", args.rows, log, python
+
+        def iceberg_run(run: int) -> float:
+            iceberg = write_pipeline(
+                server,
+                work,
+                f"iceberg-{run}",
+                "  type: iceberg\n  catalog.properties.type: hadoop\n"
+                f"  catalog.properties.warehouse: {work / f'warehouse-{run}'}",
+                "6320-6329",
+            )
+            return sparkcdc(["run", str(iceberg), "--available-now"], log, python)
+
+        seconds |= alternated(
+            args.snapshot_runs,
+            work,
+            ("iceberg", iceberg_run),
+            (
+                "iceberg_jdbc",
+                lambda run: jdbc_copy(
+                    str(work / f"jdbc-iceberg-{run}"), "iceberg", args.rows, log, python
+                ),
+            ),
         )
     print("snapshot: " + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()), file=sys.stderr)
     return delta, seconds
+
+
+def alternated(
+    runs: int, work: Path, *commands: tuple[str, Callable[[int], float]]
+) -> dict[str, float]:
+    """Median seconds of each named command over ``runs`` rounds, the commands taking turns
+    within a round (this machine's noise then falls on all of them alike). What a round
+    after the first left in ``work`` is removed (the first's Delta table is the catch-up's)."""
+    times: dict[str, list[float]] = {name: [] for name, _ in commands}
+    for run in range(runs):
+        before = set(work.iterdir())
+        for name, command_of in commands:
+            times[name].append(command_of(run))
+        if run:
+            for left in set(work.iterdir()) - before:
+                if left.is_dir():
+                    shutil.rmtree(left)
+                else:
+                    left.unlink()
+    print(
+        "runs: " + ", ".join(f"{n} {[round(t, 1) for t in ts]}" for n, ts in times.items()),
+        file=sys.stderr,
+    )
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -547,6 +602,12 @@ def main() -> None:
         help="changes/s of the Kafka steps, comma-separated, increasing",
     )
     parser.add_argument("--kafka-step-s", type=float, default=30.0)
+    parser.add_argument(
+        "--snapshot-runs",
+        type=int,
+        default=3,
+        help="rounds of each snapshot and its plain copy, alternated (medians reported)",
+    )
     parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -580,7 +641,7 @@ def main() -> None:
             spark.sparkContext.setLogLevel("ERROR")
             check_count("the Delta table after the snapshot", _count(spark, lake_table), args.rows)
             if not args.skip_iceberg:
-                counted = iceberg_count(work / "warehouse")
+                counted = iceberg_count(work / "warehouse-0")
                 check_count("the Iceberg table after the snapshot", counted, args.rows)
             plain_table = str(work / "plain-merge")
             shutil.copytree(lake_table, plain_table)
