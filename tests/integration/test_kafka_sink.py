@@ -489,6 +489,38 @@ def test_messages_are_built_per_partition(spark: Any) -> None:
     assert "Window" in paired
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "no-key"])
+def test_a_batch_sent_by_one_task_has_the_messages_the_shuffle_by_key_gives(
+    spark: Any, keyed: bool
+) -> None:
+    """``one_task`` (a batch of a few changes): the frame's partitions are joined without
+    a shuffle, and that one task sends the messages the shuffle by key gives (the tasks
+    after it), each key's (or, with no key, the table's) in the same order."""
+    orders = orders_table()
+    table = orders if keyed else SinkTable("app_db.log", orders.columns, (), ("app_db.log",))
+    frame = change_frame(spark, CHANGES)
+    spread = kafka_messages(frame, table, kafka_options())
+    one = kafka_messages(frame, table, kafka_options(), one_task=True)
+
+    plan = _plan(one)
+    assert plan.count("Exchange") == 1, plan  # change_frame's own repartition(3)
+    assert "Coalesce 1" in plan, plan
+    assert "Window" in plan, plan
+    assert one.rdd.getNumPartitions() == 1
+
+    def by_key(messages: list[Any]) -> dict[Any, list[tuple[Any, ...]]]:
+        out: dict[Any, list[tuple[Any, ...]]] = {}
+        for m in messages:
+            value = json.loads(m["value"])
+            value.pop("ts_ms")  # the time of writing
+            out.setdefault(m["key"], []).append((value, sorted(m["headers"])))
+        return out
+
+    sent = by_key(one.collect())
+    assert sent == by_key(spread.collect())
+    assert len(sent) == (5 if keyed else 1), sent  # ids 1, 2, 3, 4, 20
+
+
 # -- Flink CDC's option names and Flink's JSON spellings ---------------------------------
 
 # the sink block of Flink CDC's Kafka pipeline connector page, and every option its table lists

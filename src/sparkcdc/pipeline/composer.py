@@ -651,6 +651,7 @@ class BatchWriter:
                     inserts,
                     bool(sources & snapshotted),
                     bool(sources & changed),
+                    sum(rows[s] for s in sources),
                 ):
                     skipped.update(sources)  # applied before: not counted
                 timings.append(f"{name} {time.perf_counter() - started:.2f}s")
@@ -675,9 +676,10 @@ class BatchWriter:
         inserts: bool,
         snapshot_rows: bool,
         binlog_changes: bool,
+        size: int,
     ) -> bool:
-        """Write one sink table's changes of the batch; False when the sink had applied
-        them before (a replay).
+        """Write one sink table's changes of the batch (``size`` of them at most); False
+        when the sink had applied them before (a replay).
 
         With ``inserts`` (the sink table holds exactly the rows the stream gave it, see
         :meth:`_appendable`) every ``+I`` inserts a key the table does not hold: a snapshot
@@ -688,11 +690,12 @@ class BatchWriter:
         from pyspark.sql import functions as F
 
         if not inserts or (binlog_changes and not snapshot_rows):
-            return bool(self.sink.write(table, changes, batch_id))
+            return bool(self.sink.write(table, changes, batch_id, size=size))
         if not binlog_changes:
             return bool(self.sink.append(table, changes, batch_id))
         appended = self.sink.append(table, changes.where(F.col(OP_TS).isNull()), batch_id)
-        written = self.sink.write(table, changes.where(F.col(OP_TS).isNotNull()), batch_id)
+        binlog = changes.where(F.col(OP_TS).isNotNull())
+        written = self.sink.write(table, binlog, batch_id, size=size)
         return bool(appended or written)
 
     def _appendable(self, table: SinkTable) -> bool:

@@ -193,9 +193,14 @@ class Sink(ABC):
     def open(self, tables: Sequence[SinkTable]) -> None: ...
 
     @abstractmethod
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
         """Apply one batch's changes; False when this writer had applied the batch before
-        (Spark replays the last batch after a crash) and nothing was written now."""
+        (Spark replays the last batch after a crash) and nothing was written now.
+
+        ``size``: at most how many changes ``changes`` holds (an update's two rows once),
+        when the caller counted them; a sink may choose by it how to spread its work."""
 
     def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
         """Insert one batch's snapshot rows of keys the table does not hold yet.

@@ -32,7 +32,9 @@ class ConsoleSink(SchemalessSink):
         for table in tables:
             print(f"console sink: {table.name} <- {', '.join(table.sources)}")
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
         from pyspark.sql import functions as F

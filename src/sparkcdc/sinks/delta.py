@@ -248,7 +248,9 @@ class DeltaSink(Sink):
     def has_rows(self, table: SinkTable) -> bool:
         return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
         """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
         if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no empty commit
             return True

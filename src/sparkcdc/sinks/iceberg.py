@@ -293,7 +293,9 @@ class IcebergSink(Sink):
     def has_rows(self, table: SinkTable) -> bool:
         return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
         # the foreachBatch session: a clone made when the query started
         session: SparkSession = changes.sparkSession
         if self._applied(session, table, batch_id, self.batch_property, "batch"):

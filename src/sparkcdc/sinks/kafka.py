@@ -131,6 +131,11 @@ BOOTSTRAP_SERVERS = "properties.bootstrap.servers"
 REACHABLE_TIMEOUT_S = 10.0
 # snapshot inserts in one Spark partition are spread over the cores above this many rows
 ROWS_PER_TASK = 100_000
+# A batch's changes of a table up to this many are sent by one task: spreading them over the
+# cores by key is a shuffle (two Spark jobs), ~0.06 s of a 0.75 s batch at 1,000 changes/s
+# here, more than a second core saves on so few. Batches of 40,000 changes and more (a
+# second of writes at 40,000/s) sent by one task made the pipeline fall behind here.
+ONE_TASK_CHANGES = 10_000
 
 # Kafka's own rule for topic names (org.apache.kafka.common.internals.Topic)
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -335,9 +340,9 @@ class KafkaSink(SchemalessSink):
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         super().__init__(options, spark, context)
-        # message_steps per (sink table, inserts): a table's shape changes with its schema,
-        # and a new shape is a new key
-        self._steps: dict[tuple[SinkTable, bool], tuple[FrameStep, ...]] = {}
+        # message_steps per (sink table, inserts, one task): a table's shape changes with its
+        # schema, and a new shape is a new key
+        self._steps: dict[tuple[SinkTable, bool, bool], tuple[FrameStep, ...]] = {}
 
     @property
     def kafka_options(self) -> KafkaOptions:
@@ -358,23 +363,35 @@ class KafkaSink(SchemalessSink):
         _check_reachable(options.bootstrap_servers)
         _ensure_topics(self.spark, options, topics)
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
-        return self._send(table, changes, batch_id, inserts=False)
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
+        one_task = size is not None and size <= ONE_TASK_CHANGES
+        return self._send(table, changes, batch_id, inserts=False, one_task=one_task)
 
     def append(self, table: SinkTable, rows: DataFrame, batch_id: int) -> bool:
         if rows.rdd.getNumPartitions() == 1 and rows.count() > ROWS_PER_TASK:
             rows = rows.repartition(rows.sparkSession.sparkContext.defaultParallelism)
         return self._send(table, rows, batch_id, inserts=True)
 
-    def _send(self, table: SinkTable, changes: DataFrame, batch_id: int, *, inserts: bool) -> bool:
-        """Produce the messages of ``changes``, one Spark task per partition of them."""
+    def _send(
+        self,
+        table: SinkTable,
+        changes: DataFrame,
+        batch_id: int,
+        *,
+        inserts: bool,
+        one_task: bool = False,
+    ) -> bool:
+        """Produce the messages of ``changes`` (see :func:`message_steps` for the tasks)."""
         from pyspark.errors import PySparkException
 
         options = self.kafka_options
         topic = options.topic_for(table)
-        steps = self._steps.get((table, inserts))
+        shape = (table, inserts, one_task)
+        steps = self._steps.get(shape)
         if steps is None:
-            steps = self._steps[(table, inserts)] = message_steps(table, options, inserts)
+            steps = self._steps[shape] = message_steps(table, options, inserts, one_task=one_task)
         messages = applied(steps, changes)
         writer = messages.write.format("kafka").mode("append").option("topic", topic)
         for key, value in options.client_properties().items():
@@ -406,11 +423,16 @@ _ORDERING = ("key_hash", "db", "tbl", "seq", "rank", "pk")
 
 
 def kafka_messages(
-    changes: DataFrame, table: SinkTable, options: KafkaOptions, *, inserts: bool = False
+    changes: DataFrame,
+    table: SinkTable,
+    options: KafkaOptions,
+    *,
+    inserts: bool = False,
+    one_task: bool = False,
 ) -> DataFrame:
     """``key``, ``value``, ``headers`` (and ``partition`` for ``all-to-zero``) of a change
     frame's messages, in send order: :func:`message_steps` applied to ``changes``."""
-    return applied(message_steps(table, options, inserts), changes)
+    return applied(message_steps(table, options, inserts, one_task=one_task), changes)
 
 
 FrameStep = Callable[["DataFrame"], "DataFrame"]
@@ -421,15 +443,17 @@ def applied(steps: Sequence[FrameStep], frame: DataFrame) -> DataFrame:
 
 
 def message_steps(
-    table: SinkTable, options: KafkaOptions, inserts: bool = False
+    table: SinkTable, options: KafkaOptions, inserts: bool = False, *, one_task: bool = False
 ) -> tuple[FrameStep, ...]:
     """The frame operations that turn a change frame of ``table`` into its messages (see
     :func:`kafka_messages`), with their column expressions built now.
 
     The frame is partitioned by key and sorted by key, then ``_seq`` (``-U`` first), within
     partitions, so that one Spark task sends all messages of a key, in order (a table
-    without a key: all in one task, by ``_seq``). With ``inserts`` (every row a ``+I`` of
-    its own key: snapshot rows) the messages stay in the frame's partitions.
+    without a key: all in one task, by ``_seq``). With ``one_task`` the frame's partitions
+    are joined into one, without a shuffle, and that task sends every message, sorted the
+    same way. With ``inserts`` (every row a ``+I`` of its own key: snapshot rows) the
+    messages stay in the frame's partitions.
 
     The expressions depend on the table's shape and the options alone, never on a batch:
     building them is hundreds of calls into the JVM (a third of a small batch's time, measured
@@ -447,7 +471,11 @@ def message_steps(
     # made the messages 4.5 times as costly (measured on 546,000 changes).
     image = F.struct(*[F.col(quote_spark(c)) for c in table.column_names])
     steps: list[FrameStep] = []
-    if not inserts and pk is not None:
+    one_task = one_task and not inserts
+    if one_task:
+        # one partition (Spark's SinglePartition): the window and the sort need no shuffle
+        steps.append(lambda frame: frame.coalesce(1))
+    elif not inserts and pk is not None:
         # one task sends every message of a key (its key text is its pk's). Shuffled
         # before the JSON is made, so that the text of a batch read in one partition (a
         # binlog range) is made by every task after the shuffle, not by that one
@@ -465,7 +493,7 @@ def message_steps(
             F.when(F.col(OP) == "-U", 0).otherwise(1).alias("rank"),
         )
     )
-    if not inserts and pk is None:  # no key: all in one task, in order
+    if not inserts and pk is None and not one_task:  # no key: all in one task, in order
         steps.append(lambda frame: frame.repartition(1))
     if options.value_format == "changelog-json":
         value = encoding.obj([("data", F.col("image")), ("op", _json_string(F.col("op")))])

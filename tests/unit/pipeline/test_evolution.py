@@ -68,7 +68,9 @@ class RecordingSink(Sink):
         for table in tables:
             self.tables.setdefault(table.name, list(table.columns))
 
-    def write(self, table: SinkTable, changes: Any, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: Any, batch_id: int, *, size: int | None = None
+    ) -> bool:
         return True
 
     def _record(self, method: str, *args: str) -> None:

@@ -119,7 +119,9 @@ class JdbcSink(Sink):
                 ) from None
         return found
 
-    def write(self, table: SinkTable, changes: DataFrame, batch_id: int) -> bool:
+    def write(
+        self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
+    ) -> bool:
         if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no staging table
             return True
         plan = self._plan(table)
