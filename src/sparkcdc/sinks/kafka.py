@@ -499,7 +499,7 @@ def message_steps(
     extra = list(options.custom_headers)
     if options.add_table_id_to_header:
         extra += table_id_header_values(table.name)
-    headers += [F.struct(F.lit(name), F.lit(value).cast("binary")) for name, value in extra]
+    headers += [F.struct(F.lit(name), F.lit(text).cast("binary")) for name, text in extra]
     key = _key_text(table, encoding) if pk is not None else F.lit(None)
     columns = [
         key.cast("string").alias("key"),
