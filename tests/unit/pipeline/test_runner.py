@@ -283,14 +283,23 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
 
 
 @pytest.mark.parametrize(
-    "key",
-    ["spark.sql.inMemoryColumnarStorage.compressed", "spark.python.sql.dataFrameDebugging.enabled"],
+    ("key", "default", "told"),
+    [
+        ("spark.sql.inMemoryColumnarStorage.compressed", "false", "true"),
+        ("spark.python.sql.dataFrameDebugging.enabled", "false", "true"),
+        (
+            "spark.hadoop.fs.AbstractFileSystem.file.impl",
+            "org.apache.hadoop.fs.local.RawLocalFs",
+            "org.apache.hadoop.fs.local.LocalFs",
+        ),
+    ],
 )
 def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_driver(
-    monkeypatch: pytest.MonkeyPatch, key: str
+    monkeypatch: pytest.MonkeyPatch, key: str, default: str, told: str
 ) -> None:
-    """The pipeline's own defaults (the cache uncompressed, no call sites recorded), which the
-    file's spark.conf (and spark-submit's settings, see test_session_plan) replace."""
+    """The pipeline's own defaults (the cache uncompressed, no call sites recorded, local
+    files written without checksum files), which the file's spark.conf (and spark-submit's
+    settings, see test_session_plan) replace."""
     from sparkcdc.spark.session import plan_session
 
     planned: list[dict[str, str]] = []
@@ -303,8 +312,8 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
-    for spark_conf in ("", f"\n  spark.conf: {{{key}: 'true'}}"):
+    for spark_conf in ("", f"\n  spark.conf: {{{key}: '{told}'}}"):
         pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
-    assert [p[key] for p in planned] == ["false", "true"]
+    assert [p[key] for p in planned] == [default, told]
     # and its JVM is tuned as a pipeline's driver (class-data archive, C2 later)
     assert archives == [True, True]
