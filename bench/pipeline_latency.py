@@ -13,7 +13,8 @@ Each row's commit time is taken right after its transaction commits. It is visib
     (``maxValues.id``) cover it — ids increase, so a commit makes every id up to its max
     visible; the log is polled every 20 ms;
   - in Kafka when a consumer (polling continuously) receives its message.
-First ``--warmup`` seconds (default 10) of the same writes run unmeasured and are waited for:
+Both pipelines run in one Spark session, made as ``sparkcdc run`` makes a pipeline's (its
+default settings, a pipeline driver's JVM). First ``--warmup`` seconds (default 10) of the same writes run unmeasured and are waited for:
 the first micro-batches compile Spark's and the sink's code paths (a first Delta MERGE takes
 seconds), which is start-up cost, not the steady-state latency measured here.
 Latency = visible - committed, p50 and p99 over every measured row. "Lag growing" compares the
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.pipeline.config import parse_pipeline
-from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.runner import PIPELINE_DEFAULTS, run_pipeline
 from sparkcdc.spark.session import spark_session
 from sparkcdc.testing.devkafka import DevKafka
 from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
@@ -303,7 +304,15 @@ def main() -> None:
     server.start()
     prepare(server)
     servers = DevKafka.from_env().start()
-    spark = spark_session("sparkcdc-latency-bench", "local[2]", connectors=True)
+    # made as `sparkcdc run` makes a pipeline's session (pipeline_session): its defaults
+    # and a pipeline driver's JVM; one session for both sinks, each run sets its sink's conf
+    spark = spark_session(
+        "sparkcdc-latency-bench",
+        "local[2]",
+        connectors=True,
+        defaults=PIPELINE_DEFAULTS,
+        pipeline_driver=True,
+    )
     spark.sparkContext.setLogLevel("ERROR")
     topic = f"latency-{time.time_ns()}"
 
