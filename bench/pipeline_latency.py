@@ -14,9 +14,10 @@ Each row's commit time is taken right after its transaction commits. It is visib
     visible; the log is polled every 20 ms;
   - in Kafka when a consumer (polling continuously) receives its message.
 Both pipelines run in one Spark session, made as ``sparkcdc run`` makes a pipeline's (its
-default settings, a pipeline driver's JVM). First ``--warmup`` seconds (default 10) of the same writes run unmeasured and are waited for:
-the first micro-batches compile Spark's and the sink's code paths (a first Delta MERGE takes
-seconds), which is start-up cost, not the steady-state latency measured here.
+default settings, a pipeline driver's JVM). First ``--warmup`` seconds (default 10) of the
+same writes run unmeasured and are waited for: the first micro-batches compile Spark's and
+the sink's code paths (a first Delta MERGE takes seconds), which is start-up cost, not the
+steady-state latency measured here.
 Latency = visible - committed, p50 and p99 over every measured row. "Lag growing" compares the
 p50 of the last third of the rows with the first third (growing: more than 2x and 1 s more), and the
 time the sink needs after the writer stops. The last line printed is one JSON object.
