@@ -288,6 +288,60 @@ def test_a_kill_between_a_snapshot_append_and_the_batch_commit_loses_and_doubles
         assert delta_rows_rs(lake / table, columns) == rows, table
 
 
+def test_a_kill_after_a_one_pass_snapshot_append_loses_and_doubles_nothing(
+    spark: Any, server: DevServer, tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """A batch of one table's snapshot chunks alone is appended in one pass; killed after
+    that append committed and before Spark committed the batch, the next run replays the
+    batch, finds the append in the table's history and skips it, and goes on in one pass."""
+    import logging
+
+    from pipelines import fresh_database, pipeline_env, source_block, uncommitted_batch
+
+    from sparkcdc.errors import SparkCdcError
+    from sparkcdc.sinks.base import SINK_TYPES
+
+    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.composer")
+    monkeypatch.setitem(SINK_TYPES, "delta", f"{__name__}:CrashAfterAppend")
+    monkeypatch.setattr(CrashAfterAppend, "appends_seen", [])
+    monkeypatch.setattr(CrashAfterAppend, "crash", True)
+    database = "pipe_delta_onepass"
+    conn = fresh_database(server, database)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"v{i}") for i in range(1, 201)])
+    lake = tmp_path / "lake"
+    text = (
+        source_block(
+            server,
+            f"{database}.t",
+            "5800-5809",
+            **{
+                "scan.incremental.snapshot.chunk.size": 20,
+                "scan.incremental.snapshot.chunks-per-batch": 3,
+            },
+        )
+        + f"sink:\n  type: delta\n  path: {lake}\n"
+        + f"pipeline:\n  name: delta-onepass\n  checkpoint: {tmp_path / 'checkpoint'}\n"
+    )
+    config = parse_pipeline(text, env=pipeline_env(), base_dir=tmp_path)
+    with pytest.raises(SparkCdcError):
+        run_pipeline(config, available_now=True, spark=spark)
+    crashed, _, written = CrashAfterAppend.appends_seen[-1]
+    assert written and uncommitted_batch(tmp_path / "checkpoint") == crashed == 1
+    killed_run = [r.getMessage() for r in caplog.records if "one pass" in r.getMessage()]
+    assert [m.split(":")[0] for m in killed_run] == ["batch 0"], "the kill came in batch 1"
+    caplog.clear()
+    summary = run_pipeline(config, available_now=True, spark=spark)
+
+    replayed = [w for b, _, w in CrashAfterAppend.appends_seen if b == crashed]
+    assert replayed == [True, False], "the replay found the append committed"
+    assert any("one pass" in r.getMessage() for r in caplog.records), "and went on in one pass"
+    assert sum(summary.rows.values()) == 200 - 3 * 20 * 2  # what the kill left to do
+    rows = delta_rows_spark(spark, lake / database / "t", ["id", "v"])
+    assert rows == [(i, f"v{i}") for i in range(1, 201)]
+
+
 def test_binlog_inserts_are_appended_until_a_kept_truncate_leaves_old_keys_behind(
     spark: Any, server: DevServer, tmp_path: Path
 ) -> None:

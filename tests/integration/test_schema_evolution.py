@@ -450,6 +450,56 @@ def test_ddl_during_the_snapshot_comes_out_right(
     assert delta_table(lake / DATABASE / "snap") == (columns, rows)
 
 
+def test_a_chunk_that_brings_a_schema_change_stops_the_one_pass_append(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, caplog: Any
+) -> None:
+    """A batch the source planned as one table's snapshot chunks alone is appended in one
+    pass, its rows counted as they are written. In snapshot mode the binlog position never
+    moves, so each chunk read after an ALTER brings the ALTER with it, which only the read
+    finds: the one-pass append stops before it commits, and the batch is written the general
+    way (the column added, then the rows). The Delta table equals the source."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.composer")
+    with source.cursor() as cur:
+        cur.execute("CREATE TABLE onepass (id INT PRIMARY KEY, b VARCHAR(20))")
+        cur.executemany(
+            "INSERT INTO onepass VALUES (%s, %s)", [(i, f"b{i}") for i in range(1, 101)]
+        )
+    lake = tmp_path / "lake"
+    config = make_config(
+        server,
+        tmp_path,
+        DELTA_SINK.format(lake=lake),
+        "evolve",
+        extra_source="  scan.startup.mode: snapshot\n"
+        "  scan.incremental.snapshot.chunk.size: 20\n"
+        "  scan.incremental.snapshot.chunks-per-batch: 1\n",
+        tables="onepass",
+    )
+    counted: dict[int, dict[str, int]] = {}
+
+    def on_batch(batch_id: int, rows: dict[str, int]) -> None:
+        counted[batch_id] = rows
+        if batch_id == 1:
+            with source.cursor() as cur:
+                cur.execute("ALTER TABLE onepass ADD COLUMN c INT NOT NULL DEFAULT 7")
+                cur.execute("UPDATE onepass SET c = id WHERE id > 90")
+
+    run_pipeline(config, available_now=True, spark=spark, on_batch=on_batch)
+    with source.cursor() as cur:
+        cur.execute("SELECT * FROM onepass")
+        rows = sorted(tuple(r) for r in cur.fetchall())
+    assert delta_table(lake / DATABASE / "onepass") == (["id", "b", "c"], rows)
+    assert sum(n for batch in counted.values() for n in batch.values()) == 100
+    one_pass = {
+        r.getMessage().split(":")[0] for r in caplog.records if "one pass" in r.getMessage()
+    }
+    stopped = [r.getMessage() for r in caplog.records if "one-pass append" in r.getMessage()]
+    assert one_pass == {"batch 0", "batch 1"}, "only the batches before the ALTER took one pass"
+    assert stopped, "a batch after it began one pass and was written the general way"
+
+
 # ---------------------------------------------------------- truncate, drop and create
 
 

@@ -16,8 +16,10 @@ wrote. A checkpoint made before run ids existed keeps its sinks' old ids (run id
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sparkcdc.locations import Location, as_location
 
@@ -43,6 +45,16 @@ def has_planned_batches(checkpoint: str | Location) -> bool:
     """Whether Spark's offset log under the checkpoint names any batch."""
     offsets = spark_checkpoint(checkpoint) / "offsets"
     return any(name.isdigit() for name in offsets.children())
+
+
+def logged_end(checkpoint: str | Location, batch: int) -> dict[str, Any] | None:
+    """The source's end offset of ``batch`` as Spark's offset log under the checkpoint has
+    it (Spark logs it before the batch runs); None when the log has no such batch."""
+    text = (spark_checkpoint(checkpoint) / "offsets" / str(batch)).read_text()
+    if text is None:
+        return None
+    lines = text.splitlines()  # v1, the batch's metadata, then one line per source
+    return json.loads(lines[2]) if len(lines) > 2 else None
 
 
 def run_id(checkpoint: str | Location) -> str | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.errors import ConfigError
+from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
@@ -494,6 +494,8 @@ def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> Da
     return changes.select(*METADATA_COLUMNS, *[value(c).alias(c.name) for c in table.columns])
 
 
+# what stops the one-pass append of a batch that holds more than one table's snapshot rows
+_NOT_SNAPSHOT_ONLY = "sparkcdc: a row that is not a snapshot row of the batch's one table"
 _COUNTS_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 
 
@@ -515,8 +517,11 @@ class BatchWriter:
         router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None,
         source: Any = None,
         append_snapshot: bool = False,
+        snapshot_batch: Callable[[int], str | None] | None = None,
     ) -> None:
         self.plan = plan
+        # the table whose snapshot chunks alone a batch reads, as the source planned it
+        self.snapshot_batch = snapshot_batch
         # snapshot rows may be appended: the sink tables held no rows when the stream began
         self.append_snapshot = append_snapshot
         self.source = source  # ConnectionSettings: added columns are read back from there
@@ -578,6 +583,9 @@ class BatchWriter:
 
         self._spark = batch.sparkSession
         began = time.perf_counter()
+        alone = self.snapshot_batch(batch_id) if self.snapshot_batch is not None else None
+        if alone is not None and self._write_snapshot_batch(batch, batch_id, alone, began):
+            return
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # changes per table: an update's two halves count once. A few rows, so one
@@ -667,6 +675,69 @@ class BatchWriter:
                 self.listener(batch_id, {t: n for t, n in rows.items() if t not in skipped})
         finally:
             batch.unpersist()
+
+    def _write_snapshot_batch(
+        self, batch: DataFrame, batch_id: int, source: str, began: float
+    ) -> bool:
+        """Append a batch the source planned as snapshot chunks of ``source`` alone in one
+        pass over the source's rows: no cache, no counts job before the write (DESIGN.md,
+        "One pass for a batch of one table's snapshot chunks"). True when the batch was
+        written so (or skipped as a replay); False when it must be written the general way:
+        the table's rows are not plain appends here, or the batch held a row that is not a
+        snapshot row of ``source`` (a schema change a chunk brought), which stops the append
+        before it commits."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        schema = self._source_schemas.get(source)
+        if schema is None:
+            return False
+        replay = self.history is not None and self.history.has(batch_id)
+        plan = self.evolver.plan(self.state_before(batch_id), [], batch_id=batch_id, replay=replay)
+        fed = [(n, s) for n, ss in plan.segments.items() for s in ss if s.source == source]
+        if plan.changed or plan.fills or len(fed) != 1:
+            return False
+        name, segment = fed[0]
+        sink_state = plan.state.sinks[name]
+        table = described(sink_state.table, [segment], self._rules)
+        self.sink.ready()
+        if (
+            sink_state.dropped
+            or sink_state.stale
+            or not self._appendable(table)
+            or not self.sink.knows_appends(table)
+        ):
+            return False
+        snapshot_row = (
+            (F.col(OP) == "+I")
+            & F.col(OP_TS).isNull()
+            & (F.col(DATABASE) == schema.database)
+            & (F.col(TABLE) == schema.table)
+        )
+        checked = batch.where(
+            F.when(snapshot_row, F.lit(True)).otherwise(F.raise_error(F.lit(_NOT_SNAPSHOT_ONLY)))
+        )
+        observation = Observation(f"sparkcdc-batch-{batch_id}")
+        rows = checked.observe(observation, F.count(F.lit(1)).alias("rows"))
+        try:
+            appended = self.sink.append(
+                table, self._segment_frame(rows, segment, sink_state.table), batch_id
+            )
+        except SinkError as exc:
+            log.info(
+                "batch %d: the one-pass append of %s's snapshot chunks stopped (%s); the batch "
+                "is written the general way",
+                batch_id,
+                source,
+                exc,
+            )
+            return False
+        counted = {source: int(observation.get["rows"])} if appended else {}
+        log.debug("batch %d: one pass, %s %.2fs", batch_id, name, time.perf_counter() - began)
+        self._state, self._state_batch = plan.state, batch_id
+        if self.listener is not None:
+            self.listener(batch_id, counted)
+        return True
 
     def _write(
         self,

@@ -37,7 +37,7 @@ from sparkcdc.locations import (
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.pipeline.checkpoint import open_checkpoint, spark_checkpoint
+from sparkcdc.pipeline.checkpoint import logged_end, open_checkpoint, spark_checkpoint
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
@@ -320,11 +320,9 @@ def committed_offset(checkpoint: str | Location) -> tuple[int, dict[str, Any]] |
         (int(name) for name in (root / "commits").children() if name.isdigit()), reverse=True
     )
     for batch in commits:
-        text = (root / "offsets" / str(batch)).read_text()
-        if text is not None:
-            lines = text.splitlines()
-            # v1, the batch metadata, then one line per source
-            return batch, json.loads(lines[2])
+        end = logged_end(checkpoint, batch)
+        if end is not None:
+            return batch, end
     return None
 
 
@@ -531,6 +529,16 @@ def _run_once(
                 on_batch(batch_id, rows)
 
         progress = Progress(out)
+        from sparkcdc.spark.source import BatchHold, SnapshotBatchRecord
+
+        planned = SnapshotBatchRecord(config.state_location, state_hadoop)
+
+        def snapshot_batch(batch_id: int) -> str | None:
+            record = planned.read()
+            if record is None or record[0] != logged_end(root, batch_id):
+                return None
+            return record[1]
+
         writer = BatchWriter(
             plan,
             sink,
@@ -543,9 +551,9 @@ def _run_once(
             ),
             source=settings,
             append_snapshot=config.pipeline.existing_sink_rows != "keep",
+            snapshot_batch=snapshot_batch,
         )
         target = server_position(settings) if available_now else None
-        from sparkcdc.spark.source import BatchHold
 
         hold = BatchHold(config.state_location, state_hadoop)
         hold.clear()  # one an earlier run left (stopped hard after setting it)

@@ -210,10 +210,20 @@ class Sink(ABC):
         then touch the same keys. Idempotent per (writer, table, ``batch_id``) apart from
         ``write``: a crash may come between the two commits, and the replay must then skip
         the append and still do the write. False when the append was applied before.
+
+        All of ``rows`` are committed, or none: the pipeline may start an append that a
+        check in ``rows`` stops midway (raising SinkError), and then write the batch
+        another way.
         """
         raise NotImplementedError(
             f"the {self.options.type} sink sets appends = True but has no append()"
         )
+
+    def knows_appends(self, table: SinkTable) -> bool:
+        """Whether :meth:`append` to ``table`` tells a replay from its own record, without
+        reading ``rows`` before it writes them (the pipeline may count the rows as the
+        append writes them)."""
+        return True
 
     def begin_open(self, tables: Sequence[SinkTable]) -> None:
         """:meth:`open`, before a new stream's first batch: a sink may leave the creation of

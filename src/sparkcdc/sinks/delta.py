@@ -323,6 +323,10 @@ class DeltaSink(Sink):
             self._own_appends[table.name] = batch_id
         return True
 
+    def knows_appends(self, table: SinkTable) -> bool:
+        # a table whose history this run has not read may need its keys looked up
+        return table.name in self._own_appends
+
     def mark(self, table: SinkTable, write: str, batch_id: int) -> str:
         """The ``userMetadata`` of this writer's ``write`` ("append", "merge") of a batch."""
         return json.dumps({"sparkcdc": self.app_id(table), "write": write, "batch": batch_id})

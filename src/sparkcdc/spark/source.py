@@ -152,6 +152,44 @@ class BatchHold:
         self.store.delete(self.path)
 
 
+class SnapshotBatchRecord:
+    """The source's word to a pipeline's batch writer on the newest batch it planned: when
+    that batch reads snapshot chunks of one table and nothing else (no binlog range, and
+    not a table that joined the running query, whose first chunk brings its CREATE TABLE),
+    ``planned/snapshot-batch.json`` under the query's ``state.location`` names the table
+    and the batch's end offset; otherwise there is no such file.
+
+    Every row of such a batch is a snapshot row of that table unless a chunk brings a
+    schema change made between the batch's planning and the chunk's read, which only the
+    read finds; the writer checks each row for that as it writes (``BatchWriter``).
+
+    >>> record = SnapshotBatchRecord("/tmp/sparkcdc-doctest-planned")
+    >>> record.write({"binlog": {"file": "b.1", "pos": 4}}, "app.t")
+    >>> record.read()
+    ({'binlog': {'file': 'b.1', 'pos': 4}}, 'app.t')
+    >>> record.clear(); record.read() is None
+    True
+    """
+
+    def __init__(self, state_location: str, hadoop: Mapping[str, str] | None = None) -> None:
+        self.store = StateStore.open(state_location, "planned", hadoop)
+        self.path = self.store.path("snapshot-batch.json")
+
+    def write(self, end: dict[str, Any], table: str) -> None:
+        self.store.overwrite(self.path, json.dumps({"end": end, "table": table}).encode())
+
+    def clear(self) -> None:
+        self.store.delete(self.path)
+
+    def read(self) -> tuple[dict[str, Any], str] | None:
+        """The recorded batch's end offset and table (qualified name); None: no record."""
+        raw = self.store.read(self.path)
+        if raw is None:
+            return None
+        record = json.loads(raw)
+        return record["end"], str(record["table"])
+
+
 _LAST_END = ("offsets", "last-end.json")
 _VERSIONS = ("schema", "versions.json")
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
@@ -227,6 +265,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._checked: set[str] = set()
         self._located: dict[str, BinlogPosition] = {}
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
+        self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: TableVersions | None = None  # binlog without column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
         self._poll_conn: Any = None  # the driver's connection for latestOffset
@@ -633,7 +672,33 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                             else "",
                         )
                     )
+            self._record_snapshot_batch(end, parts, progress)
+        else:
+            self._record_snapshot_batch(end, parts, {})
         return parts
+
+    def _record_snapshot_batch(
+        self,
+        end: dict[str, Any],
+        parts: list[InputPartition],
+        progress: dict[str, SnapshotProgress],
+    ) -> None:
+        """Keep the SnapshotBatchRecord true for the batch just planned."""
+        if not self.options.state_location or self.options.changelog_shape != "tables":
+            return  # only a pipeline's batch writer reads it
+        record = SnapshotBatchRecord(self.options.state_location, self.options.state_hadoop())
+        tables = [t for t, p in progress.items() if p.next > p.prev]
+        alone = (
+            len(tables) == 1
+            and tables[0] not in self._added
+            and all(isinstance(p, ChunkPartition) for p in parts)
+        )
+        if alone:
+            record.write(end, tables[0])
+            self._recorded = True
+        elif self._recorded is not False:
+            record.clear()
+            self._recorded = False
 
     def table_versions(self, start: BinlogPosition) -> TableVersions | None:
         """The captured tables' schema versions by position, when the server logs rows
