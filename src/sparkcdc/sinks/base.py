@@ -220,10 +220,12 @@ class Sink(ABC):
         )
 
     def knows_appends(self, table: SinkTable) -> bool:
-        """Whether :meth:`append` to ``table`` tells a replay from its own record, without
-        reading ``rows`` before it writes them (the pipeline may count the rows as the
-        append writes them)."""
-        return True
+        """Whether :meth:`append` to ``table`` writes ``rows`` with one Spark SQL action
+        and reads them in no other (it tells a replay from its own record): the pipeline
+        may then count the rows by an observation of that action (``DataFrame.observe``,
+        whose result an action of its own would take first, or none at all would leave
+        unset)."""
+        return False
 
     def begin_open(self, tables: Sequence[SinkTable]) -> None:
         """:meth:`open`, before a new stream's first batch: a sink may leave the creation of

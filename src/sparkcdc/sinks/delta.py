@@ -324,7 +324,8 @@ class DeltaSink(Sink):
         return True
 
     def knows_appends(self, table: SinkTable) -> bool:
-        # a table whose history this run has not read may need its keys looked up
+        # the append is one write; a table whose history this run has not read may need
+        # the rows' keys looked up first (_holds_keys)
         return table.name in self._own_appends
 
     def mark(self, table: SinkTable, write: str, batch_id: int) -> str:

@@ -335,6 +335,9 @@ class IcebergSink(Sink):
             ) from None
         return True
 
+    def knows_appends(self, table: SinkTable) -> bool:
+        return True  # the snapshot summary tells a replay; the append is one write
+
     @property
     def append_property(self) -> str:
         """The snapshot-summary key that records the last batch this pipeline appended."""

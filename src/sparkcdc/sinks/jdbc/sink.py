@@ -138,9 +138,6 @@ class JdbcSink(Sink):
         frame = rows.select(*[quote_spark(c) for c in plan.columns], F.lit(False).alias(DELETED))
         return self._stage_and_apply(table, plan, frame, batch_id, append=True)
 
-    def knows_appends(self, table: SinkTable) -> bool:
-        return False  # append asks rows.isEmpty() before it loads them
-
     def _plan(self, table: SinkTable) -> _TablePlan:
         if table not in self._plans:  # a table not seen in open(), or its columns changed
             self._prepare_tables([table], commit_table=False)
