@@ -494,7 +494,7 @@ def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> Da
     return changes.select(*METADATA_COLUMNS, *[value(c).alias(c.name) for c in table.columns])
 
 
-# what stops the one-pass append of a batch that holds more than one table's snapshot rows
+# what stops a one-pass append at a row that is not a snapshot row of the recorded table
 _NOT_SNAPSHOT_ONLY = "sparkcdc: a row that is not a snapshot row of the batch's one table"
 _COUNTS_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 

@@ -686,19 +686,20 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         """Keep the SnapshotBatchRecord true for the batch just planned."""
         if not self.options.state_location or self.options.changelog_shape != "tables":
             return  # only a pipeline's batch writer reads it
-        record = SnapshotBatchRecord(self.options.state_location, self.options.state_hadoop())
         tables = [t for t, p in progress.items() if p.next > p.prev]
         alone = (
             len(tables) == 1
             and tables[0] not in self._added
             and all(isinstance(p, ChunkPartition) for p in parts)
         )
+        if not alone and self._recorded is False:
+            return  # no record to clear: nothing to open (a store per binlog batch)
+        record = SnapshotBatchRecord(self.options.state_location, self.options.state_hadoop())
         if alone:
             record.write(end, tables[0])
-            self._recorded = True
-        elif self._recorded is not False:
+        else:
             record.clear()
-            self._recorded = False
+        self._recorded = alone
 
     def table_versions(self, start: BinlogPosition) -> TableVersions | None:
         """The captured tables' schema versions by position, when the server logs rows
