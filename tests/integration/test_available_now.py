@@ -209,6 +209,66 @@ def test_a_run_stops_while_writes_go_on_and_the_next_run_goes_on_from_it(
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
 
 
+@pytest.mark.xfail(
+    not ADMISSION_CONTROL,
+    reason="PySpark 4.1 runs Trigger.AvailableNow as one batch of chunks-per-batch chunks",
+    strict=True,
+)
+def test_on_an_idle_server_the_run_ends_with_the_batch_of_the_last_chunks(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """No write while the chunks are read: every chunk's HW is its batch's binlog end, so the
+    rows read are the table at the last batch's end, and no batch follows to read a binlog
+    that holds nothing new. The next run goes on from there: what was written since comes
+    once, from the binlog."""
+    sql.execute(ITEMS_DDL)
+    rng = random.Random(83)
+    sql.executemany(
+        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        [random_row(rng, k) for k in range(1, 2_001)],
+    )  # five chunks of 400 keys
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    opts = options(
+        dev_server,
+        database,
+        "items",
+        **{
+            "server-id": "5830-5839",
+            "scan.startup.mode": "initial",
+            "state.location": str(tmp_path / "state"),
+            "scan.incremental.snapshot.chunk.size": str(CHUNK_SIZE),
+            "scan.incremental.snapshot.chunks-per-batch": "2",
+        },
+    )
+    first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert first.awaitTermination(600) and first.exception() is None
+    # chunks 2 + 2 + 1, and no batch after them
+    assert [len(batches[b]) for b in sorted(batches)] == [800, 800, 400], sorted(batches)
+    last = offset_of(first.lastProgress["sources"][0]["endOffset"])["snapshot"][f"{database}.items"]
+    assert last == {"next": 5, "prev": 4, "total": 5}, last
+    sql.execute("INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", random_row(rng, 2_001))
+    sql.execute("UPDATE items SET qty = COALESCE(qty, 0) + 1 WHERE id IN (1, 2000)")
+    sql.execute("DELETE FROM items WHERE id = 1000")
+    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert second.awaitTermination(600) and second.exception() is None
+    log = changelog(batches)
+    assert sorted(r["_op"] for r in log if r["_op_ts"] is not None) == [
+        "+I",
+        "+U",
+        "+U",
+        "-D",
+        "-U",
+        "-U",
+    ]
+    result = replay(log, ["id"])
+    assert result.violations == [], result.violations[:10]
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
 def test_a_processing_time_trigger_reads_chunks_per_batch_chunks_a_batch(
     spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
 ) -> None:

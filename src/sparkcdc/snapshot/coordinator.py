@@ -165,6 +165,31 @@ class SnapshotCoordinator:
     def chunks_between(self, table: str, start: int, end: int) -> list[ChunkRange]:
         return self.splitter(table).chunks(start, end - start)
 
+    def read_as_of(
+        self, snapshot: dict[str, dict[str, Any]], position: BinlogPosition | None
+    ) -> bool:
+        """Whether the offset's ``snapshot`` has every captured table's chunks read, those of
+        its last batch with their HWs at or before ``position`` (None: wherever they are).
+
+        Chunks of earlier batches have their HWs before the last batch's binlog end (it was
+        planned after they were read, DESIGN.md §2); so with ``position`` that end, True
+        means the rows read are the tables as of that end, and the binlog past it holds
+        nothing a chunk has seen."""
+        for table in self.schemas:
+            raw = snapshot.get(table)
+            if raw is None:
+                return False
+            progress = SnapshotProgress.from_offset(raw)
+            if not progress.read_all:
+                return False
+            if position is None:
+                continue
+            for chunk in self.chunks_between(table, progress.prev, progress.next):
+                meta = self.staging.metadata(chunk)
+                if meta is None or meta.high > position:
+                    return False
+        return True
+
     def filter_state(
         self, start: dict[str, dict[str, Any]], batch_start: BinlogPosition
     ) -> dict[str, Any]:

@@ -467,7 +467,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         point in time (those keys at their HW, the rest at T), so the batch after the last
         chunks reads the binlog to where the server is when it is planned, past every
         chunk's HW: the run ends on one consistent cut of the source, and it does end, since
-        that position is fixed once the last chunk is read. Tables past their snapshot read
+        that position is fixed once the last chunk is read (where no chunk saw the server
+        move, the cut is there already: ``_snapshot_read_at``). Tables past their snapshot read
         the binlog up to T and no further; once no chunk is left and the binlog is at T (or
         past it), ``latestOffset`` returns its start and Spark stops the query.
         """
@@ -488,13 +489,27 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def _caught_up(self, base: dict[str, Any], target: AvailableNowTarget) -> bool:
         """Everything the AvailableNow run started with is read once ``base`` is read."""
-        if self._chunks_pending(base):
+        if self._chunks_pending(base) and not self._snapshot_read_at(base):
             return False
         if self.options.scan_startup_mode == "snapshot":
             return True
         return same_server(offset_identity(base), target.identity) and offset_position(base) >= (
             target.position
         )
+
+    def _snapshot_read_at(self, base: dict[str, Any]) -> bool:
+        """Whether ``base`` has every chunk read, the rows read being the tables as of its
+        binlog end: no chunk of its batch saw the server move past that end (the server was
+        idle while they were read). The batch after the last chunks, which reads the binlog
+        up to where the server is then, past every chunk's HW, would then read nothing but
+        what was written since: the run ends at ``base``, already a consistent cut
+        (DESIGN.md, "Trigger.AvailableNow and the Spark lines"). Snapshot mode reads no
+        binlog at all: every chunk read is all."""
+        snapshot = base.get("snapshot")
+        if snapshot is None:
+            return False
+        at = None if self.options.scan_startup_mode == "snapshot" else offset_position(base)
+        return self.coordinator.read_as_of(snapshot, at)
 
     def _target_on(self, view: ServerView) -> BinlogPosition:
         """The run's binlog target as a place on the server of ``view``: a server that

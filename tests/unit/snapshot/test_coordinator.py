@@ -168,6 +168,29 @@ def test_filter_state_of_a_table_read_whole_before_the_batch_is_pure(tmp_path: A
     ]
 
 
+def test_read_as_of_asks_every_chunk_read_and_the_last_ones_hws_at_the_end(
+    tmp_path: Any,
+) -> None:
+    coordinator = MemoryCoordinator([1, 2, 3, 4], 2, StateStore.open(str(tmp_path), "s"))
+    plan = coordinator.plan()
+    assert len(plan) == 3
+    coordinator.stage(plan[1], 10, 10)
+    coordinator.stage(plan[2], 10, 12)  # the server moved while it was read
+    last = {"db.t": {"next": 3, "prev": 1, "total": 3}}
+    assert not coordinator.read_as_of(last, pos(10))
+    assert coordinator.read_as_of(last, pos(12))
+    assert coordinator.read_as_of(last, None)  # snapshot mode: no binlog to read
+    # a chunk left, the plan's size not known yet, or a table the offset does not name
+    assert not coordinator.read_as_of({"db.t": {"next": 2, "prev": 1, "total": 3}}, pos(12))
+    assert not coordinator.read_as_of({"db.t": {"next": 3, "prev": 1}}, None)
+    assert not coordinator.read_as_of({}, None)
+    # read whole in batches before: nothing to look up
+    assert coordinator.read_as_of({"db.t": {"next": 3, "prev": 3, "total": 3}}, pos(0))
+    # its last chunks' metadata gone (state.location cleaned): not known to be read by then
+    coordinator.store.delete(coordinator.store.table_path("chunks", "db.t", "000001.meta.json"))
+    assert not coordinator.read_as_of(last, pos(12))
+
+
 def test_filter_state_of_a_table_new_to_the_offset_has_nothing_read(tmp_path: Any) -> None:
     coordinator = MemoryCoordinator([1, 2, 3], 2, StateStore.open(str(tmp_path), "s"))
     state = coordinator.filter_state({}, pos(10))
