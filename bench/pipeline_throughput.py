@@ -20,7 +20,10 @@ with ``local[2]`` everywhere:
     ``sparkcdc run --available-now`` again (wall time) against one Delta MERGE of the same
     changes into a copy of the sink table taken after the snapshot, from a change frame
     read from the source and cached before the clock starts: ``vs_plain_merge`` = MERGE
-    seconds / sparkcdc seconds;
+    seconds / sparkcdc seconds. That MERGE runs in the bench's own session, whose JVM has
+    run for minutes; ``vs_cold_merge`` puts the same MERGE where ``sparkcdc run`` is, in a
+    fresh process (start-up included, its change frame read from a Parquet copy taken
+    before the clock): the plain job a user would start instead;
   - Kafka: a continuous ``sparkcdc run`` into a Kafka topic (from the binlog's end) while
     updates are written at ``--kafka-rates`` changes/s for ``--kafka-step-s`` seconds each;
     the lag of the pipeline's committed source position behind the server's (binlog bytes)
@@ -29,7 +32,10 @@ with ``local[2]`` everywhere:
     in less than 95% of the writes (a step lasts until 4 commits, up to 3 times
     ``--kafka-step-s``). ``kafka_changes_per_s`` is the highest achieved rate whose lag did
     not grow (0: not even the first step's); the steps stop at the first that grew, or that
-    the writer could not drive to 80% of its target (the source's limit);
+    the writer could not drive to 80% of its target (the source's limit). Before the steps,
+    the writer runs alone for 10 s as fast as it can: ``kafka_writer_alone_changes_per_s``,
+    and MariaDB's cores per 100,000 changes/s (``mariadb_cores_per_100k_changes_per_s``:
+    what such a rate leaves of the machine's two cores to the pipeline and Kafka);
   - the peak RSS of the Spark Python workers of every process the benchmark started;
   - ``class_archive``: whether the ``sparkcdc run`` drivers mapped the class-data archive
     ``sparkcdc prepare`` writes (``scripts/setup.sh`` runs it): they start ~2.5 s sooner
@@ -281,9 +287,13 @@ def iceberg_catalog_conf(warehouse: Path) -> dict[str, str]:
 # -- the catch-up's reference: one MERGE of a prepared change frame ---------------------------
 
 
-def plain_merge(spark: Any, server: DevServer, changes: Changes, table: str) -> float:
+def plain_merge(
+    spark: Any, server: DevServer, changes: Changes, table: str, keep: Path | None = None
+) -> float:
     """Seconds of one Delta MERGE of ``changes`` (final states read from the source, cached
-    and counted before the clock starts) into the Delta table at ``table``."""
+    and counted before the clock starts) into the Delta table at ``table``. With ``keep``,
+    the change frame is also written there as Parquet (before the clock), for
+    :func:`cold_merge`."""
     from pyspark.sql import functions as F
 
     target = spark.read.format("delta").load(table).schema
@@ -299,19 +309,46 @@ def plain_merge(spark: Any, server: DevServer, changes: Changes, table: str) -> 
         *(F.col(f.name).cast(f.dataType).alias(f.name) for f in target.fields), "_deleted"
     )
     frame.cache().count()
+    if keep is not None:
+        frame.write.parquet(str(keep))
     frame.createOrReplaceTempView("bench_changes")
-    names = [f"`{f.name}`" for f in target.fields]
     began = time.perf_counter()
-    spark.sql(
-        f"MERGE INTO delta.`{table}` t USING bench_changes s ON t.id = s.id "
+    spark.sql(merge_statement(table, "bench_changes", [f.name for f in target.fields]))
+    elapsed = time.perf_counter() - began
+    frame.unpersist()
+    return elapsed
+
+
+def merge_statement(table: str, view: str, columns: list[str]) -> str:
+    """The reference's MERGE of a change frame (``_deleted`` marks deletes) into ``table``."""
+    names = [f"`{c}`" for c in columns]
+    return (
+        f"MERGE INTO delta.`{table}` t USING {view} s ON t.id = s.id "
         "WHEN MATCHED AND s._deleted THEN DELETE "
         f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{n} = s.{n}' for n in names)} "
         f"WHEN NOT MATCHED AND NOT s._deleted THEN INSERT ({', '.join(names)}) "
         f"VALUES ({', '.join(f's.{n}' for n in names)})"
     )
-    elapsed = time.perf_counter() - began
-    frame.unpersist()
-    return elapsed
+
+
+def cold_merge(changes: Path, table: str, log: Path) -> float:
+    """Wall seconds of the same MERGE as a user's job runs it: a fresh process (this file
+    with ``--merge-from``) that starts Spark, reads the change frame :func:`plain_merge`
+    kept as Parquet, and merges it into ``table``. What ``sparkcdc run`` does on top of that
+    is read the changes from the binlog instead of a file, exactly."""
+    return command([sys.executable, __file__, "--merge-from", str(changes), "--target", table], log)
+
+
+def run_cold_merge(changes: str, table: str) -> None:
+    """:func:`cold_merge`'s child process."""
+    spark = spark_session(
+        "bench-merge", "local[2]", connectors=True, conf={"spark.ui.showConsoleProgress": "false"}
+    )
+    frame = spark.read.parquet(changes)
+    frame.createOrReplaceTempView("bench_changes")
+    columns = [c for c in frame.columns if c != "_deleted"]
+    spark.sql(merge_statement(table, "bench_changes", columns))
+    spark.stop()
 
 
 def check_count(what: str, counted: int, expected: int) -> None:
@@ -443,6 +480,32 @@ def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: 
         step.achieved = written / elapsed
         step.bytes_per_s = (absolute_position(wcur) - start_bytes) / elapsed
         step.drain_s = wait_caught_up(wcur, checkpoint, timeout_s=max(30.0, seconds * 2))
+
+
+def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, float]:
+    """Changes/s the Kafka steps' writer reaches with no pipeline running, as fast as it
+    can (its one connection, its UPDATE statements), and the cores MariaDB used meanwhile.
+    The steps share this machine's two cores with that writer and its server: a rate the
+    writer cannot reach alone is none a pipeline could be shown to keep up with here, and
+    MariaDB's cores per change say what a rate leaves the pipeline."""
+    blocks = rows // KEY_BLOCK
+    mariadb = int(server.pid_file.read_text().strip())
+    cpu_before = cpu_seconds(mariadb)
+    with server.connection(DATABASE) as conn, conn.cursor() as cur:
+        written, began, block = 0, time.monotonic(), random.Random(5).randrange(blocks)
+        while time.monotonic() - began < seconds:
+            cur.execute(update_statement(block))
+            conn.commit()
+            written += KEY_BLOCK
+            block = (block + 1) % blocks
+        elapsed = time.monotonic() - began
+    return written / elapsed, (cpu_seconds(mariadb) - cpu_before) / elapsed
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> float:
@@ -609,10 +672,14 @@ def main() -> None:
         help="rounds of each snapshot and its plain copy, alternated (medians reported)",
     )
     parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
+    parser.add_argument("--merge-from", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.jdbc_copy_into:  # the child process of jdbc_copy
         run_jdbc_copy(args.jdbc_copy_into, args.target, args.rows)
+        return
+    if args.merge_from:  # the child process of cold_merge
+        run_cold_merge(args.merge_from, args.target)
         return
     changes = Changes.plan(args.rows, args.changes or args.rows * 3 // 10)
     class_archive = pipelines_map_class_archive()
@@ -643,22 +710,39 @@ def main() -> None:
             if not args.skip_iceberg:
                 counted = iceberg_count(work / "warehouse-0")
                 check_count("the Iceberg table after the snapshot", counted, args.rows)
-            plain_table = str(work / "plain-merge")
+            plain_table, cold_table = str(work / "plain-merge"), str(work / "cold-merge")
             shutil.copytree(lake_table, plain_table)
+            shutil.copytree(lake_table, cold_table)
 
             write_s = execute(server, changes.statements())
             rows_after = source_count(server)
             print(f"catch-up: {changes.count} changes written in {write_s:.1f}s", file=sys.stderr)
             catchup_s = sparkcdc(["run", str(delta), "--available-now"], log)
             check_count("the Delta table after the catch-up", _count(spark, lake_table), rows_after)
-            merge_s = plain_merge(spark, server, changes, plain_table)
+            kept = work / "changes.parquet"
+            merge_s = plain_merge(spark, server, changes, plain_table, keep=kept)
             check_count("the plain MERGE's table", _count(spark, plain_table), rows_after)
-            print(f"catch-up: sparkcdc {catchup_s:.1f}s, MERGE {merge_s:.1f}s", file=sys.stderr)
+            cold_s = cold_merge(kept, cold_table, log)
+            check_count("the cold MERGE's table", _count(spark, cold_table), rows_after)
+            print(
+                f"catch-up: sparkcdc {catchup_s:.1f}s, MERGE {merge_s:.1f}s, the same MERGE in "
+                f"a new process {cold_s:.1f}s",
+                file=sys.stderr,
+            )
             spark.stop()
             verified = None
             if args.verify:
                 verified = sparkcdc(["verify", str(delta), "--timeout", "60"], log)
-            kafka = None if args.skip_kafka else kafka_sustained(server, work, args, log)
+            alone: tuple[float, float] | None = None
+            kafka = None
+            if not args.skip_kafka:
+                alone = writer_alone(server, args.rows, 10.0)
+                print(
+                    f"kafka: the writer alone reaches {alone[0]:,.0f} changes/s, MariaDB "
+                    f"using {alone[1]:.2f} cores",
+                    file=sys.stderr,
+                )
+                kafka = kafka_sustained(server, work, args, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -675,7 +759,14 @@ def main() -> None:
         "catchup_s": round(catchup_s, 1),
         "plain_merge_s": round(merge_s, 1),
         "vs_plain_merge": round(merge_s / catchup_s, 2),
+        "cold_merge_s": round(cold_s, 1),
+        "vs_cold_merge": round(cold_s / catchup_s, 2),
         "kafka_changes_per_s": None if kafka is None else round(kafka),
+        "kafka_writer_alone_changes_per_s": None if alone is None else round(alone[0]),
+        # MariaDB's cores per 100,000 changes/s: what that rate would leave of two cores
+        "mariadb_cores_per_100k_changes_per_s": (
+            None if alone is None else round(alone[1] * 100_000 / alone[0], 2)
+        ),
         "peak_executor_rss_mb": round(rss.peak_mb),
         "class_archive": class_archive,
     }
