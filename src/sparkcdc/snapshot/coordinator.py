@@ -184,7 +184,9 @@ class SnapshotCoordinator:
                 return False
             if position is None:
                 continue
-            for chunk in self.chunks_between(table, progress.prev, progress.next):
+            # the last chunks read have the latest HWs: where the server moved, one of them
+            # says so first (a metadata read each, a GET on an object store)
+            for chunk in reversed(self.chunks_between(table, progress.prev, progress.next)):
                 meta = self.staging.metadata(chunk)
                 if meta is None or meta.high > position:
                     return False
