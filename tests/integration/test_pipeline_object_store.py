@@ -1,12 +1,14 @@
-"""A pipeline whose sink tables, checkpoint and source state all live on an object store
-(the private MinIO, reached as ``s3a://``): Delta by path, or in Spark's catalog with its
-warehouse on the store (in memory, or a Hive metastore); Iceberg in a hadoop catalog, or in
-a jdbc catalog on PostgreSQL. Run as users run it, each run from another working directory:
-``sparkcdc run`` killed (driver and JVM) mid-snapshot under concurrent writes, run again to
-the end while the writes go on, then after a DDL and more writes once more, and ``sparkcdc
-status``. The sink table (read by delta-rs or pyiceberg, not by Spark) equals the source,
-the checkpoint's files are on the store, and nothing lands in the working directories
-(before the filesystem layer, the schema history and status.json went to ``./s3a:/...``)."""
+"""A pipeline whose sink tables, checkpoint and source state all live on an object store (the
+private MinIO, reached as ``s3a://``): Delta in Spark's catalog with its warehouse on the
+store (in memory, or a Hive metastore); Iceberg in a hadoop catalog, or in a jdbc catalog on
+PostgreSQL. Delta by path on the store is test_cluster_run.py's, the same story on a cluster
+(here it took ~160 s of a suite CI must run in 90 minutes). Run as users run it, each run
+from another working directory: ``sparkcdc run`` killed (driver and JVM) mid-snapshot under
+concurrent writes (one sink of each format, ``KILLED``), run again to the end while the
+writes go on, then after a DDL and more writes once more, and ``sparkcdc status``. The sink
+table (read by delta-rs or pyiceberg, not by Spark) equals the source, the checkpoint's
+files are on the store, and nothing lands in the working directories (before the filesystem
+layer, the schema history and status.json went to ``./s3a:/...``)."""
 
 from __future__ import annotations
 
@@ -113,7 +115,6 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 # per sink: its block, and more pipeline.spark.conf lines
 SINKS = {
-    "delta": ("  type: delta\n  path: s3a://{bucket}/lake", ""),
     # catalog mode: Spark's catalog (in memory, each run) keeps the tables in its warehouse
     "delta-catalog": ("  type: delta", "    spark.sql.warehouse.dir: s3a://{bucket}/warehouse"),
     # a persistent catalog: Spark's Hive metastore (embedded Derby, kept outside the working
@@ -143,13 +144,14 @@ SINKS = {
     ),
 }
 COLUMNS = ("id", "v", "s", "w")
+# killed mid-snapshot first: one sink per table format (a catalog's own part is creating,
+# finding and altering the table, which the runs after it do; a kill costs ~40 s a run)
+KILLED = ("delta-catalog", "iceberg")
 
 
 def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
     """The sink table's rows read without Spark: delta-rs, or pyiceberg from the table's
     current metadata file (a hadoop catalog's version-hint, a jdbc catalog's row)."""
-    if sink == "delta":
-        return delta_rows(minio, f"{bucket}/lake/{DATABASE}/t", COLUMNS)
     if sink in ("delta-catalog", "delta-hive"):  # managed: <warehouse>/<db>.db/<table>
         return delta_rows(minio, f"{bucket}/warehouse/{DATABASE}.db/t", COLUMNS)
     if sink == "iceberg":
@@ -226,11 +228,12 @@ def test_sink_checkpoint_and_state_on_an_object_store(
         directory.mkdir()
 
     with Writer(server, DATABASE, seed=31, workload=RowChanges, pause_s=0.01):
-        run_killed_after_a_commit(pipeline, directories[0], checkpoint)
-        assert chunks_left(checkpoint), (
-            f"the run was to be killed mid-snapshot, its last commit is "
-            f"{committed_offset(checkpoint)}"
-        )
+        if sink in KILLED:
+            run_killed_after_a_commit(pipeline, directories[0], checkpoint)
+            assert chunks_left(checkpoint), (
+                f"the run was to be killed mid-snapshot, its last commit is "
+                f"{committed_offset(checkpoint)}"
+            )
         second = cli(["run", str(pipeline), "--available-now"], directories[1])
     with source.cursor() as cur:
         cur.execute("UPDATE t SET v = v + 1 WHERE id % 7 = 0")
@@ -239,7 +242,7 @@ def test_sink_checkpoint_and_state_on_an_object_store(
         cur.execute("INSERT INTO t (id, v, s, w) VALUES (5000, 1, 'after the DDL', 9)")
         cur.execute("UPDATE t SET w = 6 WHERE id % 13 = 0")
     cli(["run", str(pipeline), "--available-now"], directories[2])
-    if sink.startswith("delta-"):
+    if sink.startswith("delta"):
         # an in-memory catalog forgets the table when a run ends (the next registers it
         # again); the Hive metastore keeps it
         adopted = "registered the Delta table" in second.stderr
