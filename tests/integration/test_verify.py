@@ -284,7 +284,7 @@ def test_no_false_alarm_while_the_source_is_written_and_the_pipeline_runs(
 
     runner = threading.Thread(target=keep_running, daemon=True)
     status = tmp_path / "checkpoint" / "status.json"
-    with Writer(server, database, seed=5, max_operations=100_000, pause_s=0.05) as writer:
+    with Writer(server, database, seed=5, max_operations=100_000, pause_s=0.5) as writer:
         runner.start()
         deadline = time.monotonic() + 60
         while not (status.exists() and json.loads(status.read_text())["running"]):
