@@ -8,7 +8,11 @@ concurrent writes (one sink of each format, ``KILLED``), run again to the end wh
 writes go on, then after a DDL and more writes once more, and ``sparkcdc status``. The sink
 table (read by delta-rs or pyiceberg, not by Spark) equals the source, the checkpoint's
 files are on the store, and nothing lands in the working directories (before the filesystem
-layer, the schema history and status.json went to ``./s3a:/...``)."""
+layer, the schema history and status.json went to ``./s3a:/...``).
+
+The Iceberg jdbc catalog runs with ``SPARKCDC_EVERY_CATALOG=1`` only: CI must run the suite in
+90 minutes (stop 45's took 5,258 s), and a jdbc catalog's own part, its pointer to the
+table's metadata, is test_iceberg_sink.py's ``test_jdbc_catalog_on_mariadb`` (~107 s here)."""
 
 from __future__ import annotations
 
@@ -147,6 +151,11 @@ COLUMNS = ("id", "v", "s", "w")
 # killed mid-snapshot first: one sink per table format (a catalog's own part is creating,
 # finding and altering the table, which the runs after it do; a kill costs ~40 s a run)
 KILLED = ("delta-catalog", "iceberg")
+RUN = (
+    sorted(SINKS)
+    if os.environ.get("SPARKCDC_EVERY_CATALOG")
+    else sorted(set(SINKS) - {"iceberg-jdbc"})
+)
 
 
 def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
@@ -195,7 +204,7 @@ def source_rows(conn: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(row) for row in cur.fetchall())
 
 
-@pytest.mark.parametrize("sink", sink_params(sorted(SINKS)))
+@pytest.mark.parametrize("sink", sink_params(RUN))
 def test_sink_checkpoint_and_state_on_an_object_store(
     server: DevServer,
     source: Any,
