@@ -12,12 +12,12 @@ tables into sink tables, and the sink writes each sink table's change frame (see
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError, SinkError
@@ -34,6 +34,7 @@ from sparkcdc.pipeline.evolution import (
     SchemaHistory,
     SchemaState,
     Segment,
+    SinkTableState,
 )
 from sparkcdc.sinks.base import (
     DATABASE,
@@ -49,6 +50,7 @@ from sparkcdc.sinks.base import (
     spark_type_name,
 )
 from sparkcdc.spark.changelog import DDL_OP, TABLES_METADATA_DDL, carrier_type, value_text
+from sparkcdc.spark.concurrent import ConcurrentWrites
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -518,8 +520,11 @@ class BatchWriter:
         source: Any = None,
         append_snapshot: bool = False,
         snapshot_batch: Callable[[int], str | None] | None = None,
+        table_writes: int = 1,
     ) -> None:
         self.plan = plan
+        # the batch's sink tables written up to this many at once (spark/concurrent.py)
+        self.writes = ConcurrentWrites(table_writes)
         # the table whose snapshot chunks alone a batch reads, as the source planned it
         self.snapshot_batch = snapshot_batch
         # snapshot rows may be appended: the sink tables held no rows when the stream began
@@ -549,6 +554,10 @@ class BatchWriter:
             tinyint1_as_boolean=plan.tinyint1_as_boolean,
             online_schema_changes=plan.online_schema_changes,
         )
+
+    def close(self) -> None:
+        """Ends the threads of the table writes (each batch's writes ended with it)."""
+        self.writes.close()
 
     def _route(self, schema: TableSchema) -> str:
         """Sink table of a table that joined the running pipeline (its transform kept)."""
@@ -640,29 +649,30 @@ class BatchWriter:
             )
             if plan.changed and self.history is not None:
                 self.history.save(batch_id, plan.state)
-            skipped: set[str] = set()
+            writes: list[Callable[[DataFrame], tuple[bool, set[str], str]]] = []
             for name, segments in plan.segments.items():
                 fed = [s for s in segments if s.source in touched]
                 sink_state = plan.state.sinks[name]
                 if not fed or sink_state.dropped:
                     continue
-                frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
-                changes = reduce(lambda a, b: a.unionByName(b), frames)
                 sources = {s.source for s in fed}
-                started = time.perf_counter()
-                table = described(sink_state.table, fed, self._rules)
-                inserts = not sink_state.stale and self._appendable(table)
-                if not self._write(
-                    table,
-                    changes,
-                    batch_id,
-                    inserts,
-                    bool(sources & snapshotted),
-                    bool(sources & changed),
-                    sum(rows[s] for s in sources),
-                ):
+                writes.append(
+                    functools.partial(
+                        self._write_sink_table,
+                        name=name,
+                        fed=fed,
+                        sink_state=sink_state,
+                        batch_id=batch_id,
+                        snapshot_rows=bool(sources & snapshotted),
+                        binlog_changes=bool(sources & changed),
+                        size=sum(rows[s] for s in sources),
+                    )
+                )
+            skipped: set[str] = set()
+            for written, sources, timing in self.writes.run(batch, writes):
+                if not written:
                     skipped.update(sources)  # applied before: not counted
-                timings.append(f"{name} {time.perf_counter() - started:.2f}s")
+                timings.append(timing)
             for fill in plan.fills:
                 started = time.perf_counter()
                 self._fill(fill, plan.state)
@@ -738,6 +748,31 @@ class BatchWriter:
         if self.listener is not None:
             self.listener(batch_id, counted)
         return True
+
+    def _write_sink_table(
+        self,
+        batch: DataFrame,
+        *,
+        name: str,
+        fed: Sequence[Segment],
+        sink_state: SinkTableState,
+        batch_id: int,
+        snapshot_rows: bool,
+        binlog_changes: bool,
+        size: int,
+    ) -> tuple[bool, set[str], str]:
+        """Write the changes ``fed`` segments of ``batch`` give sink table ``name``:
+        whether they were written now (not a replay), their sources, and a timing."""
+        started = time.perf_counter()
+        frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
+        changes = functools.reduce(lambda a, b: a.unionByName(b), frames)
+        table = described(sink_state.table, fed, self._rules)
+        inserts = not sink_state.stale and self._appendable(table)
+        written = self._write(
+            table, changes, batch_id, inserts, snapshot_rows, binlog_changes, size
+        )
+        sources = {s.source for s in fed}
+        return written, sources, f"{name} {time.perf_counter() - started:.2f}s"
 
     def _write(
         self,

@@ -223,6 +223,9 @@ class PipelineBlock(_Block):
 
     name: str = "sparkcdc-pipeline"
     parallelism: int = Field(2, ge=1)
+    # sink tables one batch writes at once, each in a session of its own (sinks that allow
+    # it: Delta); 1 writes them one after the other
+    table_writes_parallelism: int = Field(4, ge=1, alias="table-writes.parallelism")
     schema_change_behavior: SchemaChangeBehavior = Field("lenient", alias="schema.change.behavior")
     checkpoint: str | None = None  # default: .sparkcdc/<name> beside the YAML file
     trigger_interval_s: float = Field(1.0, alias="trigger.interval", ge=0)

@@ -552,6 +552,7 @@ def _run_once(
             source=settings,
             append_snapshot=config.pipeline.existing_sink_rows != "keep",
             snapshot_batch=snapshot_batch,
+            table_writes=config.pipeline.table_writes_parallelism if sink.concurrent_writes else 1,
         )
         target = server_position(settings) if available_now else None
 
@@ -632,6 +633,7 @@ def _run_once(
             summary.stopped_by = "SIGINT"
         if query.isActive:
             query.stop()
+        writer.close()
         stop.close()
         hold.clear()
         progress.finish()

@@ -169,6 +169,9 @@ class Sink(ABC):
     options_model: ClassVar[type[SinkOptions]] = SinkOptions
     guarantee: ClassVar[str] = "exactly-once"  # documented per sink in README.md
     appends: ClassVar[bool] = False  # True: the pipeline hands snapshot inserts to append()
+    # True: one batch's writes of different tables may run at once, each in threads of its
+    # own and in a session of its own (a clone of the batch's: settings set there stay there)
+    concurrent_writes: ClassVar[bool] = False
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         self.options = options

@@ -99,6 +99,7 @@ class DeltaSink(Sink):
     options_model = DeltaOptions
     guarantee = "exactly-once"
     appends = True
+    concurrent_writes = True  # each table's commit on its own, its settings in its session
     _root: Location | None = None  # sink.path on its filesystem, opened at first use
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
@@ -409,7 +410,13 @@ class DeltaSink(Sink):
             present = (
                 sink_rows(rows, table)
                 .select(*columns)
-                .join(self.read_table(table).select(*columns), keys, "left_semi")
+                .join(
+                    read_spark_table(rows.sparkSession, self.identifier(table), table.name).select(
+                        *columns
+                    ),
+                    keys,
+                    "left_semi",
+                )
                 .take(1)
             )
         except Exception as exc:

@@ -57,6 +57,7 @@ def test_minimal_pipeline_defaults() -> None:
     assert c.route == () and c.transform == ()
     assert c.pipeline.name == "sparkcdc-pipeline"
     assert c.pipeline.parallelism == 2
+    assert c.pipeline.table_writes_parallelism == 4
     assert c.pipeline.schema_change_behavior == "lenient"
     assert c.checkpoint == "/base/.sparkcdc/sparkcdc-pipeline"
     assert c.state_location == "/base/.sparkcdc/sparkcdc-pipeline/source-state"
@@ -129,6 +130,7 @@ def test_pipeline_block_values() -> None:
         pipeline(
             pipeline={
                 "parallelism": 4,
+                "table-writes.parallelism": 1,
                 "schema.change.behavior": "exception",
                 "trigger.interval": "500ms",
                 "spark.conf": {"spark.sql.shuffle.partitions": 8, "x": True},
@@ -136,6 +138,7 @@ def test_pipeline_block_values() -> None:
         )
     )
     assert c.pipeline.parallelism == 4
+    assert c.pipeline.table_writes_parallelism == 1
     assert c.pipeline.schema_change_behavior == "exception"
     assert c.pipeline.trigger_interval_s == 0.5
     assert c.pipeline.spark_conf == {"spark.sql.shuffle.partitions": "8", "x": "True"}
@@ -170,6 +173,10 @@ def test_load_pipeline_missing_file(tmp_path: Path) -> None:
         (pipeline(transform=[{"projection": "*"}]), r"^transform\[0\]\.source-table: Field req"),
         (pipeline(pipeline=[1]), r"^pipeline: expected a mapping, got list"),
         (pipeline(pipeline={"parallelism": 0}), r"^pipeline\.parallelism: .*(got 0)"),
+        (
+            pipeline(pipeline={"table-writes.parallelism": 0}),
+            r"^pipeline\.table-writes\.parallelism: .*(got 0)",
+        ),
     ],
 )
 def test_shape_errors_name_their_place(text: str, message: str) -> None:
