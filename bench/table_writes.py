@@ -59,11 +59,11 @@ def prepare(server: DevServer, tables: int) -> None:
     with server.root_connection() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         cur.execute(f"CREATE DATABASE {DATABASE}")
+        cur.execute(f"USE {DATABASE}")  # the sequence tables are the current database's
         for t in range(tables):
-            cur.execute(f"CREATE TABLE {DATABASE}.t{t} (id INT PRIMARY KEY, v INT, s VARCHAR(40))")
+            cur.execute(f"CREATE TABLE t{t} (id INT PRIMARY KEY, v INT, s VARCHAR(40))")
             cur.execute(
-                f"INSERT INTO {DATABASE}.t{t} SELECT seq, seq, CONCAT('row ', seq) "
-                f"FROM seq_1_to_{ROWS}"
+                f"INSERT INTO t{t} SELECT seq, seq, CONCAT('row ', seq) FROM seq_1_to_{ROWS}"
             )
         conn.commit()
 
