@@ -1,7 +1,7 @@
 """One batch's sink tables written at once (``spark/concurrent.py``): each write in a session
 of its own, reading the cached batch (not the source again); the results in order; a failure
 raised only when every write of the batch has ended; the streaming query's job group carried
-into the writes' threads. With the Delta sink: three tables written at once commit each with
+into the writes' threads. With the Delta sink: two tables written at once commit each with
 its own idempotency id and mark, so a replay of the batch skips every one of them."""
 
 from __future__ import annotations
@@ -93,19 +93,19 @@ def test_delta_tables_written_at_once_keep_their_own_idempotency(
     spark: Any, tmp_path: Path
 ) -> None:
     sink = make_sink(spark, tmp_path / "lake")
-    tables = [new_table() for _ in range(3)]
+    tables = [new_table() for _ in range(2)]
     sink.open(tables)
     changes = frame(spark, [("+I", 1, 1, "a"), ("+I", 2, 2, "b"), ("-D", 3, 1, "a")])
 
     def write(sink: DeltaSink, table: Any) -> Any:
         return lambda batch: sink.write(table, batch, 7)
 
-    writes = ConcurrentWrites(3)
+    writes = ConcurrentWrites(2)
     try:
-        assert writes.run(changes, [write(sink, t) for t in tables]) == [True] * 3
+        assert writes.run(changes, [write(sink, t) for t in tables]) == [True] * 2
         # the batch again (a replay after a crash), by a new sink of the same writer
         again = make_sink(spark, tmp_path / "lake")
-        assert writes.run(changes, [write(again, t) for t in tables]) == [False] * 3
+        assert writes.run(changes, [write(again, t) for t in tables]) == [False] * 2
     finally:
         writes.close()
     for table in tables:

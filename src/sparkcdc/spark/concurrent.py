@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # what ties a job to the streaming query that runs the batch: stopping the query cancels the
 # jobs of its group, the writes' included
-JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+JOB_PROPERTIES = (
+    "spark.jobGroup.id",
+    "spark.job.description",
+    "spark.job.interruptOnCancel",
+    "spark.job.tags",
+)
 
 
 def cloned_session(session: SparkSession) -> SparkSession | None:
