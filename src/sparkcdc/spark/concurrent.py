@@ -4,8 +4,9 @@ A MERGE into a small Delta table is ~20 Spark jobs, most of its time the driver 
 between them (~5 s here for 400 changes into 2,000 rows, whatever the batch's size), so a
 batch that touches four tables took ~20 s one table after the other. The writes of different
 sink tables are independent (each commits on its own and is idempotent per batch on its own),
-so :class:`ConcurrentWrites` runs them in threads: four such MERGEs took ~12 s here against
-~18 s, the driver's planning of one overlapping another's jobs.
+so :class:`ConcurrentWrites` runs them in threads: a batch of four tables took ~13 s here
+against ~23 s (``bench/table_writes.py``), the driver's planning of one overlapping another's
+jobs.
 
 Each write runs in a session of its own, a clone of the batch's (its settings, temporary
 views and functions copied): sinks commit with session settings (Delta's ``txnAppId`` /
