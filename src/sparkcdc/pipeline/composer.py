@@ -649,13 +649,15 @@ class BatchWriter:
             )
             if plan.changed and self.history is not None:
                 self.history.save(batch_id, plan.state)
-            writes: list[Callable[[DataFrame], tuple[bool, set[str], str]]] = []
+            writes: list[Callable[[DataFrame], tuple[bool, str]]] = []
+            written_sources: list[set[str]] = []  # each write's source tables
             for name, segments in plan.segments.items():
                 fed = [s for s in segments if s.source in touched]
                 sink_state = plan.state.sinks[name]
                 if not fed or sink_state.dropped:
                     continue
                 sources = {s.source for s in fed}
+                written_sources.append(sources)
                 writes.append(
                     functools.partial(
                         self._write_sink_table,
@@ -669,7 +671,8 @@ class BatchWriter:
                     )
                 )
             skipped: set[str] = set()
-            for written, sources, timing in self.writes.run(batch, writes):
+            results = self.writes.run(batch, writes)
+            for sources, (written, timing) in zip(written_sources, results, strict=True):
                 if not written:
                     skipped.update(sources)  # applied before: not counted
                 timings.append(timing)
@@ -760,9 +763,9 @@ class BatchWriter:
         snapshot_rows: bool,
         binlog_changes: bool,
         size: int,
-    ) -> tuple[bool, set[str], str]:
+    ) -> tuple[bool, str]:
         """Write the changes ``fed`` segments of ``batch`` give sink table ``name``:
-        whether they were written now (not a replay), their sources, and a timing."""
+        whether they were written now (not a replay), and a timing."""
         started = time.perf_counter()
         frames = [self._segment_frame(batch, s, sink_state.table) for s in fed]
         changes = functools.reduce(lambda a, b: a.unionByName(b), frames)
@@ -771,8 +774,7 @@ class BatchWriter:
         written = self._write(
             table, changes, batch_id, inserts, snapshot_rows, binlog_changes, size
         )
-        sources = {s.source for s in fed}
-        return written, sources, f"{name} {time.perf_counter() - started:.2f}s"
+        return written, f"{name} {time.perf_counter() - started:.2f}s"
 
     def _write(
         self,

@@ -244,7 +244,11 @@ class DeltaSink(Sink):
         return True
 
     def read_table(self, table: SinkTable) -> DataFrame:
-        return read_spark_table(self.spark, self.identifier(table), f"delta sink: {table.name}")
+        return self._table_frame(self.spark, table)
+
+    def _table_frame(self, session: SparkSession, table: SinkTable) -> DataFrame:
+        """The table read in ``session`` (a write's own session, see spark/concurrent.py)."""
+        return read_spark_table(session, self.identifier(table), f"delta sink: {table.name}")
 
     def has_rows(self, table: SinkTable) -> bool:
         return bool(self.spark.sql(f"SELECT 1 FROM {self.identifier(table)} LIMIT 1").take(1))
@@ -411,11 +415,7 @@ class DeltaSink(Sink):
                 sink_rows(rows, table)
                 .select(*columns)
                 .join(
-                    read_spark_table(rows.sparkSession, self.identifier(table), table.name).select(
-                        *columns
-                    ),
-                    keys,
-                    "left_semi",
+                    self._table_frame(rows.sparkSession, table).select(*columns), keys, "left_semi"
                 )
                 .take(1)
             )
