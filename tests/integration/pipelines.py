@@ -12,7 +12,7 @@ import os
 import random
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,21 @@ CREATE TABLE {name} (
 """
 
 
-def sink_params(names: Any) -> list[Any]:
+# the repeats too (README, "Tests"): more kills, runs and variants than CI has time for
+THOROUGH = os.environ.get("SPARKCDC_THOROUGH") == "1"
+
+
+def sink_params(names: Any, thorough: Collection[str] = ()) -> list[Any]:
     """Sink kinds as parameters, the Iceberg ones marked ``iceberg`` (they run on the Spark
-    line that has Iceberg's runtime: scripts/test.sh runs them under PySpark 4.1)."""
-    return [
-        pytest.param(n, marks=pytest.mark.iceberg) if n.startswith("iceberg") else n for n in names
-    ]
+    line that has Iceberg's runtime: scripts/test.sh runs them under PySpark 4.1), those in
+    ``thorough`` marked ``thorough`` (they run with ``SPARKCDC_THOROUGH=1``)."""
+    params = []
+    for name in names:
+        marks = [pytest.mark.iceberg] if name.startswith("iceberg") else []
+        if name in thorough:
+            marks.append(pytest.mark.thorough)
+        params.append(pytest.param(name, marks=marks))
+    return params
 
 
 def source_block(server: DevServer, tables: str, server_ids: str, **options: object) -> str:
