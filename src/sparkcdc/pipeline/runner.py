@@ -413,6 +413,7 @@ def pipeline_session(
     *,
     master: str | None = None,
     py_files: Sequence[str] = (),
+    available_now: bool = False,
 ) -> Any:
     """``spark`` (or a new session on ``session_master``'s choice) set up for the pipeline:
     the mysql-cdc source registered, the sink's and the file's Spark settings applied,
@@ -426,7 +427,8 @@ def pipeline_session(
     files (``PIPELINE_DEFAULTS``) unless the file's ``spark.conf`` or spark-submit says
     otherwise, and its JVM is tuned as a pipeline's driver:
     it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
-    (``spark/classdata.py``), and compiles with C2 later (``spark/jit.py``)."""
+    (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
+    ``available_now`` (``spark/jit.py``)."""
     from sparkcdc.spark.session import configured_master, register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
@@ -445,6 +447,7 @@ def pipeline_session(
             log_file=log_file,
             defaults=PIPELINE_DEFAULTS,
             pipeline_driver=True,
+            available_now=available_now,
         )
         spark.sparkContext.setLogLevel("WARN")
     else:
@@ -483,7 +486,9 @@ def _run_once(
     raise_errors(findings)
     for finding in findings:
         log.warning("%s", finding)
-    spark = pipeline_session(config, spark, spark_log, master=master, py_files=py_files)
+    spark = pipeline_session(
+        config, spark, spark_log, master=master, py_files=py_files, available_now=available_now
+    )
     # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
     hadoop = session_hadoop_settings(spark)
     root = config.checkpoint_location(hadoop)

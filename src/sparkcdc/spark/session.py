@@ -506,6 +506,7 @@ def spark_session(
     log_file: str | None = None,
     defaults: Mapping[str, str] | None = None,
     pipeline_driver: bool = False,
+    available_now: bool = False,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered.
 
@@ -518,7 +519,8 @@ def spark_session(
     errors, stacks included) to that file and nothing to the console
     (``log4j2-file.properties`` beside this module). ``defaults``: settings of the caller's
     that a setting the user made (spark-submit's, ``conf``) replaces. ``pipeline_driver``:
-    a JVM this call starts is tuned as a pipeline's driver (``_pipeline_driver_settings``).
+    a JVM this call starts is tuned as a pipeline's driver (``_pipeline_driver_settings``),
+    as one that runs ``--available-now`` with ``available_now``.
 
     >>> spark = spark_session("demo", conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
     """
@@ -537,19 +539,28 @@ def spark_session(
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
         _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
     ensure_python_env(plan.master)
-    start_jvm(_pipeline_driver_settings(plan.settings) if pipeline_driver else plan.settings)
+    start_jvm(
+        _pipeline_driver_settings(plan.settings, available_now)
+        if pipeline_driver
+        else plan.settings
+    )
     return started_session(plan.settings)
 
 
-def _pipeline_driver_settings(settings: Mapping[str, str]) -> Mapping[str, str]:
+def _pipeline_driver_settings(
+    settings: Mapping[str, str], available_now: bool = False
+) -> Mapping[str, str]:
     """``settings`` for a pipeline's driver JVM this process is about to start (one that
     runs already is not started again): it maps this machine's class-data archive, if
-    ``sparkcdc prepare`` wrote one (``spark/classdata.py``), and compiles with C2 later
-    (``spark/jit.py``). It starts and runs sooner; nothing it computes changes."""
+    ``sparkcdc prepare`` wrote one (``spark/classdata.py``), and compiles with C2 later, or
+    with C1 alone for a run ``available_now`` (``spark/jit.py``). It starts and runs sooner;
+    nothing it computes changes."""
     from sparkcdc.spark.classdata import sharing_settings
     from sparkcdc.spark.jit import compiling_settings
 
-    return settings if jvm_running() else sharing_settings(compiling_settings(settings))
+    if jvm_running():
+        return settings
+    return sharing_settings(compiling_settings(settings, available_now=available_now))
 
 
 def started_session(settings: Mapping[str, str]) -> SparkSession:

@@ -304,9 +304,11 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
 
     planned: list[dict[str, str]] = []
     archives: list[bool] = []
+    short: list[bool] = []
 
     def spark_session(*args: Any, **kwargs: Any) -> SimpleNamespace:
         archives.append(kwargs.pop("pipeline_driver", False))
+        short.append(kwargs.pop("available_now", False))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
@@ -315,5 +317,8 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
     for spark_conf in ("", f"\n  spark.conf: {{{key}: '{told}'}}"):
         pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p" + spark_conf, env={}))
     assert [p[key] for p in planned] == [default, told]
-    # and its JVM is tuned as a pipeline's driver (class-data archive, C2 later)
+    # and its JVM is tuned as a pipeline's driver (class-data archive, C2 later), as one
+    # that ends (C1 alone) when the run is --available-now
     assert archives == [True, True]
+    pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p", env={}), available_now=True)
+    assert short == [False, False, True]

@@ -9,7 +9,7 @@ import pytest
 
 from sparkcdc.spark import session
 from sparkcdc.spark.classdata import JAVA_OPTIONS
-from sparkcdc.spark.jit import LATE_C2, compiling_settings
+from sparkcdc.spark.jit import C1_ONLY, LATE_C2, compiling_settings
 
 
 def test_the_thresholds_follow_the_users_other_options() -> None:
@@ -18,6 +18,13 @@ def test_the_thresholds_follow_the_users_other_options() -> None:
     assert tuned[JAVA_OPTIONS].split() == ["-Xmx2g", "-Dfile.encoding=UTF-8", *LATE_C2]
     assert tuned["spark.app.name"] == "p"
     assert settings[JAVA_OPTIONS] == "-Xmx2g -Dfile.encoding=UTF-8"  # not changed in place
+
+
+def test_a_run_that_ends_compiles_with_c1_alone() -> None:
+    settings = {JAVA_OPTIONS: "-Xmx2g"}
+    tuned = compiling_settings(settings, {}, available_now=True)
+    assert tuned[JAVA_OPTIONS].split() == ["-Xmx2g", *C1_ONLY]
+    assert not set(LATE_C2) & set(tuned[JAVA_OPTIONS].split())
 
 
 @pytest.mark.parametrize(
@@ -30,13 +37,16 @@ def test_the_thresholds_follow_the_users_other_options() -> None:
         "-Xint",
     ],
 )
-def test_the_users_own_compile_options_are_left_alone(options: str) -> None:
-    assert compiling_settings({JAVA_OPTIONS: options}, {}) == {JAVA_OPTIONS: options}
+@pytest.mark.parametrize("available_now", [False, True])
+def test_the_users_own_compile_options_are_left_alone(options: str, available_now: bool) -> None:
+    tuned = compiling_settings({JAVA_OPTIONS: options}, {}, available_now=available_now)
+    assert tuned == {JAVA_OPTIONS: options}
 
 
 @pytest.mark.parametrize("value", ["off", "0", "false", " No "])
-def test_turned_off_by_the_environment(value: str) -> None:
-    assert compiling_settings({}, {"SPARKCDC_LATE_C2": value}) == {}
+@pytest.mark.parametrize("available_now", [False, True])
+def test_turned_off_by_the_environment(value: str, available_now: bool) -> None:
+    assert compiling_settings({}, {"SPARKCDC_LATE_C2": value}, available_now=available_now) == {}
 
 
 def test_a_pipeline_driver_gets_the_archive_and_the_thresholds(
@@ -61,6 +71,8 @@ def test_a_pipeline_driver_gets_the_archive_and_the_thresholds(
     archive.write_bytes(b"archive")
     options = session._pipeline_driver_settings(settings)[JAVA_OPTIONS].split()
     assert options == ["-Xmx2g", *LATE_C2, f"-XX:SharedArchiveFile={archive}"]
+    options = session._pipeline_driver_settings(settings, True)[JAVA_OPTIONS].split()
+    assert options == ["-Xmx2g", *C1_ONLY, f"-XX:SharedArchiveFile={archive}"]
     # a JVM that runs already is not started again: nothing to tune
     monkeypatch.setattr(session, "jvm_running", lambda: True)
     assert session._pipeline_driver_settings(settings) == settings
