@@ -27,9 +27,10 @@ small run (41.9 s): the profiled C1 code and its compiling remain.
 
 Applied to the driver JVMs ``sparkcdc run`` starts itself, as the class-data archive is
 (``spark/classdata.py``). Left out when ``spark.driver.extraJavaOptions`` has compile
-options of the user's own (any of ``_USER_JIT``: e.g. ``-XX:-TieredCompilation`` for a
-scheduled run that lasts hours), or when ``SPARKCDC_LATE_C2=off``. Only when and how
-methods are compiled changes, never what they compute.
+options of the user's own (any of ``_USER_JIT``: e.g. ``-XX:TieredStopAtLevel=4``, HotSpot's
+own compiling, for a ``--available-now`` run that lasts hours), or when
+``SPARKCDC_LATE_C2=off``. Only when and how methods are compiled changes, never what they
+compute.
 """
 
 from __future__ import annotations
