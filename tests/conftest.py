@@ -16,10 +16,12 @@ _counter = itertools.count()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``thorough`` are skipped unless ``SPARKCDC_THOROUGH=1`` (README,
-    "Tests"). Tests marked ``iceberg`` are skipped on a Spark line without Iceberg's runtime
+    """Tests marked ``thorough`` are skipped unless ``SPARKCDC_THOROUGH=1`` (README, "The
+    two commands"). Tests marked ``iceberg`` are skipped on a Spark line without Iceberg's runtime
     (4.2): scripts/test.sh runs them again under PySpark 4.1, the line that has it."""
-    if os.environ.get("SPARKCDC_THOROUGH") != "1":
+    from pipelines import THOROUGH
+
+    if not THOROUGH:
         repeat = pytest.mark.skip(reason="a repeat of a proof CI runs once: SPARKCDC_THOROUGH=1")
         for item in items:
             if item.get_closest_marker("thorough") is not None:

@@ -32,7 +32,8 @@ CREATE TABLE {name} (
 """
 
 
-# the repeats too (README, "Tests"): more kills, runs and variants than CI has time for
+# the repeats too (README, "The two commands"): more kills, runs and variants than CI has
+# time for
 THOROUGH = os.environ.get("SPARKCDC_THOROUGH") == "1"
 
 

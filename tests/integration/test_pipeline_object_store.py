@@ -11,7 +11,7 @@ files are on the store, and nothing lands in the working directories (before the
 layer, the schema history and status.json went to ``./s3a:/...``).
 
 The Hive metastore and the Iceberg jdbc catalog run with ``SPARKCDC_THOROUGH=1`` only
-(``THOROUGH``): CI must run the suite in 90 minutes."""
+(``REPEATS``): CI must run the suite in 90 minutes."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ KILLED = ("delta-catalog", "iceberg")
 # the table between runs) over the same store, runs and kills as delta-catalog's (~160 s
 # here); a jdbc catalog's (its pointer to the table's metadata) is also
 # test_iceberg_sink.py's test_jdbc_catalog_on_mariadb (~107 s here)
-THOROUGH = ("delta-hive", "iceberg-jdbc")
+REPEATS = ("delta-hive", "iceberg-jdbc")
 
 
 def sink_rows(sink: str, minio: DevMinio, bucket: str) -> list[tuple[Any, ...]]:
@@ -203,7 +203,7 @@ def source_rows(conn: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(row) for row in cur.fetchall())
 
 
-@pytest.mark.parametrize("sink", sink_params(sorted(SINKS), THOROUGH))
+@pytest.mark.parametrize("sink", sink_params(sorted(SINKS), REPEATS))
 def test_sink_checkpoint_and_state_on_an_object_store(
     server: DevServer,
     source: Any,
