@@ -190,17 +190,23 @@ class InterleavingFilter:
 
     # -- deciding --------------------------------------------------------------------
 
-    def is_tracked(self, table: str) -> bool:
+    def passes_whole(self, table: str, position: BinlogPosition) -> bool:
+        """True if every row of an event of ``table`` starting at ``position`` is emitted,
+        whatever its key: the table is not under snapshot, or every chunk of it is done and
+        the event starts at or after their largest HW. Such an event's rows need not be
+        decoded to be judged (the first binlog batch after a snapshot is all such events)."""
         state = self._tables.get(table)
-        return state is not None and not state.pure
+        if state is None or state.pure:
+            return True
+        return state.all_done and _place(position) >= state.max_hw
 
     def needs_server(self, table: str, position: BinlogPosition) -> bool:
         """Whether deciding an event of ``table`` at ``position`` ranks its key on the
         server (callers batch such keys through ``prepare``)."""
         state = self._tables.get(table)
-        if state is None or state.pure or isinstance(state.order, PythonKeyOrder):
+        if state is None or isinstance(state.order, PythonKeyOrder):
             return False
-        return not (state.all_done and _place(position) >= state.max_hw)
+        return not self.passes_whole(table, position)
 
     def prepare(self, table: str, keys: Iterable[KeyValue]) -> None:
         """Rank ``keys`` of ``table`` now, in one server round trip per few hundred."""
@@ -210,14 +216,10 @@ class InterleavingFilter:
 
     def emit(self, table: str, key: KeyValue, position: BinlogPosition) -> bool:
         """True if a binlog event on ``key`` of ``table`` starting at ``position`` is emitted."""
-        state = self._tables.get(table)
-        if state is None or state.pure:
+        if self.passes_whole(table, position):
             return True
-        place = _place(position)
-        if state.all_done and place >= state.max_hw:
-            return True
-        entry = state.find(key)
-        return entry is not None and place >= entry.hw
+        entry = self._tables[table].find(key)
+        return entry is not None and _place(position) >= entry.hw
 
     # -- offsets ---------------------------------------------------------------------
 

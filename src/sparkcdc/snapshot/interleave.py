@@ -77,7 +77,8 @@ def _decide(
 ) -> Iterator[RowChanges | SchemaChange]:
     for change in changes:
         table = f"{change.database}.{change.table}"
-        if isinstance(change, SchemaChange) or not flt.is_tracked(table):
+        # whole: its rows are not decoded here (the compiled decoder reads them later)
+        if isinstance(change, SchemaChange) or flt.passes_whole(table, change.position):
             yield change
             continue
         at = change.position

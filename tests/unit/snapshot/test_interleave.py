@@ -70,3 +70,29 @@ def test_untracked_tables_pass_whole() -> None:
         "app", "other", RowsKind.INSERT, [(None, (1, 1))], 0, P("mysql-bin.000001", 4), COLUMNS
     )
     assert list(filter_changes([change], a_filter(), {"app.t": "id"})) == [change]
+
+
+class Undecodable:
+    """Rows still in their binlog bytes: judging them must not decode them."""
+
+    def decode(self) -> list[tuple[object, object]]:
+        raise AssertionError("the filter decoded rows it lets through whole")
+
+
+def test_events_past_a_finished_snapshot_pass_undecoded() -> None:
+    # both chunks done, the last HW at 3000: an event from there on passes whole, its rows
+    # left for the compiled decoder; one before it is still judged row by row
+    done = [
+        completed_chunks(None, 100, P("mysql-bin.000001", 1000), 0, 1),
+        completed_chunks(100, None, P("mysql-bin.000001", 3000), 1, 2),
+    ]
+    flt = InterleavingFilter.from_state(filter_state({"app.t": tracked_table(None, 2, 2, done)}))
+    past = RowChanges(
+        "app", "t", RowsKind.UPDATE, Undecodable(), 0, P("mysql-bin.000001", 3000), COLUMNS
+    )
+    assert list(filter_changes([past], flt, {"app.t": "id"})) == [past]
+    assert isinstance(past.images, Undecodable)
+    before = changes(RowsKind.INSERT, [(None, (5, 1)), (None, (150, 1))], 2000)
+    assert [c.rows for c in filter_changes([before], flt, {"app.t": "id"})] == [  # type: ignore[union-attr]
+        [(None, (5, 1))]
+    ]
