@@ -158,6 +158,11 @@ class _TableState:
     def all_done(self) -> bool:
         return self.total is not None and self.done >= self.total
 
+    def passes_whole(self, position: BinlogPosition) -> bool:
+        """Every row of an event at ``position`` is emitted, whatever its key: the table is
+        pure, or every chunk is done and the event starts at or after their largest HW."""
+        return self.pure or (self.all_done and _place(position) >= self.max_hw)
+
 
 class InterleavingFilter:
     """Per-table completed chunks with their HW; ``emit`` decides one binlog event.
@@ -196,9 +201,7 @@ class InterleavingFilter:
         the event starts at or after their largest HW. Such an event's rows need not be
         decoded to be judged (the first binlog batch after a snapshot is all such events)."""
         state = self._tables.get(table)
-        if state is None or state.pure:
-            return True
-        return state.all_done and _place(position) >= state.max_hw
+        return state is None or state.passes_whole(position)
 
     def needs_server(self, table: str, position: BinlogPosition) -> bool:
         """Whether deciding an event of ``table`` at ``position`` ranks its key on the
@@ -206,7 +209,7 @@ class InterleavingFilter:
         state = self._tables.get(table)
         if state is None or isinstance(state.order, PythonKeyOrder):
             return False
-        return not self.passes_whole(table, position)
+        return not state.passes_whole(position)
 
     def prepare(self, table: str, keys: Iterable[KeyValue]) -> None:
         """Rank ``keys`` of ``table`` now, in one server round trip per few hundred."""
@@ -216,9 +219,10 @@ class InterleavingFilter:
 
     def emit(self, table: str, key: KeyValue, position: BinlogPosition) -> bool:
         """True if a binlog event on ``key`` of ``table`` starting at ``position`` is emitted."""
-        if self.passes_whole(table, position):
+        state = self._tables.get(table)
+        if state is None or state.passes_whole(position):
             return True
-        entry = self._tables[table].find(key)
+        entry = state.find(key)
         return entry is not None and _place(position) >= entry.hw
 
     # -- offsets ---------------------------------------------------------------------
