@@ -67,12 +67,26 @@ def test_binlog_shares(
     assert binlog_shares(setting, START, stop, parallelism, server_ids, False) == shares
 
 
-@pytest.mark.parametrize("stop", [ahead(100 * MIB), NEXT_FILE])
-def test_auto_is_one_partition_where_the_compiled_decoder_decodes(stop: BinlogPosition) -> None:
-    """It decodes faster than a replication connection sends the range: another share would
-    only read the whole range again. A number is still taken as it is."""
-    assert binlog_shares("auto", START, stop, 8, ids(9), True) == 1
-    assert binlog_shares("3", START, stop, 8, ids(9), True) == 3
+@pytest.mark.parametrize(
+    ("stop", "parallelism", "shares"),
+    [
+        pytest.param(ahead(8 * MIB - 1), 8, 1, id="under-8MiB"),
+        pytest.param(ahead(8 * MIB), 8, 1, id="8MiB"),
+        pytest.param(ahead(16 * MIB - 1), 8, 1, id="under-16MiB"),
+        pytest.param(ahead(16 * MIB), 8, 2, id="16MiB"),
+        pytest.param(ahead(33 * MIB), 2, 2, id="catch-up-two-cores"),
+        pytest.param(ahead(100 * MIB), 8, 8, id="parallelism-caps"),
+        pytest.param(NEXT_FILE, 4, 4, id="next-file"),
+    ],
+)
+def test_auto_shares_per_8MiB_where_the_compiled_decoder_decodes(
+    stop: BinlogPosition, parallelism: int, shares: int
+) -> None:
+    """The kernel decodes faster than Python: a share takes twice the binlog, so that a
+    streaming batch of a few seconds of writes stays one partition. A number is still taken
+    as it is."""
+    assert binlog_shares("auto", START, stop, parallelism, ids(9), True) == shares
+    assert binlog_shares("3", START, stop, parallelism, ids(9), True) == 3
 
 
 @pytest.mark.parametrize(
