@@ -25,14 +25,14 @@ which says so once in the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-from sparkcdc.model.events import RowsKind
+from sparkcdc.model.events import ImageColumns, RowChanges, RowsKind
 from sparkcdc.mysql import values
 from sparkcdc.mysql.charsets import BINARY_COLLATION, codec_for_collation
 from sparkcdc.mysql.constants import ColumnType
@@ -46,6 +46,7 @@ except ImportError:  # not built: the pure-Python path
     _rowkernel = None
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 COMPILED = _rowkernel is not None
 _announced = False
 
@@ -252,6 +253,31 @@ def plan(columns: Sequence[ColumnInfo], wanted: Sequence[tuple[int, pa.DataType]
     )
 
 
+def key_plan(columns: Sequence[ColumnInfo], position: int) -> Plan | None:
+    """The kernel's plan that reads the column at ``position`` alone (the others stepped
+    over), when that column's Arrow value converts back to the Python decoder's own value:
+    an integer (as int64: a BIGINT UNSIGNED value above its range makes the kernel refuse
+    the event), or a UTF-8 or binary string. None for any other column.
+
+    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> key = ColumnInfo("id", ColumnType.LONG, 0, False, False, None, None, None)
+    >>> when = ColumnInfo("at", ColumnType.DATETIME2, 0, False, False, None, None, None)
+    >>> key_plan([when, key], 1).outs, key_plan([when, key], 0)
+    (((4, 0),), None)
+    """
+    read = _read(columns[position])
+    if read is None:
+        return None
+    kind, _, flags, *_ = read
+    if kind == Read.INT:
+        arrow = pa.int64()
+    elif kind == Read.STR:
+        arrow = pa.string() if flags & _UTF8 else pa.binary()
+    else:
+        return None
+    return plan(columns, [(position, arrow)])
+
+
 class KernelRows:
     """The kernel's builder for one plan: ``add`` events' images, ``finish`` into Arrow
     arrays (the wanted columns, then ``_op``, ``_op_ts``, ``_seq``)."""
@@ -290,6 +316,29 @@ class KernelRows:
             buffers_array(arrow, n, *column)
             for arrow, column in zip(self._types, columns, strict=True)
         ]
+
+
+class ShapeKernels(Generic[T]):
+    """What a kernel user builds once per table shape (a change's ``columns``) and
+    ``variant`` of its own, for the changes the kernel may read: complete row images still
+    in their bytes."""
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[int, Hashable], tuple[ImageColumns, T | None]] = {}
+
+    def get(
+        self, change: RowChanges, variant: Hashable, build: Callable[[EventRows], T | None]
+    ) -> T | None:
+        """The one built for ``change``'s shape (by ``build`` from its images the first
+        time), or None: the change is not for the kernel, or ``build`` gave None."""
+        images = change.images
+        if not isinstance(images, EventRows) or not images.complete:
+            return None
+        key = (id(change.columns), variant)
+        cached = self._built.get(key)
+        if cached is None or cached[0] is not change.columns:
+            cached = self._built[key] = (change.columns, build(images))
+        return cached[1]
 
 
 def buffers_array(

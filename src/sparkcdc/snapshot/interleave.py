@@ -8,14 +8,25 @@ each judged by its own chunk (DESIGN.md §2), and comes out as whichever halves 
 String keys the server orders (``keys.python_orders``) are ranked in batches: changes are
 held back up to ``WINDOW_KEYS`` keys, their keys ranked in one query per table, then
 judged and yielded in their order.
+
+An event's keys are read by the compiled decoder where it can read the key column exactly
+(:func:`sparkcdc.mysql.arrowrows.key_plan`), the other columns stepped over: an event whose
+rows all pass whole, or all drop, is judged without its rows decoded, and one that passes
+whole leaves as it came, for the change-row builders to decode with the kernel too. Only
+an event the filter cuts (some rows or halves pass) is decoded here in Python.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.decoder import EventRows
+from sparkcdc.snapshot.chunks import KeyValue
 from sparkcdc.snapshot.filter import InterleavingFilter
 
 WINDOW_KEYS = 2000  # keys held back for one server ranking per table
@@ -32,6 +43,44 @@ def _key_index(change: RowChanges, key_column: str) -> int:
     )
 
 
+class _KeyReader:
+    """Reads the chunk-key value of each image of an event with the compiled decoder,
+    one kernel builder per table shape."""
+
+    def __init__(self) -> None:
+        self._kernels: arrowrows.ShapeKernels[arrowrows.KernelRows] = arrowrows.ShapeKernels()
+
+    def keys(self, change: RowChanges, k: int) -> list[KeyValue] | None:
+        """The key (column ``k``) of every image of ``change``, in image order (an update's
+        before and after image, row by row); None where the kernel cannot read them exactly
+        (the rows are decoded then)."""
+        kernel = self._kernels.get(change, k, partial(_key_kernel, change, k))
+        if kernel is None:
+            return None
+        images = change.images
+        assert isinstance(images, EventRows)  # as the kernel was given
+        if not kernel.add(images, change.kind, 0, 0, 0, True):
+            return None
+        keys: list[KeyValue] = kernel.finish()[0].to_pylist()
+        return keys
+
+
+def _key_kernel(change: RowChanges, k: int, images: EventRows) -> arrowrows.KernelRows | None:
+    columns = images.table.columns
+    if not arrowrows.compiled() or len(columns) != len(change.columns.names):
+        return None
+    plan = arrowrows.key_plan(columns, k)
+    return None if plan is None else arrowrows.KernelRows(plan)
+
+
+def _image_keys(change: RowChanges, k: int, reader: _KeyReader) -> list[KeyValue]:
+    """The key of every image of ``change``, read by the kernel or from the decoded rows."""
+    keys = reader.keys(change, k)
+    if keys is not None:
+        return keys
+    return [image[k] for pair in change.rows for image in pair if image is not None]
+
+
 def filter_changes(
     changes: Iterable[RowChanges | SchemaChange],
     flt: InterleavingFilter,
@@ -41,6 +90,7 @@ def filter_changes(
     window: list[RowChanges | SchemaChange] = []
     pending: dict[str, list[object]] = {}
     held = 0
+    reader = _KeyReader()
     for change in changes:
         window.append(change)
         if isinstance(change, SchemaChange):
@@ -48,15 +98,13 @@ def filter_changes(
         table = f"{change.database}.{change.table}"
         if not flt.needs_server(table, change.position):
             continue
-        k = _key_index(change, key_columns[table])
-        keys = pending.setdefault(table, [])
-        for before, after in change.rows:
-            keys.extend(image[k] for image in (before, after) if image is not None)
-        held += len(change.rows)
+        keys = _image_keys(change, _key_index(change, key_columns[table]), reader)
+        pending.setdefault(table, []).extend(keys)
+        held += len(keys)
         if held >= WINDOW_KEYS:
-            yield from _judge(window, pending, flt, key_columns)
+            yield from _judge(window, pending, flt, key_columns, reader)
             window, pending, held = [], {}, 0
-    yield from _judge(window, pending, flt, key_columns)
+    yield from _judge(window, pending, flt, key_columns, reader)
 
 
 def _judge(
@@ -64,16 +112,18 @@ def _judge(
     pending: dict[str, list[object]],
     flt: InterleavingFilter,
     key_columns: dict[str, str],
+    reader: _KeyReader,
 ) -> Iterator[RowChanges | SchemaChange]:
     for table, keys in pending.items():
         flt.prepare(table, keys)
-    yield from _decide(window, flt, key_columns)
+    yield from _decide(window, flt, key_columns, reader)
 
 
 def _decide(
     changes: Iterable[RowChanges | SchemaChange],
     flt: InterleavingFilter,
     key_columns: dict[str, str],
+    reader: _KeyReader,
 ) -> Iterator[RowChanges | SchemaChange]:
     for change in changes:
         table = f"{change.database}.{change.table}"
@@ -83,6 +133,12 @@ def _decide(
             continue
         at = change.position
         k = _key_index(change, key_columns[table])
+        keys = reader.keys(change, k)
+        whole = None if keys is None else _all_alike(flt, table, change.kind, keys, at)
+        if whole is not None:  # every row passes whole, or none passes in any part
+            if whole:
+                yield change
+            continue
         if change.kind is RowsKind.UPDATE:
             kept: list[tuple[tuple[object, ...] | None, tuple[object, ...] | None]] = []
             for before, after in change.rows:
@@ -111,6 +167,36 @@ def _decide(
         rows = [r for r in change.rows if flt.emit(table, r[image][k], at)]  # type: ignore[index]
         if rows:
             yield _with_rows(change, change.kind, rows)
+
+
+def _all_alike(
+    flt: InterleavingFilter,
+    table: str,
+    kind: RowsKind,
+    keys: list[KeyValue],
+    at: BinlogPosition,
+) -> bool | None:
+    """True when every row of an event with these image ``keys`` passes whole, False when
+    no row passes in any part, None when the rows must be judged one by one (some pass,
+    or a key-changing update passes one half)."""
+    alike: bool | None = None
+    if kind is RowsKind.UPDATE:
+        for before, after in zip(keys[0::2], keys[1::2], strict=True):
+            old_ok = flt.emit(table, before, at)
+            if before != after and flt.emit(table, after, at) != old_ok:
+                return None
+            if alike is None:
+                alike = old_ok
+            elif alike != old_ok:
+                return None
+        return alike
+    for key in keys:
+        ok = flt.emit(table, key, at)
+        if alike is None:
+            alike = ok
+        elif alike != ok:
+            return None
+    return alike
 
 
 def _with_rows(

@@ -665,7 +665,7 @@ class _Compiled:
     def __init__(self, shared_seq: bool) -> None:
         self.shared_seq = shared_seq
         self.holding: _Kernel | None = None
-        self._kernels: dict[tuple[int, bool], tuple[ImageColumns, _Kernel | None]] = {}
+        self._kernels: arrowrows.ShapeKernels[_Kernel] = arrowrows.ShapeKernels()
 
     def kernel(
         self,
@@ -677,14 +677,9 @@ class _Compiled:
         layout), built the first time from ``fields()`` (per builder column: its image
         position and Arrow type; None: the Python path); None when the change takes the
         Python path."""
-        images = change.images
-        if not isinstance(images, EventRows) or not images.complete:
-            return None
-        key = (id(change.columns), variant)
-        cached = self._kernels.get(key)
-        if cached is None or cached[0] is not change.columns:
-            cached = self._kernels[key] = (change.columns, self._build(change, images, fields))
-        return cached[1]
+        return self._kernels.get(
+            change, variant, lambda images: self._build(change, images, fields)
+        )
 
     @staticmethod
     def _build(

@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.unit.mysql.test_decoder import FULL_ROW, event, row_image, rows_body, table_map_body
+
 from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition as P
-from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.events import ColumnInfo
+from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.constants import ColumnType, EventType
+from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
+from sparkcdc.mysql.events import ColumnInfo, RowsEvent
 from sparkcdc.mysql.tablemeta import image_columns
 from sparkcdc.snapshot.filter import (
     InterleavingFilter,
@@ -96,3 +105,90 @@ def test_events_past_a_finished_snapshot_pass_undecoded() -> None:
     assert [c.rows for c in filter_changes([before], flt, {"app.t": "id"})] == [  # type: ignore[union-attr]
         [(None, (5, 1))]
     ]
+
+
+# -- events in their binlog bytes: keys read by the compiled decoder ---------------------
+
+needs_kernel = pytest.mark.skipif(not arrowrows.COMPILED, reason="the kernel is not built")
+_ROWS_EVENTS = {
+    RowsKind.INSERT: EventType.WRITE_ROWS_V1,
+    RowsKind.UPDATE: EventType.UPDATE_ROWS_V1,
+    RowsKind.DELETE: EventType.DELETE_ROWS_V1,
+}
+
+
+def encoded(kind: RowsKind, keys: list[tuple[int | None, int | None]], pos: int) -> RowChanges:
+    """An event of test_decoder's ten-column table (``id`` BIGINT first) whose rows have
+    these (before, after) ids, its rows still in their bytes."""
+    images = b"".join(
+        row_image([struct.pack("<q", key), *FULL_ROW[1:]])
+        for pair in keys
+        for key in pair
+        if key is not None
+    )
+    decoder = BinlogDecoder(lazy_rows=True)
+    decoder.decode(event(EventType.TABLE_MAP, table_map_body()))
+    ev = decoder.decode(event(_ROWS_EVENTS[kind], rows_body(42, images, kind)))
+    assert isinstance(ev, RowsEvent) and isinstance(ev.rows, EventRows)
+    return RowChanges(
+        "app", "t", kind, ev.rows, 0, P("mysql-bin.000001", pos), ev.rows.table.image_columns
+    )
+
+
+@needs_kernel
+def test_events_judged_whole_by_their_keys_stay_undecoded() -> None:
+    """Every row in the read chunk after its HW: the event leaves as it came, for the
+    builders' kernel. Every row in an unread chunk: dropped. Neither decoded."""
+    passing = encoded(RowsKind.UPDATE, [(5, 5), (7, 8)], 2000)
+    dropped = encoded(RowsKind.INSERT, [(None, 150), (None, 151)], 2000)
+    early = encoded(RowsKind.DELETE, [(5, None)], 500)
+    out = list(filter_changes([passing, dropped, early], a_filter(), {"app.t": "id"}))
+    assert out == [passing]
+    assert all(isinstance(c.images, EventRows) for c in (passing, dropped, early))
+
+
+@needs_kernel
+def test_an_event_cut_by_the_filter_is_decoded_and_cut() -> None:
+    mixed = encoded(RowsKind.INSERT, [(None, 5), (None, 150)], 2000)
+    moved = encoded(RowsKind.UPDATE, [(5, 150)], 2000)  # the new key's chunk is unread
+    out = list(filter_changes([mixed, moved], a_filter(), {"app.t": "id"}))
+    assert [(c.kind, [tuple(i and i[0] for i in r) for r in c.rows]) for c in out] == [  # type: ignore[union-attr]
+        (RowsKind.INSERT, [(None, 5)]),
+        (RowsKind.DELETE, [(5, None)]),
+    ]
+
+
+_KEY = st.sampled_from([-(2**63), 1, 5, 99, 100, 101, 150, 2**63 - 1])
+
+
+@st.composite
+def _events(draw: st.DrawFn) -> tuple[RowsKind, list[tuple[int | None, int | None]], int]:
+    kind = draw(st.sampled_from(list(RowsKind)))
+    count = draw(st.integers(1, 4))
+    keys: list[tuple[int | None, int | None]] = [
+        (
+            None if kind is RowsKind.INSERT else draw(_KEY),
+            None if kind is RowsKind.DELETE else draw(_KEY),
+        )
+        for _ in range(count)
+    ]
+    return kind, keys, draw(st.sampled_from([500, 1000, 2000]))
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_events(), min_size=1, max_size=4))
+def test_keys_read_by_the_kernel_judge_as_decoded_rows_do(
+    events: list[tuple[RowsKind, list[tuple[int | None, int | None]], int]],
+) -> None:
+    """Whatever the rows, the filter lets through the same rows whether it reads the keys
+    with the kernel (events in their bytes) or from rows decoded in Python."""
+    in_bytes = [encoded(kind, keys, pos) for kind, keys, pos in events]
+    decoded = [encoded(kind, keys, pos) for kind, keys, pos in events]
+    for change in decoded:
+        change.images = change.rows  # decoded: the keys are read from the rows
+    judged = [
+        [(c.kind, c.position, c.rows) for c in filter_changes(changes, a_filter(), {"app.t": "id"})]  # type: ignore[union-attr]
+        for changes in (in_bytes, decoded)
+    ]
+    assert judged[0] == judged[1]
