@@ -675,7 +675,7 @@ def main() -> None:
     parser.add_argument(
         "--kafka-rates",
         type=lambda text: [float(r) for r in text.split(",")],
-        default=[5e3, 1e4, 2e4, 3e4, 4e4, 5e4, 7.5e4, 9e4, 1e5, 1.25e5, 1.5e5],
+        default=[5e3, 1e4, 2e4, 3e4, 4e4, 5e4, 6e4, 7.5e4, 9e4, 1e5, 1.25e5, 1.5e5],
         help="changes/s of the Kafka steps, comma-separated, increasing",
     )
     parser.add_argument("--kafka-step-s", type=float, default=60.0)
