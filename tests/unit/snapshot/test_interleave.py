@@ -20,7 +20,7 @@ from sparkcdc.snapshot.filter import (
     filter_state,
     tracked_table,
 )
-from sparkcdc.snapshot.interleave import filter_changes
+from sparkcdc.snapshot.interleave import _KeyReader, filter_changes
 
 COLUMNS = image_columns(
     (
@@ -192,3 +192,35 @@ def test_keys_read_by_the_kernel_judge_as_decoded_rows_do(
         for changes in (in_bytes, decoded)
     ]
     assert judged[0] == judged[1]
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("column", "read"),
+    [
+        (0, True),  # id BIGINT
+        (1, True),  # tiny_u TINYINT UNSIGNED
+        (2, True),  # name VARCHAR utf8mb4
+        (3, False),  # amount DECIMAL: Decimal in Python, left to the decoded rows
+        (4, False),  # created DATETIME(3)
+        (7, True),  # data BLOB
+        (8, True),  # wide_char CHAR(255) utf8mb4
+    ],
+)
+def test_keys_the_kernel_reads_are_the_decoded_values(column: int, read: bool) -> None:
+    """Whatever a key column the kernel reads (integers, UTF-8 and binary strings, NULL),
+    its values are the Python decoder's, so the filter compares them as it always did;
+    other columns are left to the decoded rows."""
+    images = row_image(FULL_ROW) + row_image([struct.pack("<q", 1), *([None] * 9)])
+    decoder = BinlogDecoder(lazy_rows=True)
+    decoder.decode(event(EventType.TABLE_MAP, table_map_body()))
+    ev = decoder.decode(event(EventType.UPDATE_ROWS_V1, rows_body(42, images, RowsKind.UPDATE)))
+    assert isinstance(ev, RowsEvent) and isinstance(ev.rows, EventRows)
+    change = RowChanges(
+        "app", "t", RowsKind.UPDATE, ev.rows, 0, P("b.000001", 4), ev.rows.table.image_columns
+    )
+    keys = _KeyReader().keys(change, column)
+    decoded = [image[column] for pair in ev.rows.decode() for image in pair if image is not None]
+    assert keys == (decoded if read else None)
+    if read:
+        assert [type(k) for k in keys] == [type(v) for v in decoded]  # type: ignore[union-attr]
