@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.mysql.test_decoder import FULL_ROW, event, row_image, rows_body, table_map_body
 
-from sparkcdc.model.events import RowChanges, RowsKind
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition as P
 from sparkcdc.mysql import arrowrows
 from sparkcdc.mysql.constants import ColumnType, EventType
@@ -224,3 +225,22 @@ def test_keys_the_kernel_reads_are_the_decoded_values(column: int, read: bool) -
     assert keys == (decoded if read else None)
     if read:
         assert [type(k) for k in keys] == [type(v) for v in decoded]  # type: ignore[union-attr]
+
+
+def test_changes_pass_on_as_they_come_when_no_key_waits_for_the_server() -> None:
+    """A partition must not hold its range: each change leaves before the next is read
+    (it held every change to the range's end when no key needed a server ranking)."""
+    read: list[int] = []
+
+    def source() -> Iterator[RowChanges | SchemaChange]:
+        for pos in (2000, 2100, 2200):
+            read.append(pos)
+            yield changes(RowsKind.INSERT, [(None, (5, 1))], pos)
+            yield SchemaChange("app", "t", "ALTER TABLE t ADD c INT", pos + 50)
+
+    out = filter_changes(source(), a_filter(), {"app.t": "id"})
+    first = next(out)
+    assert isinstance(first, RowChanges) and first.position == P("mysql-bin.000001", 2000)
+    assert read == [2000]
+    assert isinstance(next(out), SchemaChange) and read == [2000]
+    assert len(list(out)) == 4 and read == [2000, 2100, 2200]
