@@ -92,23 +92,21 @@ def filter_changes(
     otherwise it is judged and passed on as it comes, so a partition holds at most one
     window of changes (it held its whole range when no key needed the server, a worker's
     memory growing with the batch: ~270 MB for 2,000,000 changes here)."""
-    window: list[RowChanges | SchemaChange] = []
+    # each change with its image keys where they were read for a ranking (else None)
+    window: list[tuple[RowChanges | SchemaChange, list[KeyValue] | None]] = []
     pending: dict[str, list[object]] = {}
     held = 0
     reader = _KeyReader()
     for change in changes:
-        window.append(change)
-        ranked = isinstance(change, RowChanges) and flt.needs_server(
-            f"{change.database}.{change.table}", change.position
-        )
-        if not ranked:
+        table = f"{change.database}.{change.table}"
+        if isinstance(change, SchemaChange) or not flt.needs_server(table, change.position):
+            window.append((change, None))
             if not pending:  # nothing waits for a ranking: on at once, in order
                 yield from _decide(window, flt, key_columns, reader)
                 window = []
             continue
-        assert isinstance(change, RowChanges)
-        table = f"{change.database}.{change.table}"
         keys = _image_keys(change, _key_index(change, key_columns[table]), reader)
+        window.append((change, keys))
         pending.setdefault(table, []).extend(keys)
         held += len(keys)
         if held >= WINDOW_KEYS:
@@ -118,7 +116,7 @@ def filter_changes(
 
 
 def _judge(
-    window: list[RowChanges | SchemaChange],
+    window: list[tuple[RowChanges | SchemaChange, list[KeyValue] | None]],
     pending: dict[str, list[object]],
     flt: InterleavingFilter,
     key_columns: dict[str, str],
@@ -130,12 +128,13 @@ def _judge(
 
 
 def _decide(
-    changes: Iterable[RowChanges | SchemaChange],
+    window: Iterable[tuple[RowChanges | SchemaChange, list[KeyValue] | None]],
     flt: InterleavingFilter,
     key_columns: dict[str, str],
     reader: _KeyReader,
 ) -> Iterator[RowChanges | SchemaChange]:
-    for change in changes:
+    """Judge each change of ``window``, by its image keys where they were read already."""
+    for change, read in window:
         table = f"{change.database}.{change.table}"
         # whole: its rows are not decoded here (the compiled decoder reads them later)
         if isinstance(change, SchemaChange) or flt.passes_whole(table, change.position):
@@ -143,7 +142,7 @@ def _decide(
             continue
         at = change.position
         k = _key_index(change, key_columns[table])
-        keys = reader.keys(change, k)
+        keys = read if read is not None else reader.keys(change, k)
         whole = None if keys is None else _all_alike(flt, table, change.kind, keys, at)
         if whole is not None:  # every row passes whole, or none passes in any part
             if whole:
@@ -189,24 +188,29 @@ def _all_alike(
     """True when every row of an event with these image ``keys`` passes whole, False when
     no row passes in any part, None when the rows must be judged one by one (some pass,
     or a key-changing update passes one half)."""
-    alike: bool | None = None
+    verdicts: Iterator[bool | None]
     if kind is RowsKind.UPDATE:
-        for before, after in zip(keys[0::2], keys[1::2], strict=True):
-            old_ok = flt.emit(table, before, at)
-            if before != after and flt.emit(table, after, at) != old_ok:
-                return None
-            if alike is None:
-                alike = old_ok
-            elif alike != old_ok:
-                return None
-        return alike
-    for key in keys:
-        ok = flt.emit(table, key, at)
-        if alike is None:
-            alike = ok
-        elif alike != ok:
-            return None
-    return alike
+        verdicts = (
+            _update_verdict(flt, table, before, after, at)
+            for before, after in zip(keys[0::2], keys[1::2], strict=True)
+        )
+    else:
+        verdicts = (flt.emit(table, key, at) for key in keys)
+    first = next(verdicts, None)
+    if first is None:
+        return None
+    return first if all(v == first for v in verdicts) else None
+
+
+def _update_verdict(
+    flt: InterleavingFilter, table: str, before: KeyValue, after: KeyValue, at: BinlogPosition
+) -> bool | None:
+    """Whether an update row passes whole (True) or drops whole (False); None when one
+    half passes (a key-changing update whose keys are in chunks judged apart)."""
+    old_ok = flt.emit(table, before, at)
+    if before != after and flt.emit(table, after, at) != old_ok:
+        return None
+    return old_ok
 
 
 def _with_rows(
