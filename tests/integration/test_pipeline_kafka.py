@@ -38,7 +38,7 @@ from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
-from sparkcdc.sinks.kafka import SEQ_HEADER
+from sparkcdc.sinks.kafka import SEQ_HEADER, cached_producers, discard_unsent
 from sparkcdc.testing.devkafka import DEFAULT_DIR, DevKafka
 from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
 
@@ -143,6 +143,25 @@ class Message:
 
 def consume(servers: str, topic: str, timeout_s: float = 60.0) -> list[Message]:
     """Every message of the (one-partition) topic, in offset order, up to its end."""
+    messages: list[Message] = []
+    for msg in consume_raw(servers, topic, timeout_s):
+        headers = dict(msg.headers() or [])
+        key, value, offset = msg.key(), msg.value(), msg.offset()
+        assert key is not None and value is not None and offset is not None
+        messages.append(
+            Message(
+                offset,
+                key.decode(),
+                json.loads(value, parse_float=Decimal),
+                int(headers[SEQ_HEADER]),
+            )
+        )
+    return messages
+
+
+def consume_raw(servers: str, topic: str, timeout_s: float = 60.0) -> list[Any]:
+    """Every record of the (one-partition) topic as confluent-kafka gives it, in offset
+    order, up to its end."""
     consumer = Consumer(
         {
             "bootstrap.servers": servers,
@@ -156,7 +175,7 @@ def consume(servers: str, topic: str, timeout_s: float = 60.0) -> list[Message]:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         assert sorted(partitions) == [0], f"{topic}: the sink creates one partition"
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        messages: list[Message] = []
+        records: list[Any] = []
         deadline = time.monotonic() + timeout_s
         while True:
             assert time.monotonic() < deadline, f"{topic}: not read to its end in {timeout_s}s"
@@ -165,19 +184,9 @@ def consume(servers: str, topic: str, timeout_s: float = 60.0) -> list[Message]:
                 continue
             error = msg.error()
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                return messages
+                return records
             assert error is None, error
-            headers = dict(msg.headers() or [])
-            key, value, offset = msg.key(), msg.value(), msg.offset()
-            assert key is not None and value is not None and offset is not None
-            messages.append(
-                Message(
-                    offset,
-                    key.decode(),
-                    json.loads(value, parse_float=Decimal),
-                    int(headers[SEQ_HEADER]),
-                )
-            )
+            records.append(msg)
     finally:
         consumer.close()
 
@@ -516,6 +525,41 @@ def test_a_broker_that_stops_mid_stream_fails_the_run_and_a_rerun_catches_up(
         assert not result.problems, f"{table}: {result.problems[:10]}"
         assert rows_of(result.state, columns) == want[table], table
         assert rows_of(result.naive, columns) == want[table], table
+
+
+def test_records_a_failed_write_left_queued_never_arrive(
+    spark: Any, private_kafka: DevKafka
+) -> None:
+    """What a failed write leaves queued in Spark's cached producer (tasks of the failed job
+    still flushing to a broker that went away) is dropped with the failure: the broker, back
+    within the records' delivery timeout (2 minutes by default), does not take them after
+    the pipeline reported the failure, beside the replay that sends them again."""
+    kafka = private_kafka
+    servers = kafka.start()
+    topic = f"pipe-kafka-{uuid.uuid4().hex[:10]}.queued"
+    others = {p.hashCode() for p in cached_producers(spark)}  # earlier tests' (identity hash)
+    sent = spark.createDataFrame([("k0", "before the broker stopped")], "key string, value string")
+    sent.write.format("kafka").option("kafka.bootstrap.servers", servers).option(
+        "topic", topic
+    ).mode("append").save()
+    # the write's producer, its topic's partitions known
+    (producer,) = [p for p in cached_producers(spark) if p.hashCode() not in others]
+    kafka.stop()
+    jvm = spark.sparkContext._jvm
+    record = jvm.org.apache.kafka.clients.producer.ProducerRecord
+    queued = [producer.send(record(topic, b"k1", f"queued {i}".encode())) for i in range(5)]
+    assert not any(f.isDone() for f in queued)  # held for the broker: nothing sent, no error
+
+    discard_unsent(spark)
+
+    assert cached_producers(spark) == []
+    for future in queued:
+        assert future.isDone()
+        with pytest.raises(Exception, match="closed forcefully"):
+            future.get()
+    kafka.start()
+    time.sleep(5)  # a producer that kept them would have reconnected and sent them by now
+    assert [m.value() for m in consume_raw(servers, topic)] == [b"before the broker stopped"]
 
 
 def test_a_broker_that_stops_mid_stream_is_reported_as_a_sink_error(

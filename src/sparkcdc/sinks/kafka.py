@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -94,7 +95,7 @@ from functools import reduce
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
@@ -117,6 +118,8 @@ from sparkcdc.sinks.base import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 ValueFormat = Literal["debezium-json", "canal-json", "changelog-json"]
 FORMATS: tuple[str, ...] = ("debezium-json", "canal-json", "changelog-json")
@@ -333,10 +336,9 @@ class KafkaSink(SchemalessSink):
 
     options_model = KafkaOptions
     guarantee = "at-least-once"
-    # Not yet: with snapshot rows sent by append, a run that replays a batch the broker
-    # failed sent some snapshot rows twice (test_pipeline_kafka's broker-stop test); until
-    # that is understood, snapshot rows go through write() with the batch's other changes
-    appends = False
+    # an append is not all-or-nothing (a topic cannot take messages back): knows_appends
+    # stays False, so the pipeline never starts one it might stop midway (no one-pass)
+    appends = True
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         super().__init__(options, spark, context)
@@ -399,6 +401,7 @@ class KafkaSink(SchemalessSink):
         try:
             writer.save()
         except (PySparkException, Py4JJavaError) as exc:
+            discard_unsent(self.spark)
             reason = _reason(exc).rstrip(".")
             hint = f" {_TOO_LARGE}." if "RecordTooLargeException" in reason else ""
             raise SinkError(
@@ -1179,6 +1182,48 @@ def _ensure_topics(spark: Any, options: KafkaOptions, topics: Sequence[str]) -> 
                 ) from None
     finally:
         admin.close(jvm.java.time.Duration.ofSeconds(2))
+
+
+def discard_unsent(spark: SparkSession) -> None:
+    """Close the Kafka producers Spark's Kafka writer keeps in this JVM at once, dropping the
+    records they hold unsent.
+
+    The writer shares one cached producer per setting among a JVM's tasks. When one task of
+    a write fails (its records expired on a broker that went away), the job ends and the
+    others may still be flushing: their records stay queued in that producer, which outlives
+    the failed batch, and a broker back within their delivery timeout takes them after the
+    pipeline reported the failure, beside the replay of the same batch (seen here: a rerun
+    in the same session sent snapshot rows twice). Dropped, they are sent by the replay
+    alone. The executors of a cluster are other JVMs: their producers end with the
+    application.
+    """
+    try:
+        pool, producers = _producer_pool(spark)
+        for producer in producers:
+            producer.close(spark.sparkContext._jvm.java.time.Duration.ZERO)  # type: ignore[union-attr]
+        pool.reset()  # forgets them (closing a closed producer does nothing)
+    except Py4JError as exc:  # a Spark whose Kafka writer keeps its producers otherwise
+        log.warning("could not drop the Kafka producers' unsent records: %s", exc)
+
+
+def cached_producers(spark: SparkSession) -> list[Any]:
+    """The KafkaProducer objects (py4j) Spark's Kafka writer keeps in this JVM."""
+    return _producer_pool(spark)[1]
+
+
+def _producer_pool(spark: SparkSession) -> tuple[Any, list[Any]]:
+    """Spark's InternalKafkaProducerPool object and the producers in its cache (its pool is
+    private to Spark's Kafka package: read by reflection)."""
+    sc = spark.sparkContext
+    jvm, gateway = sc._jvm, sc._gateway
+    assert jvm is not None and gateway is not None
+    owner = getattr(jvm.org.apache.spark.sql.kafka010.producer, "InternalKafkaProducerPool$")
+    module = getattr(owner, "MODULE$")
+    getter = module.getClass().getDeclaredMethod("pool", gateway.new_array(jvm.Class, 0))
+    getter.setAccessible(True)
+    cache = getter.invoke(module, gateway.new_array(jvm.Object, 0)).getAsMap()
+    entries = jvm.scala.jdk.javaapi.CollectionConverters.asJava(cache).values()
+    return module, [entry.producer().producer() for entry in entries]
 
 
 def _java_cause(exc: Any) -> str:
