@@ -1,8 +1,10 @@
-"""Delta sink: snapshot rows by append vs by MERGE, and MERGEs with vs without deletion vectors.
+"""Delta sink: snapshot rows by append vs by MERGE; MERGEs with vs without deletion vectors, and
+bounded to the batch's key range vs over the whole table.
 
 Runnable with no arguments after the README's set-up (no database needed):
 
     python bench/sink_append.py [--rows 200000] [--batches 10] [--changes 2000]
+                                [--span-rows 5000000] [--span-files 50]
 
 In the same run, on local disk, the ways taking turns per batch (so that a change of the
 machine's load hits them alike):
@@ -10,7 +12,11 @@ machine's load hits them alike):
     ``DeltaSink.append`` (what the pipeline does with snapshot inserts now) and by
     ``DeltaSink.write`` (a MERGE per batch, as before appends);
   - ``--changes`` updates and deletes at adjacent keys in 5 batches, MERGEd into equal tables
-    (loaded by append) with deletion vectors (as the sink creates tables) and without.
+    (loaded by append) with deletion vectors (as the sink creates tables) and without;
+  - the same changes MERGEd into two equal tables of ``--span-rows`` rows appended in
+    ``--span-files`` batches (a table grown over time: files of disjoint key ranges), by
+    ``DeltaSink.write`` (its MERGE bounded to the batch's key range, ``key_span``: Delta
+    skips the files outside it) and by the same MERGE without the bound (as before).
 The last line printed is one JSON object.
 """
 
@@ -21,8 +27,10 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable
 from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
@@ -80,10 +88,16 @@ def snapshot_batches(
 
 
 def change_batches(
-    spark: Any, sink: DeltaSink, tables: dict[str, SinkTable], rows: int, count: int
+    spark: Any,
+    sink: DeltaSink,
+    tables: dict[str, SinkTable],
+    rows: int,
+    count: int,
+    unbounded: frozenset[str] = frozenset(),
 ) -> dict[str, float]:
     """Seconds per way of merging ``count`` changes at the top of the key range in 5
-    batches (updates, deletes, ...), the ways taking turns per batch."""
+    batches (updates, deletes, ...), the ways taking turns per batch. The tables named in
+    ``unbounded`` get the MERGE without its key-range bound."""
     per = max(count // 5, 1)
     total = dict.fromkeys(tables, 0.0)
     for i in range(5):
@@ -92,9 +106,19 @@ def change_batches(
         frame = change_frame(spark, start, start + per, op, 10 + i).persist()
         frame.count()
         for name, table in tables.items():
-            total[name] += timed(lambda: sink.write(table, frame, 100 + i))  # noqa: B023
+            with (
+                mock.patch("sparkcdc.sinks.delta.key_span", _no_span)
+                if name in unbounded
+                else nullcontext()
+            ):
+                total[name] += timed(lambda: sink.write(table, frame, 100 + i))  # noqa: B023
         frame.unpersist()
     return total
+
+
+def _no_span(changes: Any, table: SinkTable) -> tuple[int, None]:
+    """``key_span`` as the MERGE was before it: whether there are rows, no bound."""
+    return (0 if changes.isEmpty() else 1), None
 
 
 def main() -> None:
@@ -102,6 +126,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--changes", type=int, default=2000)
+    parser.add_argument("--span-rows", type=int, default=5_000_000)
+    parser.add_argument("--span-files", type=int, default=50)
     args = parser.parse_args()
     spark = spark_session("sparkcdc-bench-sink-append", "local[2]", connectors=True)
     spark.sparkContext.setLogLevel("ERROR")
@@ -131,8 +157,15 @@ def main() -> None:
     for t in merged.values():  # equal tables: one append of every row each
         snapshot_batches(spark, sink, {"append": t}, args.rows, 1)
     change_s = change_batches(spark, sink, merged, args.rows, args.changes)
+    spanned = {w: table(f"span_{w}") for w in ("bounded", "whole")}
+    for t in spanned.values():  # equal tables grown by --span-files appends
+        snapshot_batches(spark, sink, {"append": t}, args.span_rows, args.span_files)
+    span_s = change_batches(
+        spark, sink, spanned, args.span_rows, args.changes, unbounded=frozenset({"whole"})
+    )
     counts = {
-        t.short_name: sink.read_table(t).count() for t in (*loaded.values(), *merged.values())
+        t.short_name: sink.read_table(t).count()
+        for t in (*loaded.values(), *merged.values(), *spanned.values())
     }
     result = {
         "bench": "delta_sink_append",
@@ -146,6 +179,11 @@ def main() -> None:
         "changes": args.changes,
         "changes_merge_dv_s": round(change_s["dv"], 2),
         "changes_merge_no_dv_s": round(change_s["no_dv"], 2),
+        "span_rows": args.span_rows,
+        "span_files": args.span_files,
+        "changes_merge_bounded_s": round(span_s["bounded"], 2),
+        "changes_merge_whole_table_s": round(span_s["whole"], 2),
+        "bounded_speedup": round(span_s["whole"] / span_s["bounded"], 2),
         "final_rows": counts,
     }
     print(json.dumps(result))

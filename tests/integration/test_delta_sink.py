@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from sparkcdc.errors import SinkError
-from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable
+from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, key_span
 from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
 
 pytestmark = pytest.mark.integration
@@ -304,3 +304,77 @@ def test_deletion_vectors_on_new_tables_unless_the_file_says_otherwise(
     removed = int(metrics.operationMetrics["numTargetFilesRemoved"])
     assert (added, removed > 0) == ((1, False) if on else (0, True))
     assert rows(spark, sink, table) == [(1, "n1"), (2, "n2"), (4, "n4"), (5, "n5")]
+
+
+def test_a_merge_reads_only_the_files_its_keys_can_be_in(spark: Any, tmp_path: Path) -> None:
+    """The MERGE's condition bounds the target to the batch's key range, so Delta skips the
+    files outside it: with the files of keys 1..100 moved away, a batch of keys 150..250
+    still merges (a MERGE that scanned the whole key column would fail to read them)."""
+    sink, table = make_sink(spark, tmp_path), new_table()
+    sink.open([table])
+    sink.append(table, snapshot(spark, range(1, 101)), 1)
+    sink.append(table, snapshot(spark, range(101, 201)), 2)
+    location = Path(str(sink.location(table)))
+    low = [
+        location / add["path"]
+        for log_file in sorted((location / "_delta_log").glob("*.json"))
+        for line in log_file.read_text().splitlines()
+        if (add := json.loads(line).get("add"))
+        and json.loads(add["stats"])["maxValues"]["id"] <= 100
+    ]
+    assert low
+    away = tmp_path / "away"
+    away.mkdir()
+    for path in low:
+        path.rename(away / path.name)
+    with pytest.raises(Exception, match=r"(?i)not.*(exist|found)"):  # the files are needed
+        spark.read.format("delta").load(str(location)).select("name").collect()
+    changes = frame(spark, [("-U", 10, 150, "n150"), ("+U", 10, 150, "x"), ("+I", 11, 250, "y")])
+    sink.write(table, changes, 3)
+    for path in low:
+        (away / path.name).rename(path)
+    expected = {k: f"n{k}" for k in range(1, 201)} | {150: "x", 250: "y"}
+    assert rows(spark, sink, table) == sorted(expected.items())
+
+
+@pytest.mark.parametrize(
+    ("spark_type", "least", "greatest"),
+    [
+        ("TINYINT", -128, 127),
+        ("SMALLINT", -32768, 32767),
+        ("INT", -2147483648, 2147483647),
+        ("BIGINT", -9223372036854775808, 9223372036854775807),
+    ],
+)
+def test_a_key_span_is_written_in_the_key_columns_own_type(
+    spark: Any, spark_type: str, least: int, greatest: int
+) -> None:
+    """Bounds at the type's extremes parse as literals of the column's type: no cast wraps
+    the column (file skipping reads a bare column), and both extremes are inside."""
+    table = SinkTable("app_db.t", (SinkColumn("k", spark_type, nullable=False),), ("k",), ())
+    keys = spark.createDataFrame([(least,), (greatest,), (0,)], f"k {spark_type}")
+    count, span = key_span(keys, table)
+    assert (count, span) == (
+        3,
+        f"t.`k` BETWEEN {least}{_suffix(spark_type)} AND {greatest}{_suffix(spark_type)}",
+    )
+    keys.createOrReplaceTempView("span_keys")
+    selected = spark.sql(f"SELECT k FROM span_keys t WHERE {span}")
+    assert "cast" not in selected._jdf.queryExecution().analyzed().toString().lower()
+    assert selected.count() == 3
+
+
+def _suffix(spark_type: str) -> str:
+    return {"TINYINT": "Y", "SMALLINT": "S", "INT": "", "BIGINT": "L"}[spark_type]
+
+
+def test_no_key_span_for_a_null_key_or_a_key_that_is_not_a_whole_number(spark: Any) -> None:
+    """``<=>`` matches a NULL key, which no range holds; text and decimals get no bound
+    (their literals would need escaping or a cast): the MERGE then reads every file."""
+    numbers = SinkTable("app_db.t", (SinkColumn("k", "BIGINT"),), ("k",), ())
+    with_null = spark.createDataFrame([(1,), (None,)], "k BIGINT")
+    assert key_span(with_null, numbers) == (2, None)
+    assert key_span(with_null.where("false"), numbers) == (0, None)
+    texts = SinkTable("app_db.t", (SinkColumn("k", "STRING"),), ("k",), ())
+    assert key_span(spark.createDataFrame([("a",)], "k STRING"), texts) == (1, None)
+    assert key_span(spark.createDataFrame([], "k STRING"), texts) == (0, None)

@@ -593,3 +593,36 @@ def test_crash_between_append_and_write(spark: Any, tmp_path: Path) -> None:
     assert not again.append(table, orders_frame(spark, SNAPSHOT_ROWS), 1)
     assert again.write(table, orders_frame(spark, BATCH_ONE_CHANGES), 1)
     assert read_back(spark, sink, table) == AFTER_BATCH_ONE
+
+
+def test_a_merge_reads_only_the_files_its_keys_can_be_in(spark: Any, tmp_path: Path) -> None:
+    """The MERGE's condition bounds the target to the batch's key range, so Iceberg plans no
+    file outside it: with the data files of keys 1..100 moved away, a batch of keys
+    150..250 still merges (a MERGE that scanned every file would fail to read them)."""
+    sink, table = make_sink(spark, tmp_path / "wh"), orders_table()
+    sink.open([table])
+    sink.append(table, orders_frame(spark, [("+I", 1, k, f"n{k}") for k in range(1, 101)]), 1)
+    sink.append(table, orders_frame(spark, [("+I", 1, k, f"n{k}") for k in range(101, 201)]), 2)
+    low = [
+        Path(r.file_path.removeprefix("file:"))
+        for r in spark.sql(
+            f"SELECT file_path, readable_metrics.id.upper_bound AS top "
+            f"FROM {sink.identifier(table)}.files"
+        ).collect()
+        if r.top <= 100
+    ]
+    assert low
+    away = tmp_path / "away"
+    away.mkdir()
+    for path in low:
+        path.rename(away / path.name)
+    with pytest.raises(Exception, match=r"(?i)not.*(exist|found)"):  # the files are needed
+        spark.sql(f"SELECT name FROM {sink.identifier(table)}").collect()
+    changes = orders_frame(
+        spark, [("-U", 10, 150, "n150"), ("+U", 10, 150, "x"), ("+I", 11, 250, "y")]
+    )
+    sink.write(table, changes, 3)
+    for path in low:
+        (away / path.name).rename(path)
+    expected = {k: f"n{k}" for k in range(1, 201)} | {150: "x", 250: "y"}
+    assert [(r[0], r[1]) for r in read_back(spark, sink, table)] == sorted(expected.items())

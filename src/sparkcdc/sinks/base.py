@@ -397,11 +397,48 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     )
 
 
-def merge_statement(target: str, source_view: str, table: SinkTable) -> str:
+def key_span(changes: DataFrame, table: SinkTable) -> tuple[int, str | None]:
+    """How many rows ``changes`` holds, and a condition on the target's rows alone that
+    every row of the batch's keys meets: ``t.<first key column> BETWEEN <least> AND
+    <greatest>`` of that column in ``changes`` (one aggregation). A MERGE given it in its
+    ``ON`` reads only the target's files whose statistics overlap the range (Delta's and
+    Iceberg's file skipping): a batch of recent keys does not scan a large table's key
+    column whole. The bound is taken from the rows themselves, so it holds every key the
+    batch matches on (a key matches only its equal); None when it could not be written
+    as literals of the column's own type (a first key column that is not a whole number
+    of at most 64 bits) or would exclude a match (a NULL key, which ``<=>`` matches). The
+    count of a frame without such a bound is 0 or 1: whether it holds a row."""
+    from pyspark.sql import functions as F
+
+    first = table.primary_key[0]
+    column = F.col(quote_spark(first))
+    suffix = _LITERAL_SUFFIX.get(changes.schema[first].dataType.typeName())
+    if suffix is None:
+        return (0 if changes.isEmpty() else 1), None
+    [(rows, nulls, least, greatest)] = changes.agg(
+        F.count(F.lit(1)), F.count(F.when(column.isNull(), 1)), F.min(column), F.max(column)
+    ).collect()
+    if not rows or nulls:
+        return int(rows), None
+    bounds = f"{int(least)}{suffix} AND {int(greatest)}{suffix}"
+    return int(rows), f"t.{quote_spark(first)} BETWEEN {bounds}"
+
+
+# Spark SQL's literal of each whole-number type: a bound of the key column's own type
+# compares without a cast around the column, which file skipping would not see through
+_LITERAL_SUFFIX = {"byte": "Y", "short": "S", "integer": "", "long": "L"}
+
+
+def merge_statement(
+    target: str, source_view: str, table: SinkTable, span: str | None = None
+) -> str:
     """``MERGE INTO`` applying :func:`final_states` rows (in ``source_view``) to ``target``:
-    delete keys whose last change deletes them, update the others, insert new ones."""
+    delete keys whose last change deletes them, update the others, insert new ones. ``span``:
+    a condition on the target's rows that every matching row meets (:func:`key_span`)."""
     columns = table.column_names
     on = " AND ".join(f"t.{quote_spark(k)} <=> s.{quote_spark(k)}" for k in table.primary_key)
+    if span is not None:
+        on = f"{on} AND {span}"
     assignments = ", ".join(f"t.{quote_spark(c)} = s.{quote_spark(c)}" for c in columns)
     names = ", ".join(quote_spark(c) for c in columns)
     values = ", ".join(f"s.{quote_spark(c)}" for c in columns)

@@ -51,6 +51,7 @@ from sparkcdc.sinks.base import (
     TableOptions,
     fill_statement,
     final_states,
+    key_span,
     merge_statement,
     properties_text,
     read_spark_table,
@@ -257,13 +258,14 @@ class DeltaSink(Sink):
         self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
     ) -> bool:
         """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
-        if changes.isEmpty():  # e.g. a batch of snapshot inserts only: no empty commit
+        rows, span = key_span(changes, table)
+        if not rows:  # e.g. a batch of snapshot inserts only: no empty commit
             return True
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
-        statement = merge_statement(self.identifier(table), view, table)
+        statement = merge_statement(self.identifier(table), view, table, span)
         # Delta records (appId, version) in the same commit and skips a version it has seen;
         # the mark is the one the appends' look back stops at (a MERGE needs Delta's table
         # state anyway, so its txnAppId costs nothing more); a userMetadata of the user's is

@@ -53,6 +53,7 @@ from sparkcdc.sinks.base import (
     fill_statement,
     final_states,
     gather_prefixed,
+    key_span,
     merge_statement,
     read_spark_table,
     session_conf,
@@ -300,10 +301,13 @@ class IcebergSink(Sink):
         session: SparkSession = changes.sparkSession
         if self._applied(session, table, batch_id, self.batch_property, "batch"):
             return False
+        rows, span = key_span(changes, table)
+        if not rows:  # e.g. a batch of snapshot inserts only: no empty commit
+            return True
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
         final.createOrReplaceTempView(view)
-        statement = merge_statement(self.identifier(table), view, table)
+        statement = merge_statement(self.identifier(table), view, table, span)
         batch_conf = SNAPSHOT_PROPERTY_CONF + self.batch_property
         try:
             with session_conf(session, {batch_conf: str(batch_id)}):
