@@ -116,9 +116,9 @@ def change_batches(
     return total
 
 
-def _no_span(changes: Any, table: SinkTable) -> tuple[int, None]:
+def _no_span(changes: Any, table: SinkTable) -> tuple[bool, None]:
     """``key_span`` as the MERGE was before it: whether there are rows, no bound."""
-    return (0 if changes.isEmpty() else 1), None
+    return not changes.isEmpty(), None
 
 
 def main() -> None:

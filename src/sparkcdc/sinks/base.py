@@ -397,8 +397,8 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     )
 
 
-def key_span(changes: DataFrame, table: SinkTable) -> tuple[int, str | None]:
-    """How many rows ``changes`` holds, and a condition on the target's rows alone that
+def key_span(changes: DataFrame, table: SinkTable) -> tuple[bool, str | None]:
+    """Whether ``changes`` holds a row, and a condition on the target's rows alone that
     every row of the batch's keys meets: ``t.<first key column> BETWEEN <least> AND
     <greatest>`` of that column in ``changes`` (one aggregation). A MERGE given it in its
     ``ON`` reads only the target's files whose statistics overlap the range (Delta's and
@@ -406,22 +406,21 @@ def key_span(changes: DataFrame, table: SinkTable) -> tuple[int, str | None]:
     column whole. The bound is taken from the rows themselves, so it holds every key the
     batch matches on (a key matches only its equal); None when it could not be written
     as literals of the column's own type (a first key column that is not a whole number
-    of at most 64 bits) or would exclude a match (a NULL key, which ``<=>`` matches). The
-    count of a frame without such a bound is 0 or 1: whether it holds a row."""
+    of at most 64 bits) or would exclude a match (a NULL key, which ``<=>`` matches)."""
     from pyspark.sql import functions as F
 
     first = table.primary_key[0]
     column = F.col(quote_spark(first))
     suffix = _LITERAL_SUFFIX.get(changes.schema[first].dataType.typeName())
     if suffix is None:
-        return (0 if changes.isEmpty() else 1), None
+        return not changes.isEmpty(), None
     [(rows, nulls, least, greatest)] = changes.agg(
         F.count(F.lit(1)), F.count(F.when(column.isNull(), 1)), F.min(column), F.max(column)
     ).collect()
     if not rows or nulls:
-        return int(rows), None
+        return bool(rows), None
     bounds = f"{int(least)}{suffix} AND {int(greatest)}{suffix}"
-    return int(rows), f"t.{quote_spark(first)} BETWEEN {bounds}"
+    return True, f"t.{quote_spark(first)} BETWEEN {bounds}"
 
 
 # Spark SQL's literal of each whole-number type: a bound of the key column's own type

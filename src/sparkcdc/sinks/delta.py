@@ -258,8 +258,8 @@ class DeltaSink(Sink):
         self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
     ) -> bool:
         """One MERGE; False when Delta skipped it (its txnVersion already committed)."""
-        rows, span = key_span(changes, table)
-        if not rows:  # e.g. a batch of snapshot inserts only: no empty commit
+        any_rows, span = key_span(changes, table)
+        if not any_rows:  # e.g. a batch of snapshot inserts only: no empty commit
             return True
         session: SparkSession = changes.sparkSession
         final = final_states(changes, table.primary_key)

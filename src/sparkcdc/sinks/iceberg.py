@@ -301,8 +301,8 @@ class IcebergSink(Sink):
         session: SparkSession = changes.sparkSession
         if self._applied(session, table, batch_id, self.batch_property, "batch"):
             return False
-        rows, span = key_span(changes, table)
-        if not rows:  # e.g. a batch of snapshot inserts only: no empty commit
+        any_rows, span = key_span(changes, table)
+        if not any_rows:  # e.g. a batch of snapshot inserts only: no empty commit
             return True
         final = final_states(changes, table.primary_key)
         view = f"sparkcdc_changes_{uuid.uuid4().hex}"
