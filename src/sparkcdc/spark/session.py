@@ -163,6 +163,16 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
+def is_one_jvm_master(master: str) -> bool:
+    """True for masters whose executor is the driver's own JVM (``local``, ``local[n]``;
+    ``local-cluster`` starts executor JVMs of its own).
+
+    >>> is_one_jvm_master("local[*]"), is_one_jvm_master("local-cluster[2,1,1024]")
+    (True, False)
+    """
+    return master == "local" or master.startswith("local[")
+
+
 # the PYSPARK_PYTHON values this process set itself (any other value is the user's)
 _OWN_PYTHON: set[str] = set()
 
@@ -329,6 +339,7 @@ def plan_session(
     configured: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     defaults: Mapping[str, str] | None = None,
+    starts_jvm: bool = True,
 ) -> SessionPlan:
     """The master and settings of a session (pure: nothing starts, nothing is written).
 
@@ -337,6 +348,15 @@ def plan_session(
     ``SPARK_MASTER`` variable of ``environ``, else ``DEFAULT_MASTER``. ``configured``
     settings are the user's: sparkcdc's defaults (``defaults``, the caller's, among them)
     never replace them; ``conf`` does.
+
+    ``connectors``: the pinned connector jars and the Delta (and Iceberg) SQL extensions.
+    The jars go in ``spark.jars``, which ships them to the executors; but where this
+    process is yet to start the JVM (``starts_jvm``, and no spark-submit started one) on a
+    master whose executor is that JVM (``local``, ``local[n]``), they go on its class path
+    (``spark.driver.extraClassPath``) instead: a local executor fetches every jar of
+    ``spark.jars`` when it starts, a copy and a ``chmod`` process each (Hadoop's, without
+    its native library), ~1 s of every run's start here for the 52 jars; on the class path
+    the JVM reads them where they are, and the class-data archive holds their classes.
 
     >>> plan = plan_session("a", "spark://h:7077", configured={}, environ={})
     >>> plan.master, plan.settings["spark.python.daemon.module"]
@@ -367,8 +387,12 @@ def plan_session(
     extensions = [_CONNECTOR_CONF["spark.sql.extensions"]] if connectors else []
     if connectors and has_iceberg_runtime(pinned):
         extensions.append(_ICEBERG_EXTENSIONS)
+    on_class_path = (
+        starts_jvm and is_one_jvm_master(chosen) and "PYSPARK_GATEWAY_PORT" not in environ
+    )
     ours = {
-        "spark.jars": ",".join([*pinned, *jars]),
+        "spark.jars": ",".join([*([] if on_class_path else pinned), *jars]),
+        "spark.driver.extraClassPath": os.pathsep.join(pinned) if on_class_path else None,
         "spark.sql.extensions": ",".join(extensions),
     }
     for key in _LIST_SEPARATORS:
@@ -514,8 +538,9 @@ def spark_session(
     ``SPARK_MASTER``), else ``local[2]``. See ``plan_session`` for what else is set, and the
     module's docstring for Python workers on local and other masters. A master that cannot
     be reached raises SparkMasterError. With ``connectors=True`` the pinned connector jars
-    are added to ``spark.jars`` and the Delta and Iceberg SQL extensions are on (what the
-    pipeline sinks need). With ``log_file``, a JVM this call starts logs (warnings and
+    are added (``spark.jars``, or the class path of a local JVM this call starts: see
+    ``plan_session``) and the Delta and Iceberg SQL extensions are on (what the pipeline
+    sinks need). With ``log_file``, a JVM this call starts logs (warnings and
     errors, stacks included) to that file and nothing to the console
     (``log4j2-file.properties`` beside this module). ``defaults``: settings of the caller's
     that a setting the user made (spark-submit's, ``conf``) replaces. ``pipeline_driver``:
@@ -534,6 +559,7 @@ def spark_session(
         log_file=log_file,
         configured=configured,
         defaults=defaults,
+        starts_jvm=not jvm_running(),
     )
     check_master(plan.master)
     if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:

@@ -5,8 +5,8 @@ into ``tools/minio/<version>/``) on 127.0.0.1 only, the S3 API on the port and i
 on port+1, with its data, log and pid file under ``$SPARKCDC_DEV_DIR/minio-<port>``
 (``/tmp/sparkcdc-dev/minio-29000`` by default). Starting it twice is safe: a running server
 is reused. ``spark_conf()`` gives the Spark settings that point ``s3a://`` at it (with the
-S3A jars of ``jars/pom.xml`` on ``spark.jars``, as ``spark_session(connectors=True)`` puts
-them); ``bucket()`` makes a bucket.
+S3A jars of ``jars/pom.xml`` among the connector jars ``spark_session(connectors=True)``
+adds); ``bucket()`` makes a bucket.
 
     >>> minio = DevMinio.from_env()            # doctest: +SKIP
     >>> minio.start()                          # doctest: +SKIP

@@ -253,3 +253,42 @@ def test_a_callers_defaults_give_way_to_the_users_settings(
         defaults={"spark.sql.inMemoryColumnarStorage.compressed": "false"},
     )
     assert plan.settings.get("spark.sql.inMemoryColumnarStorage.compressed", "true") == expected
+
+
+@pytest.mark.parametrize(
+    ("master", "starts_jvm", "environ", "on_class_path"),
+    [
+        ("local[2]", True, {}, True),
+        ("local", True, {}, True),
+        ("local[2]", False, {}, False),  # this process's JVM runs: its class path is set
+        ("local[2]", True, {"PYSPARK_GATEWAY_PORT": "4040"}, False),  # spark-submit's JVM
+        ("local-cluster[2,1,1024]", True, {}, False),  # executors are JVMs of their own
+        (CLUSTER, True, {}, False),
+    ],
+)
+def test_the_connector_jars_go_on_the_class_path_of_a_local_jvm_about_to_start(
+    connector_dir: Path, master: str, starts_jvm: bool, environ: dict[str, str], on_class_path: bool
+) -> None:
+    """A local executor is the driver's JVM: the jars are read from its class path, not
+    fetched as spark.jars (a copy and a chmod process each); a user's entries come first."""
+    jars = sorted(str(p) for p in connector_dir.glob("*.jar"))
+    plan = plan_session(
+        "p",
+        master,
+        connectors=True,
+        jars=["/user/udf.jar"],
+        conf={"spark.driver.extraClassPath": "/user/first.jar"},
+        configured={},
+        environ=environ,
+        starts_jvm=starts_jvm,
+    )
+    shipped = plan.settings["spark.jars"].split(",")
+    class_path = plan.settings["spark.driver.extraClassPath"].split(":")
+    assert "/user/udf.jar" in shipped  # the caller's own jars are shipped as before
+    assert class_path[0] == "/user/first.jar"
+    if on_class_path:
+        assert class_path[1:] == jars
+        assert not set(jars) & set(shipped)
+    else:
+        assert class_path == ["/user/first.jar"]
+        assert shipped[: len(jars)] == jars
