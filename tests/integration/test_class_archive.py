@@ -66,7 +66,7 @@ def test_prepare_writes_the_archive_the_next_jvm_maps(tmp_path: Path) -> None:
 
     after = _loaded_from(tmp_path, dict(os.environ), "after")
     top = {c for c, s in after.items() if s == "shared objects file (top)"}
-    # Spark's own classes (the class path) and the Delta connector's (spark.jars) alike
+    # Spark's own classes and the Delta connector's (both on a local driver's class path) alike
     assert "org.apache.spark.SparkContext" in top
     assert "org.apache.spark.sql.delta.DeltaLog" in top
     assert len(top) > len(after) / 2, (len(top), len(after))
