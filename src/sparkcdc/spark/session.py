@@ -154,15 +154,6 @@ def require_iceberg_runtime() -> None:
         )
 
 
-def is_local_master(master: str) -> bool:
-    """True for masters whose executors run on this machine, beside the driver.
-
-    >>> is_local_master("local[4]"), is_local_master("spark://10.0.0.5:7077")
-    (True, False)
-    """
-    return master == "local" or master.startswith(("local[", "local-cluster["))
-
-
 def is_one_jvm_master(master: str) -> bool:
     """True for masters whose executor is the driver's own JVM (``local``, ``local[n]``;
     ``local-cluster`` starts executor JVMs of its own).
@@ -171,6 +162,15 @@ def is_one_jvm_master(master: str) -> bool:
     (True, False)
     """
     return master == "local" or master.startswith("local[")
+
+
+def is_local_master(master: str) -> bool:
+    """True for masters whose executors run on this machine, beside the driver.
+
+    >>> is_local_master("local[4]"), is_local_master("spark://10.0.0.5:7077")
+    (True, False)
+    """
+    return is_one_jvm_master(master) or master.startswith("local-cluster[")
 
 
 # the PYSPARK_PYTHON values this process set itself (any other value is the user's)
