@@ -121,3 +121,47 @@ def test_under_spark_submit_its_master_and_settings_are_kept(tmp_path: Any) -> N
     said = done.stdout + done.stderr
     assert f"started (by spark-submit) without {len(connector_jars())} of sparkcdc's" in said
     assert "give spark-submit --jars" in said
+
+
+# classes of the connector jars that Spark's own jars hold too, with other bytes, and why
+# that is harmless: a local driver has the connector jars first on its class path
+# (plan_session), so their copy is the one Spark loads
+SHADOWING_CHECKED = {
+    # shims-0.9.25 (a Delta dependency) against RoaringBitmap's own: the same two static
+    # methods, each java.util.Arrays' equals / mismatch over ranges (javap of both)
+    "org/roaringbitmap/ArraysShim.class",
+}
+
+
+def test_no_connector_jar_replaces_a_class_of_sparks_own_unnoticed() -> None:
+    """The connector jars go before Spark's on a local driver's class path: a class both
+    hold is loaded from the connector's jar. Any such class must be byte-identical or
+    checked (``SHADOWING_CHECKED``); a new pin that brings another fails here, not as a
+    silently different Spark."""
+    import zipfile
+    from pathlib import Path
+
+    import pyspark
+
+    from sparkcdc.spark.session import connector_jars
+
+    def classes(jar: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(jar) as z:
+            return {
+                n: z.read(n)
+                for n in z.namelist()
+                if n.endswith(".class")
+                and not n.endswith("module-info.class")
+                and not n.startswith("META-INF/")
+            }
+
+    sparks: dict[str, bytes] = {}
+    for jar in sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")):
+        sparks.update(classes(jar))
+    shadowing = {
+        name
+        for jar in map(Path, connector_jars())
+        for name, code in classes(jar).items()
+        if name in sparks and sparks[name] != code
+    }
+    assert shadowing <= SHADOWING_CHECKED, sorted(shadowing - SHADOWING_CHECKED)[:20]
