@@ -14,7 +14,7 @@ import pytest
 from sparkcdc.errors import PositionError, SourceError
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
 from sparkcdc.mysql import server
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.connection import ConnectionSettings, connection_lost, sql_connection
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.replication import LOG_EVENT_ARTIFICIAL_F, BinlogClient, parse_rotate
 from sparkcdc.testing.devserver import DevServer, DevSettings
@@ -360,6 +360,26 @@ def test_connection_killed_mid_stream(
         with pytest.raises(SourceError, match=r"connection to 127\.0\.0\.1:\d+ lost at mysql-bin"):
             for _ in stream:
                 pass
+
+
+def test_a_killed_or_closed_connection_is_told_from_a_failed_statement(
+    settings: ConnectionSettings, admin: pymysql.cursors.Cursor
+) -> None:
+    """What the driver's kept poll connection opens again on (a connection the server
+    killed while it idled, one closed here) and what it does not (a statement the server
+    refused on a live connection)."""
+    conn = sql_connection(settings)
+    with conn.cursor() as cur, pytest.raises(pymysql.MySQLError) as refused:
+        cur.execute("SELECT no_such_column FROM DUAL")
+    assert not connection_lost(refused.value)
+    admin.execute(f"KILL CONNECTION {conn.thread_id()}")
+    with conn.cursor() as cur, pytest.raises(pymysql.MySQLError) as killed:
+        cur.execute("SELECT @@global.gtid_binlog_pos")
+    assert connection_lost(killed.value), killed.value
+    conn.close()
+    with conn.cursor() as cur, pytest.raises(pymysql.MySQLError) as closed:
+        cur.execute("SELECT 1")
+    assert connection_lost(closed.value), closed.value
 
 
 def _command_of(admin: pymysql.cursors.Cursor, connection_id: int) -> str:

@@ -38,6 +38,7 @@ CLIENT_SSL = 1 << 11  # capability flag: the server speaks TLS
 CR_SSL_CONNECTION_ERROR = 2026
 CR_CONN_HOST_ERROR = 2003
 CR_SERVER_LOST = 2013
+CR_SERVER_GONE_ERROR = 2006  # a write to a connection the server has closed
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,16 @@ def access_denied_error(settings: ConnectionSettings, server_message: str = "") 
         f"access denied for user {settings.user}@{settings.host} on {settings.endpoint}: "
         f"check username/password{detail}"
     )
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (the server closed it, or it was
+    closed here), not that a statement failed on a live one."""
+    if isinstance(exc, pymysql.err.InterfaceError):  # used after it was closed
+        return True
+    if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
+        return False
+    return exc.args[0] in (CR_SERVER_LOST, CR_SERVER_GONE_ERROR)
 
 
 def _scrub(text: str, settings: ConnectionSettings) -> str:

@@ -35,7 +35,7 @@ from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
-from sparkcdc.mysql.connection import sql_connection
+from sparkcdc.mysql.connection import connection_lost, sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.ddl_names import with_shadows
 from sparkcdc.mysql.tablemeta import TableVersions
@@ -545,7 +545,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if self.options.scan_startup_mode == "snapshot":
             position = offset_position(base)  # snapshot only: the binlog never advances
         else:
-            view = self._view(self._poll_connection())
+            view = self._observe()
             here, moved = self._locate(base, view)
             # the end carries its GTID set, so a failover can be followed from it
             position = self._stamp(view, view.end)
@@ -944,19 +944,22 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if snapshot is not None:
             self.coordinator.release(snapshot)
 
-    def _poll_connection(self) -> Any:
-        """The driver's SQL connection for ``latestOffset``'s look at the server: kept open
-        between polls (a login, and a TLS handshake, saved at every trigger), checked with a
-        ping and opened again when the server dropped it."""
+    def _observe(self) -> ServerView:
+        """The server as ``latestOffset`` sees it, through the driver's connection kept open
+        between polls (a login, and a TLS handshake, saved at every trigger). A kept
+        connection the server has dropped since (wait_timeout, a KILL, a restart, a
+        failover), before or during these reads, is opened again once: the reads change
+        nothing, so they are read again whole. A new connection's failure is the error."""
         conn = self._poll_conn
         if conn is not None:
             try:
-                conn.ping(reconnect=False)
-                return conn
-            except Exception:  # closed by the server (wait_timeout, a restart, a failover)
+                return self._view(conn)
+            except Exception as exc:
+                if not connection_lost(exc):
+                    raise
                 self._close_poll_connection()
         self._poll_conn = sql_connection(self.settings)
-        return self._poll_conn
+        return self._view(self._poll_conn)
 
     def _close_poll_connection(self) -> None:
         conn, self._poll_conn = self._poll_conn, None
