@@ -7,6 +7,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pymysql
 import pytest
@@ -14,7 +15,12 @@ import pytest
 from sparkcdc.errors import PositionError, SourceError
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
 from sparkcdc.mysql import server
-from sparkcdc.mysql.connection import ConnectionSettings, connection_lost, sql_connection
+from sparkcdc.mysql.connection import (
+    ConnectionSettings,
+    KeptConnection,
+    connection_lost,
+    sql_connection,
+)
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.replication import LOG_EVENT_ARTIFICIAL_F, BinlogClient, parse_rotate
 from sparkcdc.testing.devserver import DevServer, DevSettings
@@ -380,6 +386,46 @@ def test_a_killed_or_closed_connection_is_told_from_a_failed_statement(
     with conn.cursor() as cur, pytest.raises(pymysql.MySQLError) as closed:
         cur.execute("SELECT 1")
     assert connection_lost(closed.value), closed.value
+
+
+def test_a_kept_connection_the_server_dropped_is_opened_again_with_its_session(
+    settings: ConnectionSettings, admin: pymysql.cursors.Cursor
+) -> None:
+    """The driver's kept connection (the chunk splitter's, the trigger's look at the server):
+    killed by the server between two uses, the next use runs on a new connection that has
+    the session statements again; a caller's own connection (``over``) is never replaced."""
+    opened: list[Any] = []
+
+    def opener() -> Any:
+        opened.append(sql_connection(settings))
+        return opened[-1]
+
+    def session_of(conn: Any) -> tuple[int, str]:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID(), @@session.time_zone")
+            thread, zone = cur.fetchone()
+        return int(thread), str(zone)
+
+    kept = KeptConnection(opener)
+    kept.session("SET time_zone = '+03:00'")
+    first, zone = kept.run(session_of)
+    assert zone == "+03:00" and len(opened) == 1
+    assert kept.run(session_of) == (first, zone)  # kept, not opened again
+    admin.execute(f"KILL CONNECTION {first}")
+    second, zone = kept.run(session_of)
+    assert second != first and zone == "+03:00" and len(opened) == 2
+    with pytest.raises(pymysql.MySQLError):  # a refused statement is the caller's
+        kept.run(lambda conn: conn.cursor().execute("SELECT no_such_column FROM DUAL"))
+    assert len(opened) == 2
+    kept.close()
+
+    own = sql_connection(settings)
+    fixed = KeptConnection.over(own)
+    admin.execute(f"KILL CONNECTION {own.thread_id()}")
+    with pytest.raises(pymysql.MySQLError) as lost:
+        fixed.run(session_of)
+    assert connection_lost(lost.value)
+    own.close()
 
 
 def _command_of(admin: pymysql.cursors.Cursor, connection_id: int) -> str:

@@ -18,6 +18,7 @@ import pytest
 from pipelines import THOROUGH
 from test_stream import (
     drain,
+    kill_idle_connections,
     master_position,
     options,
     start_collecting,
@@ -230,6 +231,46 @@ def test_typed_snapshot_of_one_table_under_writes(
     result = replay(log, ["id"])
     assert result.violations == []
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+def test_snapshot_goes_on_when_the_server_drops_the_drivers_connections(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """The driver keeps two connections between batches: the chunk splitter's and the one
+    each trigger looks at the server through. The server drops both (a KILL here; a restart,
+    a proxy's idle timeout or wait_timeout alike) after the first snapshot batch, while
+    chunks are left to plan: the next batches open them again, and the rows are the
+    source's."""
+    workload = MultiWorkload(dev_server.connection(database), seed=41, key_space=600)
+    prepare(sql, workload, 900)
+    opts = snapshot_options(
+        dev_server,
+        database,
+        tmp_path / "state",
+        **{"scan.incremental.snapshot.chunks-per-batch": "1"},
+    )
+    killed: list[int] = []
+
+    def after(batch_id: int) -> None:
+        # batch 0 read and collected, batch 1 not planned: only the kept connections idle
+        if batch_id == 0:
+            killed.extend(kill_idle_connections(dev_server))
+            writes = MultiWorkload(dev_server.connection(database), seed=42, key_space=600)
+            for _ in range(100):
+                writes.step()
+
+    query, batches = start_collecting(spark, opts, wait=False, then=after)
+    try:
+        wait_for(lambda: len(batches) >= 2 or not query.isActive, 240, "a batch after the kill")
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert len(killed) >= 2, killed  # the splitter's and the poll's, at least
+    rows = ordered(batches)
+    snapshot_batches = [b for b, rs in batches.items() if any(r["op"] == "r" for r in rs)]
+    assert len(snapshot_batches) >= 5  # chunks were planned after the kill
+    check_against_source(rows, dev_server, database)
 
 
 def test_rename_during_snapshot_stops_with_what_to_do(

@@ -43,8 +43,13 @@ def options(server: DevServer, database: str, table: str, **extra: str) -> dict[
 
 
 def start_collecting(
-    spark: Any, opts: dict[str, str], wait: bool = True
+    spark: Any,
+    opts: dict[str, str],
+    wait: bool = True,
+    then: Callable[[int], None] | None = None,
 ) -> tuple[Any, dict[int, list[dict[str, Any]]]]:
+    """The query's batches collected as they come; ``then(batch_id)`` runs after each is
+    collected, before the next is planned."""
     reader = spark.readStream.format("mysql-cdc")
     for key, value in opts.items():
         reader = reader.option(key, value)
@@ -52,6 +57,8 @@ def start_collecting(
 
     def collect(batch: Any, batch_id: int) -> None:
         batches[batch_id] = [r.asDict() for r in batch.collect()]
+        if then is not None:
+            then(batch_id)
 
     query = (
         reader.load()
@@ -130,6 +137,20 @@ def changelog(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for batch_id in sorted(batches):
         rows.extend(sorted(batches[batch_id], key=lambda r: r["_seq"]))
     return rows
+
+
+def kill_idle_connections(server: DevServer) -> list[int]:
+    """KILL every connection of the source user that idles (the driver's kept ones between
+    batches), as a server restart or a proxy's idle timeout would drop them; their ids."""
+    with server.root_connection() as root, root.cursor() as cur:
+        cur.execute(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND COMMAND = 'Sleep'",
+            (server.settings.user,),
+        )
+        threads = [int(thread) for (thread,) in cur.fetchall()]
+        for thread in threads:
+            cur.execute(f"KILL CONNECTION {thread}")
+    return threads
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -481,14 +502,7 @@ def test_polls_reuse_one_connection_and_survive_its_loss(
         time.sleep(6)  # ~30 triggers of an idle stream
         opened = connections() - before - 1  # less the count's own connection
         assert opened <= 3, f"{opened} logins in 6 s of polling"
-        with dev_server.root_connection() as root, root.cursor() as cur:
-            cur.execute(
-                "SELECT id FROM information_schema.PROCESSLIST WHERE USER = %s "
-                "AND COMMAND = 'Sleep'",
-                (dev_server.settings.user,),
-            )
-            for (thread,) in cur.fetchall():
-                cur.execute(f"KILL CONNECTION {int(thread)}")
+        kill_idle_connections(dev_server)
         workload = Workload(dev_server.connection(database), seed=5)
         for _ in range(20):
             workload.step()

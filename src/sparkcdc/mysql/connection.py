@@ -12,12 +12,14 @@ check (and never contain the password).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 from pymysql.constants import COMMAND
@@ -25,6 +27,8 @@ from pymysql.constants import COMMAND
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import ed25519
+
+T = TypeVar("T")
 
 # Server error codes (https://mariadb.com/kb/en/mariadb-error-code-reference/).
 ER_ACCESS_DENIED = 1045
@@ -111,6 +115,63 @@ def connection_lost(exc: BaseException) -> bool:
     if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
         return False
     return exc.args[0] in (CR_SERVER_LOST, CR_SERVER_GONE_ERROR)
+
+
+class KeptConnection:
+    """A connection a driver keeps for its look-ups between batches (the chunk splitter's
+    queries, each trigger's look at the server), opened on first use and opened again when
+    the server has dropped it since: a KILL, a restart, ``wait_timeout``, a proxy's idle
+    timeout. Only for work that changes nothing on the server: work a dropped connection
+    cut short is done again, whole, on the new one. A new connection's failure, or any
+    other error, is the caller's.
+
+    ``session`` statements (a time zone) run on every connection it opens."""
+
+    def __init__(self, opener: Callable[[], Any], *, reopens: bool = True) -> None:
+        self._opener = opener
+        self._reopens = reopens
+        self._conn: Any = None
+        self._session: list[str] = []
+
+    @classmethod
+    def over(cls, conn: Any) -> KeptConnection:
+        """The caller's open connection, never opened again: its loss is the error."""
+        kept = cls(lambda: conn, reopens=False)
+        kept._conn = conn
+        return kept
+
+    def run(self, work: Callable[[Any], T]) -> T:
+        """``work(connection)``, done again on a new connection if the kept one is gone."""
+        if self._conn is not None:
+            try:
+                return work(self._conn)
+            except Exception as exc:
+                if not (self._reopens and connection_lost(exc)):
+                    raise
+                self.close()
+        conn = self._opener()
+        for sql in self._session:
+            _execute(conn, sql)
+        self._conn = conn
+        return work(conn)
+
+    def session(self, sql: str) -> None:
+        """Run ``sql`` on this connection and on every one opened after it."""
+        if sql not in self._session:
+            self._session.append(sql)
+        if self._conn is not None:
+            self.run(lambda conn: _execute(conn, sql))
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and self._reopens:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def _execute(conn: Any, sql: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute(sql)
 
 
 def _scrub(text: str, settings: ConnectionSettings) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import completed_chunks, filter_state, pure_table, tracked_table
 from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation
@@ -83,8 +84,8 @@ class SnapshotCoordinator:
         settings: SnapshotSettings,
         store: StateStore,
     ) -> None:
-        self._conn_factory = conn_factory
-        self._conn: Any = None
+        # the splitters' queries between batches: opened again when the server drops it
+        self._conn = KeptConnection(conn_factory)
         self.schemas = {s.qualified_name: s for s in schemas}
         self.settings = settings
         self.store = store
@@ -94,21 +95,15 @@ class SnapshotCoordinator:
         self._rows: dict[str, int] = {}  # snapshot rows of committed batches (this process)
         self._started: float | None = None
 
-    def _connection(self) -> Any:
-        if self._conn is None or not self._conn.open:
-            self._conn = self._conn_factory()
-        return self._conn
-
     def close(self) -> None:
-        if self._conn is not None and self._conn.open:
-            self._conn.close()
+        self._conn.close()
 
     def splitter(self, table: str) -> ChunkSplitter:
         splitter = self._splitters.get(table)
         if splitter is None:
             schema = self.schemas[table]
             splitter = ChunkSplitter.for_table(
-                self._connection(),
+                self._conn,
                 schema,
                 chunk_key=self.settings.chunk_key_column,
                 chunk_size=self.settings.chunk_size,
@@ -125,8 +120,9 @@ class SnapshotCoordinator:
     def collation(self, table: str) -> str | None:
         if table not in self._collations:
             schema = self.schemas[table]
-            self._collations[table] = column_collation(
-                self._connection(), schema.database, schema.table, self.key_column(table)
+            key = self.key_column(table)
+            self._collations[table] = self._conn.run(
+                lambda conn: column_collation(conn, schema.database, schema.table, key)
             )
         return self._collations[table]
 

@@ -36,6 +36,7 @@ from sparkcdc.errors import ConfigError, SnapshotError, did_you_mean
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.mysql.catalog import estimated_rows
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import SortKey, charset_of, key_sort_key, python_orders
 from sparkcdc.snapshot.rowvalues import (
@@ -134,10 +135,16 @@ class MemoryTable:
 
 
 class SqlSplitQueries:
-    """SplitQueries over a pymysql connection (values in the binlog decoder's form)."""
+    """SplitQueries over a SQL connection (values in the binlog decoder's form). Every query
+    only reads, so one a dropped connection cut short is asked again on a new one where the
+    connection is a kept one that opens again (the coordinator's)."""
 
     def __init__(
-        self, conn: Any, schema: TableSchema, key_column: str, collation: str | None = None
+        self,
+        conn: KeptConnection,
+        schema: TableSchema,
+        key_column: str,
+        collation: str | None = None,
     ) -> None:
         self._conn = conn
         # the server compares values of a collation Python cannot order (keys.py)
@@ -149,22 +156,25 @@ class SqlSplitQueries:
         self._db, self._name = schema.database, schema.table
         column = next(c for c in schema.columns if c.name == key_column)
         self._convert = sql_converter(column)
-        with conn.cursor() as cur:
-            cur.execute(SESSION_TIME_ZONE_SQL)
+        conn.session(SESSION_TIME_ZONE_SQL)
+
+    def _row(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        def query(conn: Any) -> Any:
+            with conn.cursor() as cur:
+                cur.execute(sql, tuple(to_sql_param(a) for a in args))
+                return cur.fetchone()
+
+        return self._conn.run(query)
 
     def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        with self._conn.cursor() as cur:
-            cur.execute(sql, tuple(to_sql_param(a) for a in args))
-            row = cur.fetchone()
+        row = self._row(sql, args)
         value = row[0] if row else None
         if value is not None and self._convert is not None:
             value = self._convert(value)
         return value
 
     def bounds(self) -> tuple[KeyValue, KeyValue] | None:
-        with self._conn.cursor() as cur:
-            cur.execute(f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}", ())
-            row = cur.fetchone()
+        row = self._row(f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}")
         if row is None or row[0] is None:
             return None
         lo, hi = row
@@ -173,7 +183,7 @@ class SqlSplitQueries:
         return lo, hi
 
     def row_count(self) -> int:
-        estimate = estimated_rows(self._conn, self._db, self._name)
+        estimate = self._conn.run(lambda conn: estimated_rows(conn, self._db, self._name))
         if estimate > 0:
             return estimate
         # statistics not gathered yet (fresh table): count
@@ -196,9 +206,7 @@ class SqlSplitQueries:
             ka, kb = self._sort_key(a), self._sort_key(b)
             return -1 if ka < kb else int(kb < ka)
         value = f"CONVERT(%s USING {charset_of(self._collation)}) COLLATE {self._collation}"
-        with self._conn.cursor() as cur:
-            cur.execute(f"SELECT ({value} > {value}) - ({value} < {value})", (a, b, a, b))
-            row = cur.fetchone()
+        row = self._row(f"SELECT ({value} > {value}) - ({value} < {value})", (a, b, a, b))
         return int(row[0])
 
 
@@ -286,13 +294,15 @@ class ChunkSplitter:
         factor_upper: float = DEFAULT_FACTOR_UPPER,
         store: StateStore | None = None,
     ) -> ChunkSplitter:
-        """A splitter over a live table (``conn``: a pymysql connection)."""
+        """A splitter over a live table (``conn``: a pymysql connection, or a kept one that
+        is opened again when the server drops it)."""
+        kept = conn if isinstance(conn, KeptConnection) else KeptConnection.over(conn)
         key = chunk_key_column(schema, chunk_key)
         column = next(c for c in schema.columns if c.name == key)
-        collation = column_collation(conn, schema.database, schema.table, key)
+        collation = kept.run(lambda c: column_collation(c, schema.database, schema.table, key))
         return cls(
             schema.qualified_name,
-            SqlSplitQueries(conn, schema, key, collation),
+            SqlSplitQueries(kept, schema, key, collation),
             key_column=key,
             chunk_size=chunk_size,
             integer_key=is_integer(column),

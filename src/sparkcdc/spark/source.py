@@ -35,7 +35,7 @@ from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
-from sparkcdc.mysql.connection import connection_lost, sql_connection
+from sparkcdc.mysql.connection import KeptConnection, sql_connection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.ddl_names import with_shadows
 from sparkcdc.mysql.tablemeta import TableVersions
@@ -268,13 +268,15 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: TableVersions | None = None  # binlog without column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
-        self._poll_conn: Any = None  # the driver's connection for latestOffset
+        # the driver's connection for latestOffset's look at the server, kept between polls
+        # (a login, and a TLS handshake, saved at every trigger)
+        self._poll: KeptConnection | None = self._poll_connection()
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_coordinator"] = None
-        state["_poll_conn"] = None
+        state["_poll"] = None
         return state
 
     @property
@@ -944,31 +946,19 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if snapshot is not None:
             self.coordinator.release(snapshot)
 
-    def _observe(self) -> ServerView:
-        """The server as ``latestOffset`` sees it, through the driver's connection kept open
-        between polls (a login, and a TLS handshake, saved at every trigger). A kept
-        connection the server has dropped since (wait_timeout, a KILL, a restart, a
-        failover), before or during these reads, is opened again once: the reads change
-        nothing, so they are read again whole. A new connection's failure is the error."""
-        conn = self._poll_conn
-        if conn is not None:
-            try:
-                return self._view(conn)
-            except Exception as exc:
-                if not connection_lost(exc):
-                    raise
-                self._close_poll_connection()
-        self._poll_conn = sql_connection(self.settings)
-        return self._view(self._poll_conn)
+    def _poll_connection(self) -> KeptConnection:
+        return KeptConnection(lambda: sql_connection(self.settings))
 
-    def _close_poll_connection(self) -> None:
-        conn, self._poll_conn = self._poll_conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+    def _observe(self) -> ServerView:
+        """The server as ``latestOffset`` sees it: read again on a new connection when the
+        server has dropped the kept one (wait_timeout, a KILL, a restart, a failover)."""
+        if self._poll is None:  # unpickled
+            self._poll = self._poll_connection()
+        return self._poll.run(self._view)
 
     def stop(self) -> None:
-        self._close_poll_connection()
+        if self._poll is not None:
+            self._poll.close()
         if self._coordinator is not None:
             self._coordinator.close()
 
