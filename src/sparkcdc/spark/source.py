@@ -269,8 +269,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._versions: TableVersions | None = None  # binlog without column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
         # the driver's connection for latestOffset's look at the server, kept between polls
-        # (a login, and a TLS handshake, saved at every trigger)
-        self._poll: KeptConnection | None = self._poll_connection()
+        # (a login, and a TLS handshake, saved at every trigger); made at the first poll
+        self._poll: KeptConnection | None = None
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -946,14 +946,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if snapshot is not None:
             self.coordinator.release(snapshot)
 
-    def _poll_connection(self) -> KeptConnection:
-        return KeptConnection(lambda: sql_connection(self.settings))
-
     def _observe(self) -> ServerView:
         """The server as ``latestOffset`` sees it: read again on a new connection when the
         server has dropped the kept one (wait_timeout, a KILL, a restart, a failover)."""
-        if self._poll is None:  # unpickled
-            self._poll = self._poll_connection()
+        if self._poll is None:
+            self._poll = KeptConnection(lambda: sql_connection(self.settings))
         return self._poll.run(self._view)
 
     def stop(self) -> None:
