@@ -36,7 +36,12 @@ with ``local[2]`` everywhere:
     drive to 80% of its target (the source's limit). Before the steps,
     the writer runs alone for 10 s as fast as it can: ``kafka_writer_alone_changes_per_s``,
     and MariaDB's cores per 100,000 changes/s (``mariadb_cores_per_100k_changes_per_s``:
-    what such a rate leaves of the machine's two cores to the pipeline and Kafka);
+    what such a rate leaves of the machine's two cores to the pipeline and Kafka). The
+    writer's changes are written while a second Kafka pipeline is stopped, which then drains
+    them with ``--available-now``: ``kafka_drain_changes_per_s`` = the changes / (that run's
+    wall seconds - the same run's with nothing to read), the pipeline's own rate when it has
+    the machine to itself, which the steps' rate cannot show where the writer and MariaDB
+    take most of the two cores;
   - the peak RSS of the Spark Python workers of every process the benchmark started;
   - ``class_archive``: whether the ``sparkcdc run`` drivers mapped the class-data archive
     ``sparkcdc prepare`` writes (``scripts/setup.sh`` runs it): they start ~2.5 s sooner
@@ -496,12 +501,12 @@ def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: 
         step.drain_s = wait_caught_up(wcur, checkpoint, timeout_s=max(30.0, seconds * 2))
 
 
-def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, float]:
+def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, float, int]:
     """Changes/s the Kafka steps' writer reaches with no pipeline running, as fast as it
     can (its one connection, its UPDATE statements), and the cores MariaDB used meanwhile.
     The steps share this machine's two cores with that writer and its server: a rate the
     writer cannot reach alone is none a pipeline could be shown to keep up with here, and
-    MariaDB's cores per change say what a rate leaves the pipeline."""
+    MariaDB's cores per change say what a rate leaves the pipeline. Also the changes written."""
     blocks = rows // KEY_BLOCK
     mariadb = int(server.pid_file.read_text().strip())
     cpu_before = cpu_seconds(mariadb)
@@ -513,7 +518,7 @@ def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, f
             written += KEY_BLOCK
             block = (block + 1) % blocks
         elapsed = time.monotonic() - began
-    return written / elapsed, (cpu_seconds(mariadb) - cpu_before) / elapsed
+    return written / elapsed, (cpu_seconds(mariadb) - cpu_before) / elapsed, written
 
 
 def cpu_seconds(pid: int) -> float:
@@ -522,16 +527,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> float:
-    """The highest achieved rate of a step whose lag did not grow (0: none)."""
+def kafka_pipeline(server: DevServer, work: Path, name: str, server_ids: str) -> Path:
+    """A pipeline file into a new Kafka topic (debezium-json) from the binlog's end."""
     servers = DevKafka.from_env().start()
     sink = (
         f"  type: kafka\n  properties.bootstrap.servers: {servers}\n"
-        f"  topic: bench-throughput-{time.time_ns()}\n  value.format: debezium-json"
+        f"  topic: bench-throughput-{name}-{time.time_ns()}\n  value.format: debezium-json"
     )
-    pipeline = write_pipeline(
-        server, work, "kafka", sink, "6330-6339", "  scan.startup.mode: latest-offset"
+    return write_pipeline(
+        server, work, name, sink, server_ids, "  scan.startup.mode: latest-offset"
     )
+
+
+def kafka_drain(
+    server: DevServer, work: Path, rows: int, log: Path
+) -> tuple[float, tuple[float, float, int]]:
+    """Changes/s of a Kafka pipeline draining what the writer wrote alone while it was
+    stopped (its run's start and end taken out: the same run with nothing to read), and
+    :func:`writer_alone`'s figures."""
+    pipeline = kafka_pipeline(server, work, "kafka-drain", "6340-6349")
+    empty_s = sparkcdc(["run", str(pipeline), "--available-now"], log)  # commits the position
+    alone = writer_alone(server, rows, 10.0)
+    drain_s = sparkcdc(["run", str(pipeline), "--available-now"], log)
+    return alone[2] / max(drain_s - empty_s, 0.1), alone
+
+
+def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> float:
+    """The highest achieved rate of a step whose lag did not grow (0: none)."""
+    pipeline = kafka_pipeline(server, work, "kafka", "6330-6339")
     checkpoint = work / "checkpoint-kafka"
     with log.open("ab") as out:
         process = subprocess.Popen(
@@ -747,13 +770,14 @@ def main() -> None:
             verified = None
             if args.verify:
                 verified = sparkcdc(["verify", str(delta), "--timeout", "60"], log)
-            alone: tuple[float, float] | None = None
-            kafka = None
+            alone: tuple[float, float, int] | None = None
+            kafka = drain = None
             if not args.skip_kafka:
-                alone = writer_alone(server, args.rows, 10.0)
+                drain, alone = kafka_drain(server, work, args.rows, log)
                 print(
                     f"kafka: the writer alone reaches {alone[0]:,.0f} changes/s, MariaDB "
-                    f"using {alone[1]:.2f} cores",
+                    f"using {alone[1]:.2f} cores; a pipeline drains its {alone[2]:,} "
+                    f"changes at {drain:,.0f} changes/s",
                     file=sys.stderr,
                 )
                 kafka = kafka_sustained(server, work, args, log)
@@ -776,6 +800,7 @@ def main() -> None:
         "cold_merge_s": round(cold_s, 1),
         "vs_cold_merge": round(cold_s / catchup_s, 2),
         "kafka_changes_per_s": None if kafka is None else round(kafka),
+        "kafka_drain_changes_per_s": None if drain is None else round(drain),
         "kafka_writer_alone_changes_per_s": None if alone is None else round(alone[0]),
         # MariaDB's cores per 100,000 changes/s: what that rate would leave of two cores
         "mariadb_cores_per_100k_changes_per_s": (
