@@ -23,6 +23,11 @@ class SourceError(SparkCdcError):
     """The source server is unreachable, misconfigured, or refuses what we need."""
 
 
+class SourceConnectionError(SourceError):
+    """A connection to the source could not be opened or was lost (refused, timed out,
+    killed, the server restarting): the same connection tried again later may succeed."""
+
+
 class SchemaChangedError(SourceError):
     """A typed stream's table changed shape; restart the query to go on with the new one."""
 

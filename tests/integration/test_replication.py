@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pymysql
 import pytest
 
-from sparkcdc.errors import PositionError, SourceError
+from sparkcdc.errors import PositionError, SourceConnectionError, SourceError
+from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
 from sparkcdc.mysql import server
+from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.connection import (
     ConnectionSettings,
     KeptConnection,
@@ -22,7 +26,12 @@ from sparkcdc.mysql.connection import (
     sql_connection,
 )
 from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.replication import LOG_EVENT_ARTIFICIAL_F, BinlogClient, parse_rotate
+from sparkcdc.mysql.replication import (
+    LOG_EVENT_ARTIFICIAL_F,
+    BinlogClient,
+    parse_rotate,
+    resumed_events,
+)
 from sparkcdc.testing.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
@@ -366,6 +375,101 @@ def test_connection_killed_mid_stream(
         with pytest.raises(SourceError, match=r"connection to 127\.0\.0\.1:\d+ lost at mysql-bin"):
             for _ in stream:
                 pass
+
+
+def _binlog_dumps(admin: pymysql.cursors.Cursor) -> list[int]:
+    """Ids of the server's Binlog Dump threads (this test's reader's alone while it runs)."""
+    admin.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+    return [int(row[0]) for row in admin.fetchall()]
+
+
+def _write_30_mb(sql: pymysql.cursors.Cursor) -> None:
+    """~30 MB of binlog into a new table t: 30 statements, each one transaction of ~120
+    ROWS events after its TABLE_MAP (rows of 1,000 characters)."""
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(1000))")
+    for block in range(30):
+        ids = range(block * 1000, (block + 1) * 1000)
+        sql.execute("INSERT INTO t VALUES " + ",".join(f"({i}, REPEAT('x', 1000))" for i in ids))
+
+
+def _row_changes(changes: Iterable[RowChanges | SchemaChange]) -> Iterator[tuple[Any, ...]]:
+    for change in changes:
+        if isinstance(change, RowChanges):
+            yield change.position, change.kind, change.rows
+
+
+def test_a_binlog_read_whose_connection_is_killed_reads_on_where_it_was_cut(
+    settings: ConnectionSettings,
+    admin: pymysql.cursors.Cursor,
+    sql: pymysql.cursors.Cursor,
+    database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # more binlog than the sockets buffer, so the dump is still sending when it is killed,
+    # and the cut falls inside a transaction whose later events need its TABLE_MAP
+    start = _position(settings)
+    _write_30_mb(sql)
+    sql.execute("UPDATE t SET pad = REPEAT('y', 999) WHERE id % 7 = 0")
+    end = _position(settings)
+    captured = lambda d, t: d == database and t == "t"  # noqa: E731
+    whole = list(_row_changes(read_range(settings, _server_id(), start, end, captured)))
+    assert sum(len(rows) for *_, rows in whole) == 30_000 + 30_000 // 7 + 1
+
+    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.replication")
+    cut: list[tuple[Any, ...]] = []
+    killed: list[int] = []
+    for change in _row_changes(read_range(settings, _server_id(), start, end, captured)):
+        cut.append(change)
+        if len(cut) == 20:
+            killed = _binlog_dumps(admin)
+            for thread in killed:
+                admin.execute(f"KILL {thread}")
+    assert killed, "no Binlog Dump thread was running to kill"
+    assert any("connecting again in 1s to read on from" in r.message for r in caplog.records)
+    assert cut == whole  # every change once, in order
+
+
+def test_a_binlog_read_gives_up_after_connect_max_retries_attempts(
+    settings: ConnectionSettings,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = dataclasses.replace(settings, port=port, connect_max_retries=2)
+    pauses: list[float] = []
+    start = BinlogPosition("mysql-bin.000001", 4)
+    with (
+        BinlogClient(nowhere, _server_id()) as client,
+        pytest.raises(SourceConnectionError) as raised,
+    ):
+        list(resumed_events(client, start, nowhere.connect_max_retries, sleep=pauses.append))
+    assert pauses == [1.0, 2.0]
+    message = str(raised.value)
+    assert "connection refused" in message
+    assert "(2 attempt(s) to connect again failed)" in message
+    assert "connect.max-retries (2)" in message
+
+
+def test_a_binlog_read_with_no_retries_stops_at_the_loss(
+    settings: ConnectionSettings,
+    admin: pymysql.cursors.Cursor,
+    sql: pymysql.cursors.Cursor,
+    database: str,
+) -> None:
+    start = _position(settings)
+    _write_30_mb(sql)
+    end = _position(settings)
+    once = dataclasses.replace(settings, connect_max_retries=0)
+    captured = lambda d, t: d == database and t == "t"  # noqa: E731
+    read = 0
+    with pytest.raises(SourceConnectionError) as raised:
+        for _ in read_range(once, _server_id(), start, end, captured):
+            read += 1
+            if read == 20:
+                for thread in _binlog_dumps(admin):
+                    admin.execute(f"KILL {thread}")
+    assert read >= 20
+    assert "connect.max-retries (0)" in str(raised.value)
 
 
 def test_a_killed_or_closed_connection_is_told_from_a_failed_statement(

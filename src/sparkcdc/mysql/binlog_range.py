@@ -31,7 +31,7 @@ from sparkcdc.mysql.events import (
     TransactionPayloadEvent,
     UnknownEvent,
 )
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.replication import BinlogClient, resumed_events
 from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import (
     TableVersions,
@@ -450,7 +450,7 @@ def read_range(
         _check_file_tag(settings, file, tags.get(file), header, start)
 
     with BinlogClient(settings, server_id) as client:
-        events = client.events(start, blocking=False)
+        events = resumed_events(client, start, settings.connect_max_retries)
         yield from changes_of_events(
             events,
             start,

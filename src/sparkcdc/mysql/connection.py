@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import pymysql
 from pymysql.constants import COMMAND
 
-from sparkcdc.errors import SourceError
+from sparkcdc.errors import SourceConnectionError, SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import ed25519
 
@@ -51,7 +51,9 @@ class ConnectionSettings:
 
     ``connect_timeout_s`` bounds the TCP connect and the wait for the server's greeting;
     ``read_timeout_s`` bounds every later read. ``tls`` says how every connection
-    negotiates TLS (default: MySQL's ``preferred``).
+    negotiates TLS (default: MySQL's ``preferred``). ``connect_max_retries``: how many
+    times a binlog read connects again, one attempt after another, when its connection is
+    lost (``replication.resumed_events``).
     """
 
     host: str
@@ -61,6 +63,7 @@ class ConnectionSettings:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
     tls: TlsSettings = field(default_factory=TlsSettings)
+    connect_max_retries: int = 3
 
     @property
     def endpoint(self) -> str:
@@ -95,7 +98,7 @@ def describe_connect_failure(settings: ConnectionSettings, exc: BaseException) -
     else:
         why = str(exc) or type(exc).__name__
         check = "check hostname, port and network"
-    return SourceError(f"cannot connect to MySQL/MariaDB at {where}: {why}; {check}")
+    return SourceConnectionError(f"cannot connect to MySQL/MariaDB at {where}: {why}; {check}")
 
 
 def access_denied_error(settings: ConnectionSettings, server_message: str = "") -> SourceError:

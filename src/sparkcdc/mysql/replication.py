@@ -30,12 +30,19 @@ import logging
 import socket
 import ssl
 import struct
+import time
 import zlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
 
-from sparkcdc.errors import ConfigError, PositionError, ProtocolError, SourceError
+from sparkcdc.errors import (
+    ConfigError,
+    PositionError,
+    ProtocolError,
+    SourceConnectionError,
+    SourceError,
+)
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet, MySqlGtidSet
 from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import (
@@ -229,6 +236,13 @@ class BinlogClient:
             self._prepare_dump(
                 start, blocking=blocking, use_gtid=use_gtid, annotate_rows=annotate_rows
             )
+        except (wire.ConnectionLostError, OSError) as exc:
+            self.close()
+            raise SourceConnectionError(
+                f"connection to {self.settings.endpoint} lost while asking for the binlog from "
+                f"{start} ({exc}): the connection was killed, the server restarted or the "
+                "network failed"
+            ) from None
         except BaseException:
             self.close()
             raise
@@ -287,14 +301,14 @@ class BinlogClient:
         except ssl.SSLError as exc:
             raise tls_failure(settings, exc) from None
         except TimeoutError:
-            raise SourceError(
+            raise SourceConnectionError(
                 f"cannot connect to MySQL/MariaDB at {settings.endpoint}: the TCP connection "
                 f"opened but the server sent no greeting within connect timeout "
                 f"{settings.connect_timeout_s:g}s; check that host:port is a MySQL/MariaDB "
                 "server and that it is not overloaded"
             ) from None
         except wire.ConnectionLostError as exc:
-            raise SourceError(
+            raise SourceConnectionError(
                 f"MySQL/MariaDB at {settings.endpoint} closed the connection during login "
                 f"({exc}); check the server's max_connections and its error log"
             ) from None
@@ -550,13 +564,13 @@ class BinlogClient:
                 try:
                     payload = channel.read_packet()
                 except TimeoutError:
-                    raise SourceError(
+                    raise SourceConnectionError(
                         f"no data from {endpoint} for {self.settings.read_timeout_s:g}s (read "
                         f"timeout) at {self.position}; the server stopped sending events and "
                         "heartbeats: check that it is alive and the network between us"
                     ) from None
                 except (wire.ConnectionLostError, OSError) as exc:
-                    raise SourceError(
+                    raise SourceConnectionError(
                         f"connection to {endpoint} lost at {self.position} ({exc}): the "
                         "connection was killed, the server restarted or the network failed; "
                         "the read fails here and can be restarted from that position"
@@ -627,7 +641,7 @@ class BinlogClient:
                 f"'{self.settings.user}'@'<host>';"
             )
         if error.code in (ER_CONNECTION_KILLED, ER_QUERY_INTERRUPTED, ER_SERVER_SHUTDOWN):
-            return SourceError(
+            return SourceConnectionError(
                 f"connection to {endpoint} lost at {self.position}: {error}; the replication "
                 "connection was killed or the server is shutting down; restart from that position"
             )
@@ -657,3 +671,61 @@ class BinlogClient:
             "Restart with scan.startup.mode=earliest-offset, or take a new snapshot "
             "(scan.startup.mode=initial)"
         )
+
+
+# the pause before the first attempt to connect again; each later one doubles, up to the cap
+RETRY_PAUSE_S = 1.0
+RETRY_PAUSE_CAP_S = 10.0
+
+
+def resumed_events(
+    client: BinlogClient,
+    start: BinlogPosition,
+    retries: int,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Generator[bytes, None, None]:
+    """``client.events(start)`` to the binlog's end (non-blocking), its connection opened
+    again when it is lost: the dump goes on from the position after the last event yielded,
+    so every event comes once and in order, whatever the loss cut (a transaction, a file).
+
+    The server starts each dump with an artificial ROTATE and the file's
+    FORMAT_DESCRIPTION, as at ``start``; the reader's state (the TABLE_MAPs of a transaction
+    cut in two) is the caller's and lives on. Up to ``retries`` attempts follow one another
+    without a real event between them (Flink CDC's ``connect.max-retries``), after pauses of
+    1, 2, 4 ... up to 10 s; then the last loss is the error, naming the option. Only a lost
+    or refused connection is tried again (:class:`SourceConnectionError`); a refused
+    position, login or server-id is the error at once.
+    """
+    position, failures = start, 0
+    while True:
+        try:
+            for event in client.events(position, blocking=False):
+                if failures and _moved(client.position, position):  # a real event came
+                    failures = 0
+                yield event
+            return
+        except SourceConnectionError as exc:
+            if failures >= retries:
+                tried = f" ({failures} attempt(s) to connect again failed)" if failures else ""
+                raise SourceConnectionError(
+                    f"{exc}{tried}; connect.max-retries ({retries}) sets how many attempts "
+                    "a read makes before it fails"
+                ) from None
+            pause = min(RETRY_PAUSE_S * 2**failures, RETRY_PAUSE_CAP_S)
+            failures += 1
+            position = client.position or position
+            log.warning(
+                "%s; connecting again in %.0fs to read on from %s (attempt %d of %d)",
+                exc,
+                pause,
+                position,
+                failures,
+                retries,
+            )
+            sleep(pause)
+
+
+def _moved(now: BinlogPosition | None, since: BinlogPosition) -> bool:
+    """Whether the dump went past ``since`` (the artificial ROTATE names it again)."""
+    return now is not None and (now.file, now.pos) != (since.file, since.pos)

@@ -100,7 +100,6 @@ _FLINK_ONLY: dict[str, dict[str, str]] = {
 # (a ported file runs) and logged as ignored
 _FLINK_TUNING = {
     "scan.snapshot.fetch.size": "chunks are read whole (scan.incremental.snapshot.chunk.size)",
-    "connect.max-retries": "a failed connection stops the batch, which Spark retries",
     "connection.pool.size": "each task opens the connections it needs",
     "scan.incremental.close-idle-reader.enabled": "Spark ends idle tasks itself",
 }

@@ -79,6 +79,7 @@ def connection_settings(options: SourceOptions) -> ConnectionSettings:
         connect_timeout_s=options.connect_timeout_s,
         read_timeout_s=max(options.heartbeat_interval_s * 3, 60.0),
         tls=options.tls_settings(),
+        connect_max_retries=options.connect_max_retries,
     )
 
 
