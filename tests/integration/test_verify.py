@@ -290,12 +290,20 @@ def test_no_false_alarm_while_the_source_is_written_and_the_pipeline_runs(
         while not (status.exists() and json.loads(status.read_text())["running"]):
             assert time.monotonic() < deadline and not errors, errors
             time.sleep(0.2)
-        report = verify_pipeline(cfg, spark=spark, timeout_s=120)
+        # verify again until one saw the sink behind the source at its first look: the
+        # writer's orders are sparse (a transaction each 0.5 s over the shop's tables), so a
+        # look may fall just after a batch caught up. Every verify must say equal
+        reports = []
+        while len(reports) < 5 and not any(
+            t.differing_buckets for r in reports[-1:] for t in r.tables
+        ):
+            reports.append(verify_pipeline(cfg, spark=spark, timeout_s=120))
         writes = writer.thread.is_alive()
     stop.set()
     runner.join()
     assert not errors, errors
-    assert writes  # the writer was still writing when verify ended
-    assert report.equal, report.text()
-    # not vacuous: verify did see the sink behind the source, and settled it
-    assert any(t.differing_buckets for t in report.tables), report.text()
+    assert writes  # the writer was still writing when the last verify ended
+    for report in reports:
+        assert report.equal, report.text()
+    # not vacuous: a verify did see the sink behind the source, and settled it
+    assert any(t.differing_buckets for t in reports[-1].tables), reports[-1].text()
