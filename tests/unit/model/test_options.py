@@ -19,6 +19,16 @@ def test_defaults_follow_flink_cdc() -> None:
     assert o.port == 3306
     assert o.table_name == ".*"
     assert o.connect_timeout_s == 30.0
+    assert o.connect_max_retries == 3
+
+
+def test_connect_max_retries_reaches_the_binlog_reads() -> None:
+    from sparkcdc.spark.capture import connection_settings
+
+    options = SourceOptions.from_options({**BASE, "connect.max-retries": "0"})
+    assert connection_settings(options).connect_max_retries == 0
+    with pytest.raises(ConfigError, match=r"connect.max-retries"):
+        SourceOptions.from_options({**BASE, "connect.max-retries": "-1"})
 
 
 def test_snapshot_modes_need_a_state_location() -> None:

@@ -305,6 +305,7 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         **SOURCE,
         "port": 3307,
         "connect.timeout": "10s",
+        "connect.max-retries": 5,
         "scan.incremental.snapshot.chunk.size": 100,
         "server-id": "5400-5404",
     }
@@ -317,6 +318,7 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         "password": SECRET,  # the source needs the secret itself
         "tables": r"app.\.*",
         "connect.timeout": "10.0",
+        "connect.max-retries": "5",
         "scan.incremental.snapshot.chunk.size": "100",
         "server-id": "5400-5404",
         # ~1,000,000 snapshot rows per batch unless the file says otherwise
