@@ -294,10 +294,10 @@ def test_no_false_alarm_while_the_source_is_written_and_the_pipeline_runs(
         # writer's orders are sparse (a transaction each 0.5 s over the shop's tables), so a
         # look may fall just after a batch caught up. Every verify must say equal
         reports = []
-        while len(reports) < 5 and not any(
-            t.differing_buckets for r in reports[-1:] for t in r.tables
-        ):
+        for _ in range(5):
             reports.append(verify_pipeline(cfg, spark=spark, timeout_s=120))
+            if any(t.differing_buckets for t in reports[-1].tables):
+                break
         writes = writer.thread.is_alive()
     stop.set()
     runner.join()
