@@ -14,11 +14,16 @@ from typing import Any
 import pymysql
 import pytest
 
-from sparkcdc.errors import PositionError, SourceConnectionError, SourceError
+from sparkcdc.errors import (
+    BinlogResetError,
+    PositionError,
+    SourceConnectionError,
+    SourceError,
+)
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
 from sparkcdc.mysql import server
-from sparkcdc.mysql.binlog_range import read_range
+from sparkcdc.mysql.binlog_range import changes_of_events, format_check, read_range
 from sparkcdc.mysql.connection import (
     ConnectionSettings,
     KeptConnection,
@@ -427,6 +432,43 @@ def test_a_binlog_read_whose_connection_is_killed_reads_on_where_it_was_cut(
     assert killed, "no Binlog Dump thread was running to kill"
     assert any("connecting again in 1s to read on from" in r.message for r in caplog.records)
     assert cut == whole  # every change once, in order
+
+
+def test_a_dump_opened_again_on_another_file_of_that_name_stops_the_read(
+    settings: ConnectionSettings, sql: pymysql.cursors.Cursor, database: str
+) -> None:
+    """A dump opened again after a lost connection begins with the file's FORMAT_DESCRIPTION:
+    the same one reads on as if uncut; another (another server answering at the address, a
+    restored binlog) is a BinlogResetError, even for a file the offsets do not name."""
+    start = _position(settings)  # no file tag: the read learns the file's from its dump
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    for i in range(4):
+        sql.execute(f"INSERT INTO t VALUES ({i}, {i})")
+    end = _position(settings)
+    with BinlogClient(settings, _server_id()) as client:
+        raw = list(client.events(start))
+    rotate, fde = raw[0], raw[1]  # what the server begins every dump with
+    assert _header(rotate)[1] == EventType.ROTATE
+    assert _header(fde)[1] == EventType.FORMAT_DESCRIPTION
+    captured = lambda d, t: d == database and t == "t"  # noqa: E731
+
+    def read(events: list[bytes]) -> list[tuple[Any, ...]]:
+        return list(
+            _row_changes(
+                changes_of_events(
+                    events, start, end, captured, check_format=format_check(settings, start, end)
+                )
+            )
+        )
+
+    whole = read(raw)
+    assert len(whole) == 4
+    cut = len(raw) // 2
+    assert read([*raw[:cut], rotate, fde, *raw[cut:]]) == whole
+    created = _header(fde)[0]
+    other = (created + 1).to_bytes(4, "little") + fde[4:]  # another file of the same name
+    with pytest.raises(BinlogResetError, match="this read's first look at the file"):
+        read([*raw[:cut], rotate, other, *raw[cut:]])
 
 
 def test_a_binlog_read_gives_up_after_connect_max_retries_attempts(

@@ -444,11 +444,7 @@ def read_range(
     """
     if not start < end:
         return
-    tags = {p.file: p.file_tag for p in (end, start) if p.file_tag is not None}
-
-    def check_format(file: str, header: EventHeader) -> None:
-        _check_file_tag(settings, file, tags.get(file), header, start)
-
+    check_format = format_check(settings, start, end)
     with BinlogClient(settings, server_id) as client:
         events = resumed_events(client, start, settings.connect_max_retries)
         yield from changes_of_events(
@@ -465,6 +461,24 @@ def read_range(
             stop_database=stop_database,
             stop_table=stop_table,
         )
+
+
+def format_check(
+    settings: ConnectionSettings, start: BinlogPosition, end: BinlogPosition
+) -> Callable[[str, EventHeader], None]:
+    """``check_format`` for :func:`changes_of_events` of a read of ``[start, end)``: each
+    file's FORMAT_DESCRIPTION must be the one of the file the batch was planned in (the
+    offsets' ``file_tag``), or, for a file the offsets do not name, the one this read first
+    saw of it: a dump the reader opened again after a lost connection (which the server
+    begins with the file's FORMAT_DESCRIPTION) reads on in the same file, not in a file of
+    that name on another server that answers at the address now."""
+    tags = {p.file: p.file_tag for p in (end, start) if p.file_tag is not None}
+
+    def check(file: str, header: EventHeader) -> None:
+        _check_file_tag(settings, file, tags.get(file), header, start)
+        tags.setdefault(file, binlog_file_tag(header.timestamp, header.server_id))
+
+    return check
 
 
 def changes_of_events(
@@ -567,9 +581,9 @@ def _check_file_tag(
     if expected is not None and found != expected:
         raise BinlogResetError(
             f"{file} on {settings.endpoint} is not the binlog file the batch was planned in: "
-            f"its FORMAT_DESCRIPTION says created:server_id {found}, the offset says "
-            f"{expected} (reading from {start}). The binlog was reset or restored, or another "
-            "server answers at this address, since the batch was planned; nothing of it was "
-            "read. Restart the query: it checks the server again and follows a failover by "
-            "GTID, or says what to do"
+            f"its FORMAT_DESCRIPTION says created:server_id {found}, the offset (or this "
+            f"read's first look at the file) says {expected} (reading from {start}). The "
+            "binlog was reset or restored, or another server answers at this address, since "
+            "the batch was planned; nothing of the batch is delivered. Restart the query: it "
+            "checks the server again and follows a failover by GTID, or says what to do"
         )
