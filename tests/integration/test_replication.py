@@ -7,8 +7,10 @@ import itertools
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -572,6 +574,87 @@ def test_a_kept_connection_the_server_dropped_is_opened_again_with_its_session(
         fixed.run(session_of)
     assert connection_lost(lost.value)
     own.close()
+
+
+def test_work_on_a_kept_connection_killed_mid_statement_is_done_again(
+    settings: ConnectionSettings, admin: pymysql.cursors.Cursor
+) -> None:
+    """A KILL of the connection while its statement runs (MariaDB answers 1927, "Connection
+    was killed", or the socket closes): the work is done again, whole, on a new connection
+    after a pause, and its answer is the new connection's."""
+    pauses: list[float] = []
+    kept = KeptConnection(lambda: sql_connection(settings), sleep=pauses.append)
+    runs: list[int] = []
+
+    def slow_then_quick(conn: Any) -> int:
+        with conn.cursor() as cur:
+            runs.append(conn.thread_id())
+            cur.execute("SELECT SLEEP(20)" if len(runs) == 1 else "SELECT 1")
+            return int(cur.fetchone()[0])
+
+    killer = threading.Thread(target=_kill_when_sleeping, args=(admin, runs), daemon=True)
+    killer.start()
+    started = time.monotonic()
+    assert kept.run(slow_then_quick) == 1
+    killer.join(5)
+    assert time.monotonic() - started < 15, "the killed statement was waited out"
+    assert len(runs) == 2 and runs[0] != runs[1] and pauses == [1.0]
+    kept.close()
+
+
+def _kill_when_sleeping(admin: pymysql.cursors.Cursor, runs: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if runs and "SLEEP" in _info_of(admin, runs[0]):
+            admin.execute(f"KILL CONNECTION {runs[0]}")
+            return
+        time.sleep(0.01)
+
+
+def _info_of(admin: pymysql.cursors.Cursor, connection_id: int) -> str:
+    admin.execute("SELECT INFO FROM information_schema.PROCESSLIST WHERE ID = %s", (connection_id,))
+    row = admin.fetchone()
+    return str(row[0] or "") if row else ""
+
+
+def test_a_kept_connection_tries_again_while_the_server_refuses_then_gives_up(
+    settings: ConnectionSettings,
+) -> None:
+    """A server restarting refuses connections for a while: the kept connection tries again
+    after 1, 2 ... s, up to connect.max-retries attempts, then stops naming the option; a
+    refused login is the error at once."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = dataclasses.replace(settings, port=port, connect_max_retries=2)
+    pauses: list[float] = []
+    attempts: list[int] = []
+
+    def refused_twice() -> Any:
+        attempts.append(1)
+        return sql_connection(nowhere if len(attempts) <= 2 else settings)
+
+    kept = KeptConnection(refused_twice, retries=2, sleep=pauses.append)
+    assert kept.run(lambda conn: conn.thread_id()) > 0
+    assert len(attempts) == 3 and pauses == [1.0, 2.0]
+    kept.close()
+
+    pauses.clear()
+    gone = KeptConnection.to(nowhere)
+    gone._sleep = pauses.append
+    with pytest.raises(SourceConnectionError) as raised:
+        gone.run(lambda conn: conn.thread_id())
+    assert pauses == [1.0, 2.0]
+    message = str(raised.value)
+    assert "connection refused" in message and f"127.0.0.1:{port}" in message
+    assert "(2 attempt(s) to connect again failed)" in message
+    assert "connect.max-retries (2)" in message
+
+    wrong = dataclasses.replace(settings, password="not-the-password")
+    pauses.clear()
+    with pytest.raises(SourceError, match="access denied") as denied:
+        KeptConnection(partial(sql_connection, wrong), sleep=pauses.append).run(lambda c: 1)
+    assert not isinstance(denied.value, SourceConnectionError) and pauses == []
 
 
 def _command_of(admin: pymysql.cursors.Cursor, connection_id: int) -> str:

@@ -3,6 +3,7 @@ the consistency oracle of DESIGN.md §8 under a concurrent workload and under ki
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import random
@@ -271,6 +272,70 @@ def test_snapshot_goes_on_when_the_server_drops_the_drivers_connections(
     snapshot_batches = [b for b, rs in batches.items() if any(r["op"] == "r" for r in rs)]
     assert len(snapshot_batches) >= 5  # chunks were planned after the kill
     check_against_source(rows, dev_server, database)
+
+
+def test_a_chunk_read_whose_connection_is_killed_is_read_again(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """A task's chunk SELECT loses its connection (a KILL here; a server restart or a
+    network failure alike): the task reads the chunk again, whole, on a new connection,
+    and the snapshot is the table's. Two SELECTs are killed, the second on the connection
+    opened after the first (the chunk is read on the task's kept connection: the private
+    server offers TLS, on which connectorx does not read)."""
+    sql.execute("CREATE TABLE big (id INT PRIMARY KEY, payload VARCHAR(2000) NOT NULL)")
+    for start in range(0, 30_000, 1_000):
+        values = ", ".join(f"({i}, REPEAT('{i:08d}', 250))" for i in range(start, start + 1_000))
+        sql.execute(f"INSERT INTO big VALUES {values}")
+    opts = options(
+        dev_server,
+        database,
+        "big",
+        **{
+            "server-id": "5710-5719",
+            "scan.startup.mode": "initial",
+            "state.location": str(tmp_path / "state"),
+            "scan.incremental.snapshot.chunk.size": "15000",
+            "scan.incremental.snapshot.chunks-per-batch": "1",
+        },
+    )
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(
+        target=kill_chunk_selects, args=(dev_server, "big", 2, killed, stop), daemon=True
+    )
+    killer.start()
+    query, batches = start_collecting(spark, opts, wait=False)
+    try:
+        wait_for(lambda: len(killed) >= 2 or not query.isActive, 240, "two chunk reads killed")
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        stop.set()
+        query.stop()
+    assert len(killed) == 2, killed
+    rows = [r for rows in batches.values() for r in rows]
+    assert {r["_op"] for r in rows} == {"+I"}
+    assert sorted(r["id"] for r in rows) == list(range(30_000))  # each row once
+    assert all(r["payload"] == f"{r['id']:08d}" * 250 for r in rows)
+
+
+def kill_chunk_selects(
+    server: DevServer, table: str, count: int, killed: list[int], stop: threading.Event
+) -> None:
+    """KILL the connections that run a chunk SELECT of ``table`` (``SELECT `id`, ...``,
+    not the splitter's MIN/MAX/COUNT), ``count`` of them, each while its statement runs."""
+    with server.root_connection() as root, root.cursor() as cur:
+        while len(killed) < count and not stop.is_set():
+            cur.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND "
+                "COMMAND = 'Query' AND INFO LIKE %s",
+                (server.settings.user, f"SELECT `id`, % FROM %`{table}`%"),
+            )
+            for (thread,) in cur.fetchall():
+                if thread not in killed and len(killed) < count:
+                    with contextlib.suppress(Exception):  # it may have ended since
+                        cur.execute(f"KILL CONNECTION {thread}")
+                        killed.append(int(thread))
+            time.sleep(0.001)
 
 
 def test_rename_during_snapshot_stops_with_what_to_do(

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +32,8 @@ from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import ed25519
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # Server error codes (https://mariadb.com/kb/en/mariadb-error-code-reference/).
 ER_ACCESS_DENIED = 1045
@@ -43,6 +48,14 @@ CR_SSL_CONNECTION_ERROR = 2026
 CR_CONN_HOST_ERROR = 2003
 CR_SERVER_LOST = 2013
 CR_SERVER_GONE_ERROR = 2006  # a write to a connection the server has closed
+# Server codes sent as the server drops a connection.
+ER_SERVER_SHUTDOWN = 1053
+ER_CONNECTION_KILLED = 1927  # MariaDB: KILL of a connection that runs a statement
+
+# the pause before the first attempt to connect again after a loss; each later one doubles,
+# up to the cap
+RETRY_PAUSE_S = 1.0
+RETRY_PAUSE_CAP_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -52,8 +65,8 @@ class ConnectionSettings:
     ``connect_timeout_s`` bounds the TCP connect and the wait for the server's greeting;
     ``read_timeout_s`` bounds every later read. ``tls`` says how every connection
     negotiates TLS (default: MySQL's ``preferred``). ``connect_max_retries``: how many
-    times a binlog read connects again, one attempt after another, when its connection is
-    lost (``replication.resumed_events``).
+    times a read connects again, one attempt after another, when its connection is lost
+    (a binlog read: ``replication.resumed_events``; SQL reads: ``KeptConnection``).
     """
 
     host: str
@@ -111,30 +124,79 @@ def access_denied_error(settings: ConnectionSettings, server_message: str = "") 
 
 
 def connection_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` says the connection is gone (the server closed it, or it was
-    closed here), not that a statement failed on a live one."""
+    """Whether ``exc`` says the connection is gone (the server closed it, killed it or is
+    shutting down, or it was closed here), not that a statement failed on a live one."""
     if isinstance(exc, pymysql.err.InterfaceError):  # used after it was closed
         return True
     if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
         return False
-    return exc.args[0] in (CR_SERVER_LOST, CR_SERVER_GONE_ERROR)
+    return exc.args[0] in (
+        CR_SERVER_LOST,
+        CR_SERVER_GONE_ERROR,
+        ER_CONNECTION_KILLED,
+        ER_SERVER_SHUTDOWN,
+    )
+
+
+def retry_pause(failures: int) -> float:
+    """The pause before the attempt to connect again that follows ``failures`` failed ones:
+    1, 2, 4 ... up to 10 s.
+
+    >>> [retry_pause(n) for n in range(6)]
+    [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    """
+    return min(RETRY_PAUSE_S * 2.0**failures, RETRY_PAUSE_CAP_S)
+
+
+def out_of_retries(loss: str, failures: int, retries: int) -> SourceConnectionError:
+    """The error a read stops with when its connection is lost after ``retries`` attempts."""
+    tried = f" ({failures} attempt(s) to connect again failed)" if failures else ""
+    return SourceConnectionError(
+        f"{loss}{tried}; connect.max-retries ({retries}) sets how many attempts a read makes "
+        "before it fails"
+    )
 
 
 class KeptConnection:
-    """A connection a driver keeps for its look-ups between batches (the chunk splitter's
-    queries, each trigger's look at the server), opened on first use and opened again when
-    the server has dropped it since: a KILL, a restart, ``wait_timeout``, a proxy's idle
-    timeout. Only for work that changes nothing on the server: work a dropped connection
-    cut short is done again, whole, on the new one. A new connection's failure, or any
-    other error, is the caller's.
+    """A connection kept for reads: a driver's look-ups between batches (the chunk
+    splitter's queries, each trigger's look at the server), a task's chunk reads. Opened on
+    first use and opened again when the server drops it: a KILL, a restart,
+    ``wait_timeout``, a proxy's idle timeout. Only for work that changes nothing on the
+    server: work a lost connection cut short is done again, whole, on the new one.
+
+    Up to ``retries`` attempts (``connect.max-retries``) follow one another, after pauses of
+    1, 2, 4 ... up to 10 s, while connections are lost or cannot be opened (refused, timed
+    out: :class:`SourceConnectionError`); then the loss is the error, naming the option.
+    Any other error (a refused statement, a refused login) is the caller's at once.
 
     ``session`` statements (a time zone) run on every connection it opens."""
 
-    def __init__(self, opener: Callable[[], Any], *, reopens: bool = True) -> None:
+    def __init__(
+        self,
+        opener: Callable[[], Any],
+        *,
+        reopens: bool = True,
+        retries: int = 3,
+        where: str = "the source",
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._opener = opener
         self._reopens = reopens
+        self._retries = retries
+        self._where = where
+        self._sleep = sleep
         self._conn: Any = None
         self._session: list[str] = []
+
+    @classmethod
+    def to(cls, settings: ConnectionSettings, database: str | None = None) -> KeptConnection:
+        """A kept connection to ``settings``' server (``database`` its default), attempts
+        to connect again as ``settings.connect_max_retries`` says."""
+        return cls(
+            partial(sql_connection, settings, database),
+            retries=settings.connect_max_retries,
+            where=settings.endpoint,
+        )
 
     @classmethod
     def over(cls, conn: Any) -> KeptConnection:
@@ -144,19 +206,53 @@ class KeptConnection:
         return kept
 
     def run(self, work: Callable[[Any], T]) -> T:
-        """``work(connection)``, done again on a new connection if the kept one is gone."""
-        if self._conn is not None:
+        """``work(connection)``, done again on a new connection while the one it ran on is
+        lost, up to ``retries`` attempts in a row."""
+        failures = 0
+        while True:
             try:
+                if self._conn is None:
+                    self._conn = self._open()
                 return work(self._conn)
             except Exception as exc:
-                if not (self._reopens and connection_lost(exc)):
+                # a lost SQL connection, or one that did not open, is tried again; the
+                # work's own connection errors (a binlog read's, retried there) are the caller's
+                lost = connection_lost(exc) or (
+                    self._conn is None and isinstance(exc, SourceConnectionError)
+                )
+                if not (self._reopens and lost):
                     raise
                 self.close()
+                loss = self._loss(exc)
+                if failures >= self._retries:
+                    raise out_of_retries(loss, failures, self._retries) from None
+                pause = retry_pause(failures)
+                failures += 1
+                log.warning(
+                    "%s; connecting again in %.0fs (attempt %d of %d)",
+                    loss,
+                    pause,
+                    failures,
+                    self._retries,
+                )
+                self._sleep(pause)
+
+    def _open(self) -> Any:
         conn = self._opener()
-        for sql in self._session:
-            _execute(conn, sql)
-        self._conn = conn
-        return work(conn)
+        try:
+            for sql in self._session:
+                _execute(conn, sql)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+        return conn
+
+    def _loss(self, exc: Exception) -> str:
+        if isinstance(exc, SourceConnectionError):
+            return str(exc)
+        detail = exc.args[1] if len(exc.args) > 1 else str(exc)
+        return f"the connection to MySQL/MariaDB at {self._where} was lost ({detail})"
 
     def session(self, sql: str) -> None:
         """Run ``sql`` on this connection and on every one opened after it."""
@@ -417,7 +513,7 @@ def sql_connection(
         if isinstance(original, OSError):
             raise describe_connect_failure(settings, original) from None
         if code in (CR_CONN_HOST_ERROR, CR_SERVER_LOST):
-            raise SourceError(
+            raise SourceConnectionError(
                 f"cannot connect to MySQL/MariaDB at {settings.endpoint}: {message}; check "
                 "hostname, port, that the server is running and reachable"
             ) from None

@@ -47,14 +47,18 @@ from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet, MySqlGtidSet
 from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import (
     ER_ACCESS_DENIED,
+    ER_CONNECTION_KILLED,
     ER_HOST_NOT_PRIVILEGED,
     ER_SECURE_TRANSPORT_REQUIRED,
+    ER_SERVER_SHUTDOWN,
     NO_PUBLIC_KEY_MESSAGE,
     ConnectionSettings,
     denied_error,
     describe_connect_failure,
     insecure_transport_error,
     no_tls_error,
+    out_of_retries,
+    retry_pause,
     tls_failure,
 )
 from sparkcdc.mysql.constants import (
@@ -71,9 +75,7 @@ log = logging.getLogger(__name__)
 
 # Server error codes met on a replication connection.
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # position/file/GTID problems, server-id clash
-ER_SERVER_SHUTDOWN = 1053
 ER_QUERY_INTERRUPTED = 1317
-ER_CONNECTION_KILLED = 1927  # MariaDB
 ER_SPECIFIC_ACCESS_DENIED = 1227  # missing REPLICATION SLAVE
 ER_SLAVE_SAME_ID = 4052  # MariaDB: another replica connected with our server_id
 
@@ -673,11 +675,6 @@ class BinlogClient:
         )
 
 
-# the pause before the first attempt to connect again; each later one doubles, up to the cap
-RETRY_PAUSE_S = 1.0
-RETRY_PAUSE_CAP_S = 10.0
-
-
 def resumed_events(
     client: BinlogClient,
     start: BinlogPosition,
@@ -707,12 +704,8 @@ def resumed_events(
             return
         except SourceConnectionError as exc:
             if failures >= retries:
-                tried = f" ({failures} attempt(s) to connect again failed)" if failures else ""
-                raise SourceConnectionError(
-                    f"{exc}{tried}; connect.max-retries ({retries}) sets how many attempts "
-                    "a read makes before it fails"
-                ) from None
-            pause = min(RETRY_PAUSE_S * 2**failures, RETRY_PAUSE_CAP_S)
+                raise out_of_retries(str(exc), failures, retries) from None
+            pause = retry_pause(failures)
             failures += 1
             position = client.position or position
             log.warning(

@@ -79,13 +79,13 @@ class SnapshotCoordinator:
 
     def __init__(
         self,
-        conn_factory: Any,
+        conn: KeptConnection,
         schemas: tuple[TableSchema, ...],
         settings: SnapshotSettings,
         store: StateStore,
     ) -> None:
         # the splitters' queries between batches: opened again when the server drops it
-        self._conn = KeptConnection(conn_factory)
+        self._conn = conn
         self.schemas = {s.qualified_name: s for s in schemas}
         self.settings = settings
         self.store = store

@@ -194,6 +194,7 @@ _LAST_END = ("offsets", "last-end.json")
 _VERSIONS = ("schema", "versions.json")
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def message_first(method: F) -> F:
@@ -296,7 +297,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 self.options.factor_upper,
             )
             self._coordinator = SnapshotCoordinator(
-                lambda: sql_connection(self.settings), self.plan.tables, settings, self.store
+                KeptConnection.to(self.settings), self.plan.tables, settings, self.store
             )
         return self._coordinator
 
@@ -314,8 +315,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def _initial_offset(self) -> dict[str, Any]:
         # Spark may ask latestOffset() before initialOffset(): both must see one start.
         if self._initial is None:
-            with sql_connection(self.settings) as conn:
-                view = self._view(conn)
+            view = self._observe()
             if self.snapshot:
                 position = self._stamp(view, view.end)
                 self._initial = make_offset(position, self.coordinator.initial(), view.identity)
@@ -413,12 +413,15 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if now - self._discovered_at < DISCOVERY_INTERVAL_S:
             return
         self._discovered_at = now
-        with sql_connection(self.settings) as conn:
+        known = {(t.database, t.table) for t in self.plan.tables}
+
+        def new_tables(conn: Any) -> tuple[TableSchema, ...]:
             names = catalog.match_tables(conn, self.options.table_filter())
-            known = {(t.database, t.table) for t in self.plan.tables}
-            added = tuple(
+            return tuple(
                 load_schema(conn, db, t, self.options) for db, t in names if (db, t) not in known
             )
+
+        added = self._on_server(new_tables)
         for schema in added:
             log.info("mysql-cdc: table %s now matches; its snapshot starts", schema.qualified_name)
             self.coordinator.schemas[schema.qualified_name] = schema
@@ -474,8 +477,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         the binlog up to T and no further; once no chunk is left and the binlog is at T (or
         past it), ``latestOffset`` returns its start and Spark stops the query.
         """
-        with sql_connection(self.settings) as conn:
-            view = self._view(conn)
+        view = self._observe()
         self._target = AvailableNowTarget(self._stamp(view, view.end), view.identity)
         if self.snapshot and self.options.newly_added_table and not self.plan.typed:
             self._discovered_at = 0.0
@@ -597,8 +599,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         )
         if fresh and same:
             return begin, stop
-        with sql_connection(self.settings) as conn:
-            view = self._view(conn)
+        view = self._observe()
         if not fresh:
             stop, _ = self._locate(end, view)
         begin, moved = self._locate(start, view)
@@ -887,14 +888,15 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             if partition.schema
             else next(t for t in self.plan.tables if t.qualified_name == chunks[0].table)
         )
-        conn: Any = None  # one SQL connection for the task's chunks, opened when needed
+        # one SQL connection for the task's chunks, opened when needed; a group of chunks a
+        # lost connection cut short is read again, whole, on a new one
+        conn = KeptConnection.to(self.settings, schema.database)
+        stack.callback(conn.close)
         group: list[ChunkRange] = []
 
         def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
-            nonlocal conn
-            if conn is None:
-                conn = stack.enter_context(sql_connection(self.settings, schema.database))
-            results = read_chunks(
+            read = partial(
+                read_chunks,
                 self.settings,
                 schema,
                 group,
@@ -902,9 +904,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 collation=partition.collation,
                 server_id=partition.server_id,
                 since=since,
-                conn=conn,
                 tinyint1_as_boolean=self.options.tinyint1_as_boolean,
             )
+            results = conn.run(lambda c: read(conn=c))
             group.clear()
             for result in results:
                 if partition.schema and result.chunk.index == 0:
@@ -947,11 +949,15 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             self.coordinator.release(snapshot)
 
     def _observe(self) -> ServerView:
-        """The server as ``latestOffset`` sees it: read again on a new connection when the
-        server has dropped the kept one (wait_timeout, a KILL, a restart, a failover)."""
+        """The server as the driver sees it now (``_on_server``)."""
+        return self._on_server(self._view)
+
+    def _on_server(self, work: Callable[[Any], T]) -> T:
+        """``work`` on the driver's kept connection, done again on a new one when the
+        server has dropped it (wait_timeout, a KILL, a restart, a failover)."""
         if self._poll is None:
-            self._poll = KeptConnection(lambda: sql_connection(self.settings))
-        return self._poll.run(self._view)
+            self._poll = KeptConnection.to(self.settings)
+        return self._poll.run(work)
 
     def stop(self) -> None:
         if self._poll is not None:

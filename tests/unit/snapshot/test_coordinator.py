@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -41,7 +42,7 @@ class MemoryCoordinator(SnapshotCoordinator):
     """The coordinator over an in-memory table: no server to plan chunks or ask collations."""
 
     def __init__(self, keys: list[int], chunk_size: int, store: StateStore) -> None:
-        super().__init__(_no_server, (SCHEMA,), SETTINGS, store)
+        super().__init__(KeptConnection(_no_server), (SCHEMA,), SETTINGS, store)
         self.memory = memory_splitter(keys, chunk_size)
 
     def splitter(self, table: str) -> ChunkSplitter:
