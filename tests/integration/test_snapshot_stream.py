@@ -318,6 +318,69 @@ def test_a_chunk_read_whose_connection_is_killed_is_read_again(
     assert all(r["payload"] == f"{r['id']:08d}" * 250 for r in rows)
 
 
+# below Linux's ephemeral ports, apart from the other private servers' (test_server_continuity)
+RESTART_PORT = 23073
+
+
+def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path) -> None:
+    """The source restarts (SHUTDOWN, then started again) while the snapshot runs under
+    writes: every connection the stream holds is lost at once, wherever the query is (the
+    driver planning, a task reading chunks or the binlog), and new ones are refused until
+    the server is back. The stream connects again (``connect.max-retries``) and reads on,
+    and its changelog replays to the source's tables (DESIGN §8)."""
+    dev = DevServer(Path("/tmp/sparkcdc-dev-restart"), RESTART_PORT, server_id=4)
+    dev.start()
+    database = f"restart_{os.getpid()}"
+    with dev.root_connection() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        cur.execute(f"CREATE DATABASE `{database}`")
+    try:
+        prepare(
+            dev.connection(database).cursor(),
+            MultiWorkload(dev.connection(database), seed=51, key_space=600),
+            900,
+        )
+        opts = snapshot_options(
+            dev,
+            database,
+            tmp_path / "state",
+            **{"scan.incremental.snapshot.chunks-per-batch": "1", "connect.max-retries": "8"},
+        )
+        stop = threading.Event()
+        writer = threading.Thread(
+            target=MultiWorkload(dev.connection(database), seed=52, key_space=600).run,
+            args=(600, stop, 1_000_000),
+            daemon=True,
+        )
+        writer.start()
+        query, batches = start_collecting(spark, opts, wait=False)
+        try:
+            wait_for(lambda: len(batches) >= 3 or not query.isActive, 240, "three batches")
+            stop.set()
+            writer.join()
+            before = len(batches)
+            dev.stop()
+            time.sleep(2)  # refused meanwhile
+            dev.start()
+            writes = MultiWorkload(dev.connection(database), seed=53, key_space=600)
+            for _ in range(200):
+                writes.step()
+            wait_for(lambda: len(batches) > before + 3 or not query.isActive, 240, "batches")
+            query.processAllAvailable()
+            assert query.exception() is None
+        finally:
+            stop.set()
+            query.stop()
+        rows = ordered(batches)
+        snapshot_batches = [b for b, rs in batches.items() if any(r["op"] == "r" for r in rs)]
+        assert max(snapshot_batches) > before, "the snapshot went on after the restart"
+        check_against_source(rows, dev, database)
+    finally:
+        with dev.root_connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        dev.stop()
+
+
 def kill_chunk_selects(
     server: DevServer, table: str, count: int, killed: list[int], stop: threading.Event
 ) -> None:
