@@ -15,6 +15,7 @@ import pytest
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.catalog import load_schema
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import (
     InterleavingFilter,
@@ -74,7 +75,7 @@ def test_membership_and_filter_agree_with_the_server(dev_server: DevServer, coll
     plan = [ChunkRange("db.s", i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 
     # backfill membership: one chunk against all keys
-    order = key_order(collation, lambda: conn, owned=False)
+    order = key_order(collation, KeptConnection.over(conn))
     for chunk in plan:
         member = chunk_membership(order, chunk.start, chunk.end, KEYS)
         assert {k for k, inside in member.items() if inside} == {
@@ -86,7 +87,7 @@ def test_membership_and_filter_agree_with_the_server(dev_server: DevServer, coll
     done = [completed_chunks(c.start, c.end, hw, c.index, c.index + 1) for c in plan[::2]]
     state = filter_state({"db.s": tracked_table(collation, len(done), len(plan), done)})
     flt = InterleavingFilter.from_state(
-        json.loads(json.dumps(state)), lambda: dev_server.connection()
+        json.loads(json.dumps(state)), KeptConnection(dev_server.connection)
     )
     at = BinlogPosition("b.000001", 200)
     assert flt.needs_server("db.s", at)
@@ -125,3 +126,21 @@ def test_string_chunks_cover_the_table_once_under_uca(
     sql.execute("SELECT k FROM s")
     assert sorted(seen) == sorted(r[0] for r in sql.fetchall())
     conn.close()
+
+
+def test_keys_ranked_again_when_the_server_drops_the_ranking_connection(
+    dev_server: DevServer,
+) -> None:
+    """A task ranks string keys of a server-ordered collation on a kept connection: killed
+    between two rankings (a restart, a proxy), the next ranking runs on a new one and
+    ranks the same."""
+    collation = COLLATIONS[0]
+    pauses: list[float] = []
+    order = key_order(collation, KeptConnection(dev_server.connection, sleep=pauses.append))
+    ranks = order.ranker(BOUNDS).ranks(KEYS)
+    first = order.run(lambda conn: conn.thread_id())
+    with dev_server.connection() as admin, admin.cursor() as cur:
+        cur.execute(f"KILL CONNECTION {first}")
+    assert order.ranker(BOUNDS).ranks(KEYS) == ranks
+    assert order.run(lambda conn: conn.thread_id()) != first and pauses == [1.0]
+    order.close()

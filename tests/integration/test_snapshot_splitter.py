@@ -11,6 +11,7 @@ import pytest
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.catalog import load_schema
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
 from sparkcdc.snapshot.reader import chunk_where
 from sparkcdc.snapshot.rowvalues import sql_converter
@@ -130,7 +131,7 @@ def test_chunks_cover_the_table_exactly_once(
     )
     key = splitter.key_column
     collation = column_collation(conn, database, "t", key)
-    order = key_order(collation, lambda: conn, owned=False)
+    order = key_order(collation, KeptConnection.over(conn))
     convert = sql_converter(next(c for c in schema.columns if c.name == key))
     chunks = all_chunks(splitter, step=5)
     sql.execute("SELECT COUNT(*) FROM t")

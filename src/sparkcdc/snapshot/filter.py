@@ -38,8 +38,9 @@ from typing import Any
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.snapshot.chunks import KeyValue, decode_key, encode_key
-from sparkcdc.snapshot.keys import Connect, KeyOrder, PythonKeyOrder, Ranker, key_order
+from sparkcdc.snapshot.keys import KeyOrder, PythonKeyOrder, Ranker, key_order
 
 Place = tuple[int, int]  # (binlog file number, byte offset): the order of positions
 
@@ -167,19 +168,19 @@ class _TableState:
 class InterleavingFilter:
     """Per-table completed chunks with their HW; ``emit`` decides one binlog event.
 
-    ``connect`` opens a SQL connection to the source, used (once, lazily) to rank string
-    keys of collations only the server orders; ``close`` closes it.
+    ``conn``: a SQL connection to the source, opened when first used to rank string keys
+    of collations only the server orders; ``close`` closes it.
     """
 
-    def __init__(self, connect: Connect | None = None) -> None:
+    def __init__(self, conn: KeptConnection | None = None) -> None:
         self._tables: dict[str, _TableState] = {}
-        self._connect = connect
+        self._conn = conn
         self._orders: dict[str | None, KeyOrder] = {}
 
     def _order(self, collation: str | None) -> KeyOrder:
         order = self._orders.get(collation)
         if order is None:
-            order = self._orders[collation] = key_order(collation, self._connect)
+            order = self._orders[collation] = key_order(collation, self._conn)
         return order
 
     def close(self) -> None:
@@ -228,9 +229,11 @@ class InterleavingFilter:
     # -- offsets ---------------------------------------------------------------------
 
     @classmethod
-    def from_state(cls, data: dict[str, Any], connect: Connect | None = None) -> InterleavingFilter:
+    def from_state(
+        cls, data: dict[str, Any], conn: KeptConnection | None = None
+    ) -> InterleavingFilter:
         """The filter of a state built by ``filter_state`` (after a JSON round trip)."""
-        out = cls(connect)
+        out = cls(conn)
         for name, t in data.get("tables", {}).items():
             if t.get("pure"):
                 out._tables[name] = _TableState(None, out._order(None), pure=True)

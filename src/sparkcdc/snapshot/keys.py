@@ -29,12 +29,15 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.mysql.connection import KeptConnection
+
+T = TypeVar("T")
 
 SortKey = Callable[[Any], Any]
-Connect = Callable[[], Any]
 
 _SPACE = ord(" ")
 # Character sets whose binary collation orders by Unicode code point: the server decodes
@@ -263,55 +266,50 @@ class _ServerRanker:
         for i in range(0, len(distinct), RANK_BATCH):
             part = distinct[i : i + RANK_BATCH]
             sql = rank_query(self._order.collation, len(self._bounds), len(part))
-            with self._order.connection().cursor() as cur:
-                cur.execute(sql, [*part, *self._bounds])
-                for index, rank in cur.fetchall():
-                    found[part[int(index)]] = int(rank)
+            params = [*part, *self._bounds]
+            for index, rank in self._order.run(partial(_fetched, sql, params)):
+                found[part[int(index)]] = int(rank)
         return [found[k] for k in keys]
 
 
 class ServerKeyOrder:
-    """The order of a column under a collation only the server knows: ranked by SQL.
+    """The order of a column under a collation only the server knows: ranked by SQL on
+    ``conn`` (opened when the first key is ranked; opened again if the server drops it,
+    when it is not a caller's own: ``KeptConnection.over``)."""
 
-    ``connect`` returns an open pymysql connection; it is called once, when the first
-    key is ranked. ``owned``: close that connection in ``close``.
-    """
-
-    def __init__(self, collation: str, connect: Connect, *, owned: bool = True) -> None:
+    def __init__(self, collation: str, conn: KeptConnection) -> None:
         self.collation = collation
-        self._connect = connect
-        self._owned = owned
-        self._conn: Any = None
+        self._conn = conn
 
-    def connection(self) -> Any:
-        if self._conn is None:
-            self._conn = self._connect()
-        return self._conn
+    def run(self, work: Callable[[Any], T]) -> T:
+        return self._conn.run(work)
 
     def ranker(self, bounds: Sequence[Any]) -> Ranker:
         return _ServerRanker(self, bounds)
 
     def close(self) -> None:
-        if self._conn is not None and self._owned:
-            self._conn.close()
-        self._conn = None
+        self._conn.close()
+
+
+def _fetched(sql: str, params: Sequence[Any], conn: Any) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
 
 
 def _no_connection() -> Any:
     raise SnapshotError(
         "string chunk keys under a non-binary collation are ranked by the server, but no "
-        "connection was given (pass connect= to the filter or key_order)"
+        "connection was given (pass conn= to the filter or key_order)"
     )
 
 
-def key_order(
-    collation: str | None, connect: Connect | None = None, *, owned: bool = True
-) -> KeyOrder:
+def key_order(collation: str | None, conn: KeptConnection | None = None) -> KeyOrder:
     """The KeyOrder of a chunk key column of this collation (None: not a string column)."""
     if python_orders(collation):
         return PythonKeyOrder(collation)
     assert collation is not None
-    return ServerKeyOrder(collation, connect or _no_connection, owned=owned)
+    return ServerKeyOrder(collation, conn or KeptConnection(_no_connection))
 
 
 def chunk_membership(order: KeyOrder, start: Any, end: Any, keys: Sequence[Any]) -> dict[Any, bool]:

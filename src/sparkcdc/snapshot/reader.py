@@ -46,7 +46,7 @@ from sparkcdc.model.schema import (
     with_tinyint1,
 )
 from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.connection import ConnectionSettings, KeptConnection, sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, prepared_xa, server_info
 from sparkcdc.snapshot import textrows
 from sparkcdc.snapshot.chunks import ChunkRange
@@ -482,7 +482,7 @@ def read_chunk(
             if xa_done:
                 _xa_wait(schema, chunk, [f"finished at {p}" for p in xa_done], deadline)
                 continue
-            order = key_order(collation, lambda: conn, owned=False)
+            order = key_order(collation, KeptConnection.over(conn))
             rows = merge_backfill(base, current, changes, chunk, key_column, order)
             return ChunkResult(
                 chunk, current, rows, low, high, len(changes), reader, select_seconds, ddl

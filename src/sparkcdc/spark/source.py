@@ -35,7 +35,7 @@ from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
-from sparkcdc.mysql.connection import KeptConnection, sql_connection
+from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.ddl_names import with_shadows
 from sparkcdc.mysql.tablemeta import TableVersions
@@ -838,7 +838,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return
         # string chunk keys of collations only the server orders are ranked over SQL
         flt = InterleavingFilter.from_state(
-            json.loads(partition.filter_state), partial(sql_connection, self.settings)
+            json.loads(partition.filter_state), KeptConnection.to(self.settings)
         )
         try:
             changes = filter_changes(changes, flt, json.loads(partition.key_columns))
