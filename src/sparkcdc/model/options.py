@@ -127,7 +127,7 @@ class SourceOptions(BaseModel):
     startup_timestamp_millis: int | None = Field(None, alias="scan.startup.timestamp-millis", ge=0)
     connect_timeout_s: float = Field(30.0, alias="connect.timeout")
     heartbeat_interval_s: float = Field(30.0, alias="heartbeat.interval")
-    # attempts of a binlog read to connect again after its connection was lost
+    # attempts of a read to connect again after its connection was lost or refused
     connect_max_retries: int = Field(3, alias="connect.max-retries", ge=0)
     state_location: str | None = Field(None, alias="state.location")
     # Hadoop's S3A settings for an s3a:// or s3:// state.location, as options 'state.fs.s3a.*'
