@@ -965,8 +965,9 @@ def _read_column(
 ) -> Any:
     """The column and the sink's key columns of every source row, in the decoder's value
     form, in pages of ``READ_BACK_ROWS`` rows (keyset pagination on the primary key, a
-    plain non-locking SELECT per page)."""
-    from sparkcdc.mysql.connection import sql_connection
+    plain non-locking SELECT per page; a page whose connection the server dropped is read
+    again on a new one)."""
+    from sparkcdc.mysql.connection import KeptConnection
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
 
     order = list(schema.primary_key) or [k.name for k in keys]
@@ -978,35 +979,38 @@ def _read_column(
     names = ", ".join(quote_mysql(c.name, pyformat=True) for c in selected)
     table = quote_mysql_table(schema.database, schema.table, pyformat=True)
     ordered = ", ".join(quote_mysql(o, pyformat=True) for o in order)
-    after: tuple[Any, ...] | None = None
-    conn = sql_connection(settings)
-    try:
+
+    def page(after: tuple[Any, ...] | None, conn: Any) -> list[tuple[Any, ...]]:
+        where, params = "", []
+        if after is not None:
+            holes = ", ".join("%s" for _ in order)
+            where = f"WHERE ({ordered}) > ({holes})"
+            params = [to_sql_param(v) for v in after]
         with conn.cursor() as cur:
-            cur.execute(SESSION_TIME_ZONE_SQL)
-            while True:
-                where, params = "", []
-                if after is not None:
-                    holes = ", ".join("%s" for _ in order)
-                    where = f"WHERE ({ordered}) > ({holes})"
-                    params = [to_sql_param(v) for v in after]
-                cur.execute(
-                    f"SELECT {names} FROM {table} {where} ORDER BY {ordered} "
-                    f"LIMIT {READ_BACK_ROWS}",
-                    params,
+            cur.execute(
+                f"SELECT {names} FROM {table} {where} ORDER BY {ordered} LIMIT {READ_BACK_ROWS}",
+                params,
+            )
+            return list(cur.fetchall())
+
+    after: tuple[Any, ...] | None = None
+    conn = KeptConnection.to(settings)
+    conn.session(SESSION_TIME_ZONE_SQL)
+    try:
+        while True:
+            raw = conn.run(functools.partial(page, after))
+            if not raw:
+                return
+            rows = [
+                tuple(
+                    v if v is None or f is None else f(v)
+                    for v, f in zip(r, converters, strict=True)
                 )
-                raw = cur.fetchall()
-                if not raw:
-                    return
-                rows = [
-                    tuple(
-                        v if v is None or f is None else f(v)
-                        for v, f in zip(r, converters, strict=True)
-                    )
-                    for r in raw
-                ]
-                after = tuple(raw[-1][: len(order)])
-                yield [r[len(order) :] for r in rows]
-                if len(raw) < READ_BACK_ROWS:
-                    return
+                for r in raw
+            ]
+            after = tuple(raw[-1][: len(order)])
+            yield [r[len(order) :] for r in rows]
+            if len(raw) < READ_BACK_ROWS:
+                return
     finally:
         conn.close()
