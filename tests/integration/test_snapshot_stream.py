@@ -322,12 +322,14 @@ def test_a_chunk_read_whose_connection_is_killed_is_read_again(
 RESTART_PORT = 23073
 
 
-def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path) -> None:
-    """The source restarts (SHUTDOWN, then started again) while the snapshot runs under
-    writes: every connection the stream holds is lost at once, wherever the query is (the
-    driver planning, a task reading chunks or the binlog), and new ones are refused until
-    the server is back. The stream connects again (``connect.max-retries``) and reads on,
-    and its changelog replays to the source's tables (DESIGN §8)."""
+@pytest.mark.parametrize("how", ["shutdown", "crash"])
+def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path, how: str) -> None:
+    """The source restarts (SHUTDOWN, or killed with SIGKILL: crash recovery, the binlog file
+    in use left unclosed) while the snapshot runs under writes: every connection the stream
+    holds is lost at once, wherever the query is (the driver planning, a task reading chunks
+    or the binlog), and new ones are refused until the server is back. The stream connects
+    again (``connect.max-retries``) and reads on, and its changelog replays to the source's
+    tables (DESIGN §8)."""
     dev = DevServer(Path("/tmp/sparkcdc-dev-restart"), RESTART_PORT, server_id=4)
     dev.start()
     database = f"restart_{os.getpid()}"
@@ -359,7 +361,10 @@ def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path)
             stop.set()
             writer.join()
             before = len(batches)
-            dev.stop()
+            if how == "crash":
+                crash(int(dev.pid_file.read_text()))
+            else:
+                dev.stop()
             time.sleep(2)  # refused meanwhile
             dev.start()
             writes = MultiWorkload(dev.connection(database), seed=53, key_space=600)
@@ -379,6 +384,15 @@ def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path)
         with dev.root_connection() as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
         dev.stop()
+
+
+def crash(pid: int) -> None:
+    """SIGKILL the server ``pid`` and wait for it to be gone (reaped, if ours)."""
+    os.kill(pid, signal.SIGKILL)
+    try:
+        os.waitpid(pid, 0)  # started by this process: a zombie until reaped
+    except ChildProcessError:
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), 30, "the server to die")
 
 
 def kill_chunk_selects(
