@@ -69,7 +69,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -501,7 +501,15 @@ def drive(server: DevServer, step: Step, seconds: float, rows: int, checkpoint: 
         step.drain_s = wait_caught_up(wcur, checkpoint, timeout_s=max(30.0, seconds * 2))
 
 
-def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, float, int]:
+class WriterAlone(NamedTuple):
+    """What the Kafka steps' writer does with the machine to itself."""
+
+    changes_per_s: float
+    mariadb_cores: float  # MariaDB's CPU meanwhile
+    written: int  # changes
+
+
+def writer_alone(server: DevServer, rows: int, seconds: float) -> WriterAlone:
     """Changes/s the Kafka steps' writer reaches with no pipeline running, as fast as it
     can (its one connection, its UPDATE statements), and the cores MariaDB used meanwhile.
     The steps share this machine's two cores with that writer and its server: a rate the
@@ -518,7 +526,7 @@ def writer_alone(server: DevServer, rows: int, seconds: float) -> tuple[float, f
             written += KEY_BLOCK
             block = (block + 1) % blocks
         elapsed = time.monotonic() - began
-    return written / elapsed, (cpu_seconds(mariadb) - cpu_before) / elapsed, written
+    return WriterAlone(written / elapsed, (cpu_seconds(mariadb) - cpu_before) / elapsed, written)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -539,9 +547,7 @@ def kafka_pipeline(server: DevServer, work: Path, name: str, server_ids: str) ->
     )
 
 
-def kafka_drain(
-    server: DevServer, work: Path, rows: int, log: Path
-) -> tuple[float, tuple[float, float, int]]:
+def kafka_drain(server: DevServer, work: Path, rows: int, log: Path) -> tuple[float, WriterAlone]:
     """Changes/s of a Kafka pipeline draining what the writer wrote alone while it was
     stopped (its run's start and end taken out: the same run with nothing to read), and
     :func:`writer_alone`'s figures."""
@@ -549,7 +555,7 @@ def kafka_drain(
     empty_s = sparkcdc(["run", str(pipeline), "--available-now"], log)  # commits the position
     alone = writer_alone(server, rows, 10.0)
     drain_s = sparkcdc(["run", str(pipeline), "--available-now"], log)
-    return alone[2] / max(drain_s - empty_s, 0.1), alone
+    return alone.written / max(drain_s - empty_s, 0.1), alone
 
 
 def kafka_sustained(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> float:
@@ -770,14 +776,14 @@ def main() -> None:
             verified = None
             if args.verify:
                 verified = sparkcdc(["verify", str(delta), "--timeout", "60"], log)
-            alone: tuple[float, float, int] | None = None
+            alone: WriterAlone | None = None
             kafka = drain = None
             if not args.skip_kafka:
                 drain, alone = kafka_drain(server, work, args.rows, log)
                 print(
-                    f"kafka: the writer alone reaches {alone[0]:,.0f} changes/s, MariaDB "
-                    f"using {alone[1]:.2f} cores; a pipeline drains its {alone[2]:,} "
-                    f"changes at {drain:,.0f} changes/s",
+                    f"kafka: the writer alone reaches {alone.changes_per_s:,.0f} changes/s, "
+                    f"MariaDB using {alone.mariadb_cores:.2f} cores; a pipeline drains its "
+                    f"{alone.written:,} changes at {drain:,.0f} changes/s",
                     file=sys.stderr,
                 )
                 kafka = kafka_sustained(server, work, args, log)
@@ -801,10 +807,10 @@ def main() -> None:
         "vs_cold_merge": round(cold_s / catchup_s, 2),
         "kafka_changes_per_s": None if kafka is None else round(kafka),
         "kafka_drain_changes_per_s": None if drain is None else round(drain),
-        "kafka_writer_alone_changes_per_s": None if alone is None else round(alone[0]),
+        "kafka_writer_alone_changes_per_s": (None if alone is None else round(alone.changes_per_s)),
         # MariaDB's cores per 100,000 changes/s: what that rate would leave of two cores
         "mariadb_cores_per_100k_changes_per_s": (
-            None if alone is None else round(alone[1] * 100_000 / alone[0], 2)
+            None if alone is None else round(alone.mariadb_cores * 100_000 / alone.changes_per_s, 2)
         ),
         "peak_executor_rss_mb": round(rss.peak_mb),
         "class_archive": class_archive,
