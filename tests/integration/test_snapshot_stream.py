@@ -33,6 +33,7 @@ from workload import (
     SKUS_DDL,
     TABLE_KEYS,
     MultiWorkload,
+    background_writes,
     envelope_to_changelog,
     json_state,
 )
@@ -95,13 +96,10 @@ def test_snapshot_under_concurrent_writes_equals_the_source(
     interleaving filter of the batch's start to its share."""
     workload = MultiWorkload(dev_server.connection(database), seed=11, key_space=600)
     prepare(sql, workload, 900)
-    stop = threading.Event()
-    writer = threading.Thread(
-        target=MultiWorkload(dev_server.connection(database), seed=12, key_space=600).run,
-        args=(120, stop, 1_000_000),
-        daemon=True,
+    # writes run during the whole snapshot
+    writer, stop = background_writes(
+        dev_server.connection(database), seed=12, key_space=600, seconds=120
     )
-    writer.start()  # writes run during the whole snapshot
     opts = snapshot_options(
         dev_server, database, tmp_path / "state", **{"scan.binlog.partitions": partitions}
     )
@@ -348,13 +346,9 @@ def test_a_server_restart_mid_snapshot_loses_nothing(spark: Any, tmp_path: Path,
             tmp_path / "state",
             **{"scan.incremental.snapshot.chunks-per-batch": "1", "connect.max-retries": "8"},
         )
-        stop = threading.Event()
-        writer = threading.Thread(
-            target=MultiWorkload(dev.connection(database), seed=52, key_space=600).run,
-            args=(600, stop, 1_000_000),
-            daemon=True,
+        writer, stop = background_writes(
+            dev.connection(database), seed=52, key_space=600, seconds=600
         )
-        writer.start()
         query, batches = start_collecting(spark, opts, wait=False)
         try:
             wait_for(lambda: len(batches) >= 3 or not query.isActive, 240, "three batches")

@@ -3,7 +3,6 @@ with ``require_secure_transport=ON``."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 from test_snapshot_stream import check_against_source, ordered, prepare, snapshot_options
 from test_stream import start_collecting, wait_for
-from workload import MultiWorkload
+from workload import MultiWorkload, background_writes
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
@@ -98,13 +97,9 @@ def test_snapshot_and_binlog_over_verified_tls_equal_the_source(
     prepare(sql, workload, 300)
     opts = snapshot_options(dev_server, database, tmp_path / "state")
     opts.update({"ssl-mode": "verify-ca", "ssl-ca": str(dev_server.tls.ca)})
-    stop = threading.Event()
-    writer = threading.Thread(
-        target=MultiWorkload(dev_server.connection(database), seed=42, key_space=300).run,
-        args=(60, stop, 1_000_000),
-        daemon=True,
+    writer, stop = background_writes(
+        dev_server.connection(database), seed=42, key_space=300, seconds=60
     )
-    writer.start()
     query, batches = start_collecting(spark, opts, wait=False)
     try:
         wait_for(lambda: len(batches) >= 4, 240, "four batches")

@@ -177,6 +177,21 @@ class MultiWorkload(Workload):
 TABLE_KEYS = {"items": ["id"], "skus": ["sku"], "order_lines": ["order_id", "line"]}
 
 
+def background_writes(
+    conn: pymysql.connections.Connection, *, seed: int, key_space: int, seconds: float
+) -> tuple[threading.Thread, threading.Event]:
+    """A ``MultiWorkload`` writing on a thread of its own, started: for up to ``seconds``,
+    until the event is set (join the thread after setting it)."""
+    stop = threading.Event()
+    writer = threading.Thread(
+        target=MultiWorkload(conn, seed=seed, key_space=key_space).run,
+        args=(seconds, stop, 1_000_000),
+        daemon=True,
+    )
+    writer.start()
+    return writer, stop
+
+
 def json_state(
     conn: pymysql.connections.Connection, table: str
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
