@@ -27,6 +27,8 @@ from workload import (
     source_state,
 )
 
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql import server
 from sparkcdc.spark.compat import ADMISSION_CONTROL
 from sparkcdc.testing.devserver import DevServer
 from sparkcdc.testing.oracle import compare, replay
@@ -181,11 +183,19 @@ def test_one_available_now_run_copies_the_whole_snapshot_under_writes(
 
 
 @AVAILABLE_NOW
+@pytest.mark.parametrize("binlog_bound", ["256m", "32k"])
 def test_a_run_stops_while_writes_go_on_and_the_next_run_goes_on_from_it(
-    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+    spark: Any,
+    dev_server: DevServer,
+    database: str,
+    sql: Any,
+    tmp_path: Path,
+    binlog_bound: str,
 ) -> None:
     """What arrives after the start is not waited for: the run ends while the writes never
-    pause, and the next run from its checkpoint takes up exactly where it ended."""
+    pause, and the next run from its checkpoint takes up exactly where it ended. With a
+    small binlog bound (``32k``) the batches of the snapshot end short of the server's end
+    too, where the algorithm allows any transaction boundary before every chunk's LW."""
     load_items(sql, 4_000, seed=81)  # ten chunks of 400 keys
     stop = threading.Event()
     workload = Workload(dev_server.connection(database), seed=82, key_space=4_000)
@@ -196,6 +206,7 @@ def test_a_run_stops_while_writes_go_on_and_the_next_run_goes_on_from_it(
         batches[batch_id] = [r.asDict() for r in batch.collect()]
 
     opts = items_options(dev_server, database, tmp_path, "5820-5829", chunks_per_batch=3)
+    opts["scan.binlog.max-bytes-per-batch"] = binlog_bound
     writer.start()
     try:
         first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
@@ -318,3 +329,66 @@ def test_a_processing_time_trigger_reads_chunks_per_batch_chunks_a_batch(
     snapshot_rows = [sum(r["op"] == "r" for r in batches[b]) for b in sorted(batches)]
     assert sum(snapshot_rows) == 4_000
     assert max(snapshot_rows) <= 3 * CHUNK_SIZE, snapshot_rows
+
+
+@AVAILABLE_NOW
+def test_a_binlog_backlog_is_read_in_bounded_batches_cut_between_transactions(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """A backlog larger than ``scan.binlog.max-bytes-per-batch`` is read by one AvailableNow
+    run in several batches, each ending at the first transaction to start past the bound
+    from its start, with the GTID position MariaDB gives there; a transaction larger than the
+    bound is read whole in one batch; the changelog equals the source."""
+    budget = 16_384
+    load_items(sql, 2_000, seed=84)  # five chunks of 400 keys
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    opts = items_options(dev_server, database, tmp_path, "5840-5849", chunks_per_batch=8)
+    opts["scan.binlog.max-bytes-per-batch"] = str(budget)
+    first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert first.awaitTermination(600) and first.exception() is None
+    # the backlog, written while no query runs: transactions of 1-8 changes, and one
+    # UPDATE of every row, larger than the bound
+    workload = Workload(dev_server.connection(database), seed=85, key_space=2_000)
+    for _ in range(300):
+        workload.step()
+    sql.execute("UPDATE items SET qty = COALESCE(qty, 0) + 1")
+    for _ in range(100):
+        workload.step()
+    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert second.awaitTermination(600) and second.exception() is None
+    ranges = [
+        (
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["startOffset"])["binlog"]),
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["endOffset"])["binlog"]),
+        )
+        for p in second.recentProgress
+        if p["sources"][0]["startOffset"] != p["sources"][0]["endOffset"]
+    ]
+    with dev_server.connection() as conn:
+        files = server.binlog_files(conn)
+        opening: list[tuple[str, int]] = []
+        with conn.cursor() as cur:
+            for file, _ in files:
+                cur.execute(f"SHOW BINLOG EVENTS IN '{file}'")
+                opening.extend((file, row[1]) for row in cur.fetchall() if row[2] == "Gtid")
+            # every batch but the last ends at the first transaction past the bound
+            for begin, end in ranges[:-1]:
+                assert (end.file, end.pos) in opening, (begin, end)
+                assert server.binlog_bytes(begin, end, files) >= budget, (begin, end)
+                earlier = [
+                    BinlogPosition(f, p) for f, p in opening if begin < BinlogPosition(f, p) < end
+                ]
+                assert all(server.binlog_bytes(begin, p, files) < budget for p in earlier)
+                assert end.gtids == server.mariadb_gtid_at(conn, end.file, end.pos)
+    # 400 transactions of ~270-2,000 bytes and the update's ~150 KB: more than ten batches
+    assert len(ranges) >= 10, ranges
+    big = max(server.binlog_bytes(b, e, files) for b, e in ranges)
+    assert big > 100_000, "the transaction larger than the bound was cut"
+    log = changelog(batches)
+    result = replay(log, ["id"])
+    assert result.violations == [], result.violations[:10]
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []

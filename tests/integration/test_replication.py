@@ -711,3 +711,52 @@ def test_position_for_timestamp(
         assert _bare(future) >= after_b
         oldest = server.position_for_timestamp(conn, settings, info, 0)
         assert oldest.file == server.binlog_files(conn)[0][0]
+
+
+def test_a_transaction_cut_is_the_first_transaction_start_past_the_budget(
+    settings: ConnectionSettings,
+    sql: pymysql.cursors.Cursor,
+    admin: pymysql.cursors.Cursor,
+    database: str,
+) -> None:
+    """``transaction_cut`` (the batch bound, scan.binlog.max-bytes-per-batch): the first
+    GTID event at least the budget's bytes after the start, across a rotation, with the
+    GTID position MariaDB itself gives there; a transaction larger than the budget is
+    never cut inside."""
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(250))")
+    with sql_connection(settings) as conn:
+        info = server.server_info(conn)
+        start = server.current_position(conn, info)
+    for key in range(40):
+        sql.execute("INSERT INTO t VALUES (%s, %s)", (key, "x" * 150))
+    sql.execute("UPDATE t SET v = REPEAT('y', 250)")  # one ~20 KB transaction
+    admin.execute("FLUSH BINARY LOGS")
+    for key in range(40, 60):
+        sql.execute("INSERT INTO t VALUES (%s, %s)", (key, "z" * 150))
+    with sql_connection(settings) as conn:
+        end = server.current_position(conn, info)
+        files = server.binlog_files(conn)
+        assert end.file != start.file
+        with BinlogClient(settings, _server_id()) as client:
+            real = _real_events(list(client.events(start)), start.file)
+        opening = [s for s, _, e in real if e[4] == EventType.MARIA_GTID and _bare(s) < end]
+        assert len(opening) >= 60
+        total = server.binlog_bytes(start, end, files)
+        second_last = server.binlog_bytes(start, opening[-2], files)
+        for budget in (1, 500, 7_000, 12_000, 30_000, second_last - 1, second_last):
+            cut = server.transaction_cut(settings, start, end, budget)
+            expected = next(
+                (s for s in opening if server.binlog_bytes(start, s, files) >= budget), None
+            )
+            assert cut is not None and expected is not None, budget
+            assert _bare(cut) == _bare(expected), budget
+            assert start < cut < end
+            assert cut.gtids == server.mariadb_gtid_at(conn, cut.file, cut.pos), budget
+        # the big update: a budget that ends inside it cuts after it, not in it
+        big = max(itertools.pairwise(opening), key=lambda p: server.binlog_bytes(*p, files))
+        inside = server.binlog_bytes(start, big[0], files) + 100
+        assert _bare(server.transaction_cut(settings, start, end, inside)) == _bare(big[1])
+        # the range holds less than the budget, or its last transaction runs to the end
+        assert server.transaction_cut(settings, start, end, total) is None
+        last = server.binlog_bytes(start, opening[-1], files) + 1
+        assert server.transaction_cut(settings, start, end, last) is None

@@ -35,6 +35,7 @@ STATE_FS_PREFIX = "state.fs."  # + a Hadoop filesystem key: the state location's
 
 DEFAULT_SERVER_ID_LOW = 5400
 DEFAULT_SERVER_ID_HIGH = 6400
+DEFAULT_BINLOG_MAX_BYTES_PER_BATCH = 256 << 20
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
@@ -52,6 +53,24 @@ def parse_duration(text: str | float | int) -> float:
     if not match:
         raise ValueError(f"{text!r} is not a duration; use e.g. '30s', '500ms' or '1min'")
     return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+
+
+_BYTES_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(text: str | int) -> int:
+    """Bytes from a Spark-style size: ``256m``, ``1g``, ``64mb``, ``512MiB`` (powers of
+    1024, as Spark's byte settings), or a number of bytes.
+
+    >>> parse_bytes("256m")
+    268435456
+    """
+    if isinstance(text, int):
+        return text
+    match = _BYTES_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size; use e.g. '256m', '1g' or a number of bytes")
+    return int(match.group(1)) << (10 * " kmgt".index((match.group(2) or " ").lower()))
 
 
 @dataclass(frozen=True)
@@ -144,6 +163,11 @@ class SourceOptions(BaseModel):
     # Spark partitions that decode one batch's binlog range: a number, or "auto" (by the
     # range's size and the session's parallelism; spark/source.py binlog_shares)
     binlog_partitions: str = Field("1", alias="scan.binlog.partitions")
+    # binlog bytes one batch reads at most (0: no bound), cut at a transaction boundary
+    # (spark/source.py latestOffset); a backlog is read in bounded batches
+    binlog_max_bytes_per_batch: int = Field(
+        DEFAULT_BINLOG_MAX_BYTES_PER_BATCH, alias="scan.binlog.max-bytes-per-batch", ge=0
+    )
     # an ALTER TABLE that adds or removes rows with no row image (DROP / TRUNCATE / EXCHANGE
     # PARTITION, DISCARD TABLESPACE): stop the stream, or deliver the statement and go on
     # (the sink keeps its rows; mysql/binlog_range.py refuse_row_changing_ddl)
@@ -189,6 +213,11 @@ class SourceOptions(BaseModel):
             data = {k: v for k, v in data.items() if not str(k).startswith(STATE_FS_PREFIX)}
             data[STATE_FS_PREFIX] = fs
         return data
+
+    @field_validator("binlog_max_bytes_per_batch", mode="before")
+    @classmethod
+    def _bytes_text(cls, value: Any) -> Any:
+        return parse_bytes(value) if isinstance(value, str) else value
 
     @field_validator("binlog_partitions", mode="before")
     @classmethod

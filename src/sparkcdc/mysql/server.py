@@ -28,12 +28,13 @@ from sparkcdc.model.position import (
     GtidSet,
     MariaDbGtidSet,
     MySqlGtidSet,
+    binlog_file_number,
     binlog_file_tag,
 )
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
 from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import GtidEvent
+from sparkcdc.mysql.events import GtidEvent, MariaGtidEvent
 from sparkcdc.mysql.wire import decode_sid_set
 
 log = logging.getLogger(__name__)
@@ -356,19 +357,19 @@ def _query_text(event: bytes) -> bytes:
 def _events_from(
     settings: ConnectionSettings, start: BinlogPosition, server_id: int
 ) -> Iterator[tuple[BinlogPosition, int, int, bytes]]:
-    """(start position, type, timestamp, event) of the real events from ``start`` on."""
+    """(start position, type, timestamp, event) of the real events from ``start`` on: those
+    in the files, a file's closing ROTATE included."""
     from sparkcdc.mysql.replication import BinlogClient, parse_rotate
 
     file = start.file
     with BinlogClient(settings, server_id) as client:
         for event in client.events(start):
             timestamp, type_code, _, size, log_pos, _ = EVENT_HEADER.unpack_from(event)
+            real = log_pos != 0 and type_code not in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2)
+            if real:
+                yield BinlogPosition(file, log_pos - size), type_code, timestamp, event
             if type_code == EventType.ROTATE:
                 file = parse_rotate(event).file
-                continue
-            if log_pos == 0 or type_code in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
-                continue  # artificial
-            yield BinlogPosition(file, log_pos - size), type_code, timestamp, event
 
 
 def file_tag(settings: ConnectionSettings, file: str, server_id: int | None = None) -> str | None:
@@ -490,15 +491,54 @@ def position_for_timestamp(
     return found
 
 
+def _events_with_gtids(
+    settings: ConnectionSettings,
+    start: BinlogPosition,
+    server_id: int,
+    *,
+    previous_gtids: bool = False,
+) -> Iterator[tuple[BinlogPosition, int, int, bytes, int]]:
+    """The real events from ``start`` on, as ``_events_from``: (start position, type,
+    timestamp, event, bytes of binlog from ``start`` to it), the position carrying
+    the GTID set of everything before the event where it is known.
+
+    That set starts as ``start.gtids`` and grows by each GTID event read (a MySQL GTID to a
+    MySQL set, a MariaDB GTID to a MariaDB position); with ``previous_gtids`` (MySQL with
+    gtid_mode=ON, a read from a file's start) a file's PREVIOUS_GTIDS sets it.
+    """
+    gtids = start.gtids
+    # bytes by place, not by the events' sizes: a dump leaves out what the client did not
+    # ask for (MariaDB's ANNOTATE_ROWS); the files read whole before this one, and where
+    # reading began in this one
+    done, base = 0, start.pos
+    decoder = BinlogDecoder()  # GTID events are read by the decoder's one reader of them
+    for position, type_code, timestamp, event in _events_from(settings, start, server_id):
+        yield position.with_gtids(gtids), type_code, timestamp, event, done + position.pos - base
+        if type_code == EventType.ROTATE:  # the file's last event: on from the next one's
+            done += position.pos + EVENT_HEADER.unpack_from(event)[3] - base
+            base = FIRST_EVENT_POS
+        elif type_code == EventType.PREVIOUS_GTIDS and previous_gtids:
+            gtids = MySqlGtidSet(decode_sid_set(event, EVENT_HEADER_SIZE))
+        elif type_code == EventType.GTID and isinstance(gtids, MySqlGtidSet):
+            gtid = decoder.decode(event)
+            assert isinstance(gtid, GtidEvent)
+            gtids = gtids.add(gtid.uuid, gtid.gno)
+        elif type_code == EventType.MARIA_GTID and isinstance(gtids, MariaDbGtidSet):
+            group = decoder.decode(event)
+            assert isinstance(group, MariaGtidEvent)
+            gtids = gtids.add(group.domain_id, group.header.server_id, group.sequence)
+
+
 def _scan_for_timestamp(
     settings: ConnectionSettings, info: ServerInfo, file: str, ts_s: int, server_id: int
 ) -> BinlogPosition | None:
     """Scan from ``file``'s start; MySQL GTID sets are rebuilt from PREVIOUS_GTIDS + GTIDs."""
-    mysql_gtids: MySqlGtidSet | None = None
     in_gtid_transaction = False
-    decoder = BinlogDecoder()  # GTID events are read by the decoder's one reader of them
-    for position, type_code, timestamp, event in _events_from(
-        settings, BinlogPosition(file, FIRST_EVENT_POS), server_id
+    for position, type_code, timestamp, event, _ in _events_with_gtids(
+        settings,
+        BinlogPosition(file, FIRST_EVENT_POS),
+        server_id,
+        previous_gtids=info.flavor == "mysql" and info.gtid_mode,
     ):
         starts = False
         if type_code in _TRANSACTION_START:
@@ -506,14 +546,7 @@ def _scan_for_timestamp(
         elif type_code == EventType.QUERY and not in_gtid_transaction:
             starts = True  # BEGIN, or a DDL statement, without a GTID event before it
         if starts and timestamp >= ts_s:
-            gtids = mysql_gtids if info.flavor == "mysql" and info.gtid_mode else None
-            return position.with_gtids(gtids)
-        if type_code == EventType.PREVIOUS_GTIDS and info.flavor == "mysql":
-            mysql_gtids = MySqlGtidSet(decode_sid_set(event, EVENT_HEADER_SIZE))
-        elif type_code == EventType.GTID and mysql_gtids is not None:
-            gtid = decoder.decode(event)
-            assert isinstance(gtid, GtidEvent)
-            mysql_gtids = mysql_gtids.add(gtid.uuid, gtid.gno)
+            return position
         if type_code in _TRANSACTION_START:
             in_gtid_transaction = True
         elif type_code in (EventType.XID, EventType.QUERY) and in_gtid_transaction:
@@ -525,3 +558,54 @@ def _scan_for_timestamp(
             elif not _query_text(event).strip().upper().startswith(b"BEGIN"):
                 in_gtid_transaction = False  # a DDL: its own transaction
     return None
+
+
+def transaction_cut(
+    settings: ConnectionSettings,
+    start: BinlogPosition,
+    end: BinlogPosition,
+    budget: int,
+    server_id: int | None = None,
+) -> BinlogPosition | None:
+    """The first transaction boundary at least ``budget`` bytes of binlog past ``start``
+    and before ``end``, with the GTID set before it where ``start`` has one; None when
+    there is none (the range holds less, or its last transaction runs to ``end``).
+
+    One non-blocking read from ``start`` that walks event headers and decodes only GTID
+    events. A boundary is the start of a GTID event (MySQL's GTID or ANONYMOUS_GTID,
+    MariaDB's GTID), which opens every transaction on MariaDB and on MySQL 5.7 and later,
+    the place where a server's own binlog position stands between transactions; a
+    binlog without them (MySQL 5.6 with gtid_mode=OFF) is never cut.
+    """
+    if server_id is None:
+        server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)
+    for position, type_code, _, _, read in _events_with_gtids(settings, start, server_id):
+        if position >= end:
+            return None
+        if read >= budget and type_code in _TRANSACTION_START:
+            return position
+    return None
+
+
+def binlog_bytes(
+    start: BinlogPosition, end: BinlogPosition, files: Iterable[tuple[str, int]]
+) -> int:
+    """The bytes of binlog from ``start`` to ``end``, by the sizes of the files between
+    them (``SHOW BINARY LOGS``); a file the list lacks counts as up to ``end``.
+
+    >>> a, b = BinlogPosition("b.000001", 400), BinlogPosition("b.000002", 300)
+    >>> binlog_bytes(a, b, [("b.000001", 1000), ("b.000002", 300)])
+    900
+    """
+    if end <= start:
+        return 0
+    if start.file == end.file:
+        return end.pos - start.pos
+    total = end.pos - FIRST_EVENT_POS
+    for name, size in files:
+        number = binlog_file_number(name)
+        if number == start.file_number:
+            total += max(size - start.pos, 0)
+        elif start.file_number < number < end.file_number:
+            total += max(size - FIRST_EVENT_POS, 0)
+    return total

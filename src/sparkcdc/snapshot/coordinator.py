@@ -161,6 +161,24 @@ class SnapshotCoordinator:
     def chunks_between(self, table: str, start: int, end: int) -> list[ChunkRange]:
         return self.splitter(table).chunks(start, end - start)
 
+    def last_high(self, snapshot: dict[str, dict[str, Any]]) -> BinlogPosition | None:
+        """The latest HW among the chunks the batch that ends at ``snapshot`` read (None:
+        it read none, or none is staged yet). The next batch's binlog must end at or past it
+        (DESIGN.md §2: every chunk's HW is at or before the binlog end of the batch after
+        its own, which ``filter_state`` and ``pure_binlog`` count on)."""
+        highs = [
+            meta.high
+            for table in self.schemas
+            if table in snapshot
+            for chunk in self.chunks_between(
+                table,
+                SnapshotProgress.from_offset(snapshot[table]).prev,
+                SnapshotProgress.from_offset(snapshot[table]).next,
+            )
+            if (meta := self.staging.metadata(chunk)) is not None
+        ]
+        return max(highs, default=None)
+
     def read_as_of(
         self, snapshot: dict[str, dict[str, Any]], position: BinlogPosition | None
     ) -> bool:

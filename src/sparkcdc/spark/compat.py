@@ -55,15 +55,38 @@ AvailableNowBase: type = (
 )
 
 
-def default_read_limit(chunks_per_batch: int, chunk_size: int) -> Any:
-    """The read limit that says ``chunks_per_batch`` chunks (0: every remaining chunk).
+def default_read_limit(chunks_per_batch: int, chunk_size: int, binlog_bytes: int) -> Any:
+    """The read limit that says ``chunks_per_batch`` chunks (0: every remaining chunk),
+    or, where no chunk is counted, ``binlog_bytes`` of binlog (0: all available).
 
     Only called by PySpark >= 4.2 (``getDefaultReadLimit``).
     """
     assert _streaming is not None
-    if chunks_per_batch == 0:
-        return _streaming.ReadAllAvailable()
-    return _streaming.ReadMaxRows(chunks_per_batch * chunk_size)
+    if chunks_per_batch > 0:
+        return _streaming.ReadMaxRows(chunks_per_batch * chunk_size)
+    if binlog_bytes > 0:
+        return _streaming.ReadMaxBytes(binlog_bytes)
+    return _streaming.ReadAllAvailable()
+
+
+def binlog_budget(limit: Any, binlog_bytes: int) -> int:
+    """How many bytes of binlog a batch planned under ``limit`` may read (0: all available).
+
+    ``limit`` is None on PySpark 4.1, which runs a ``Trigger.AvailableNow`` query as one
+    batch: a bound there would end the run short of what was available, so 4.1 reads all.
+    ``ReadAllAvailable`` (``Trigger.Once``): all. ``ReadMaxBytes(n)``: ``n``. Any other
+    limit (the chunks' ``ReadMaxRows``): the configured ``binlog_bytes``.
+
+    >>> binlog_budget(None, 1 << 20)
+    0
+    """
+    if limit is None or _streaming is None:
+        return 0
+    if isinstance(limit, _streaming.ReadAllAvailable):
+        return 0
+    if isinstance(limit, _streaming.ReadMaxBytes):
+        return max(1, int(limit.max_bytes))
+    return binlog_bytes
 
 
 def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int) -> int:

@@ -56,7 +56,12 @@ from sparkcdc.spark.capture import (
 from sparkcdc.spark.changelog import (
     SnapshotRows,
 )
-from sparkcdc.spark.compat import AvailableNowBase, chunk_budget, default_read_limit
+from sparkcdc.spark.compat import (
+    AvailableNowBase,
+    binlog_budget,
+    chunk_budget,
+    default_read_limit,
+)
 from sparkcdc.spark.offsets import (
     READ_GROUP_ROWS,
     AvailableNowTarget,
@@ -447,10 +452,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def getDefaultReadLimit(self) -> Any:
         """``chunks-per-batch`` chunks a batch, as Spark's ``ReadMaxRows`` of that many
-        chunks' rows; the binlog is never cut (a batch ends where the server was when it was
-        planned, DESIGN.md §2), so a stream without a snapshot reads all available."""
+        chunks' rows; a stream without a snapshot says its binlog bound,
+        ``scan.binlog.max-bytes-per-batch``, as ``ReadMaxBytes`` (``_bounded``)."""
         chunks = self.options.chunks_per_batch if self.snapshot else 0
-        return default_read_limit(chunks, self.options.chunk_size)
+        return default_read_limit(
+            chunks, self.options.chunk_size, self.options.binlog_max_bytes_per_batch
+        )
 
     @message_first
     def prepareForTriggerAvailableNow(self) -> None:
@@ -557,6 +564,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 position = min(position, self._target_on(view))  # the run's binlog ends there
             position = replace(position, seq_file_base=here.seq_file_base)
             position = max(position, here)
+            position = self._bounded(here, position, view, limit, base.get("snapshot"))
             identity = view.identity
             if moved and identity != offset_identity(base):
                 # the batch that crosses over says so in the checkpoint's offset log
@@ -578,6 +586,53 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
         self._planned = make_offset(position, advanced, identity, failover)
         return self._planned
+
+    def _bounded(
+        self,
+        here: BinlogPosition,
+        end: BinlogPosition,
+        view: ServerView,
+        limit: Any,
+        snapshot: dict[str, Any] | None,
+    ) -> BinlogPosition:
+        """The batch's binlog end: ``end``, or a transaction boundary before it when the
+        range is more than the batch's binlog budget (``scan.binlog.max-bytes-per-batch``,
+        or Spark's read limit). A backlog (a query stopped for a day, a snapshot that ran
+        for hours) is then read in bounded batches, each committed on its own, rather than
+        as one batch whose rows all wait in the executors.
+
+        Where may a batch end? At a transaction boundary, with its GTID set: the one the
+        budget reaches first (``server.transaction_cut``: ``here``'s set grown by the GTIDs
+        read up to it, or asked of MariaDB where ``here`` has none). And, while a snapshot
+        runs, at or past the HWs of the chunks the previous batch read (DESIGN.md §2: every
+        chunk's HW is at or before the binlog end of the batch after its own, which the
+        next filter and the snapshot's end count on); the chunks of this batch have LWs at
+        or past the server's end, so past any end before it.
+        """
+        budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
+        if budget <= 0:
+            return end
+        high = None if snapshot is None else self.coordinator.last_high(snapshot)
+        if high is not None:
+            budget = max(budget, server.binlog_bytes(here, high, view.files))
+        if server.binlog_bytes(here, end, view.files) <= budget:
+            return end
+        cut = server.transaction_cut(self.settings, here, end, budget)
+        if cut is None:
+            return end
+        if cut.gtids is None and view.identity.flavor == "mariadb":
+            file, pos = cut.file, cut.pos
+            cut = cut.with_gtids(
+                self._on_server(lambda conn: server.mariadb_gtid_at(conn, file, pos))
+            )
+        cut = replace(self._stamp(view, cut), seq_file_base=end.seq_file_base)
+        log.info(
+            "mysql-cdc: %s of binlog waits; this batch reads up to %s "
+            "(scan.binlog.max-bytes-per-batch)",
+            distance(here, end),
+            cut,
+        )
+        return cut
 
     def _binlog_range(
         self, start: dict[str, Any], end: dict[str, Any]

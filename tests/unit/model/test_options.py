@@ -79,3 +79,19 @@ def test_durations() -> None:
     assert parse_duration("250ms") == 0.25
     with pytest.raises(ValueError, match=r"duration"):
         parse_duration("soon")
+
+
+def test_the_binlog_bound_takes_sizes_as_spark_does() -> None:
+    def bound(value: str) -> int:
+        return SourceOptions.from_options(
+            {**BASE, "scan.binlog.max-bytes-per-batch": value}
+        ).binlog_max_bytes_per_batch
+
+    assert SourceOptions.from_options(BASE).binlog_max_bytes_per_batch == 256 << 20
+    assert bound("64m") == bound("64MB") == bound("64MiB") == 64 << 20
+    assert bound("1g") == 1 << 30
+    assert bound("4096") == 4096
+    assert bound("0") == 0  # no bound
+    for wrong in ("-1", "12 parsecs", "1.5g"):
+        with pytest.raises(ConfigError, match=r"scan.binlog.max-bytes-per-batch"):
+            bound(wrong)
