@@ -760,3 +760,44 @@ def test_a_transaction_cut_is_the_first_transaction_start_past_the_budget(
         assert server.transaction_cut(settings, start, end, total) is None
         last = server.binlog_bytes(start, opening[-1], files) + 1
         assert server.transaction_cut(settings, start, end, last) is None
+
+
+def test_a_transaction_cut_whose_dump_is_killed_reads_on(
+    settings: ConnectionSettings,
+    dev_server: DevServer,
+    sql: pymysql.cursors.Cursor,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The driver's walk to a batch's end is a binlog read like any other: killed in the
+    middle, it reads on from where it was cut and finds the same place."""
+    start = _position(settings)
+    _write_30_mb(sql)
+    sql.execute("INSERT INTO t VALUES (-1, 'last')")
+    end = _position(settings)
+    with sql_connection(settings) as conn:
+        budget = server.binlog_bytes(start, end, server.binlog_files(conn)) - 2_000
+    whole = server.transaction_cut(settings, start, end, budget)
+    assert whole is not None
+
+    killed: list[int] = []
+    walking = threading.Event()
+
+    def kill_the_walk() -> None:
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            walking.wait(20)
+            deadline = time.monotonic() + 20
+            while not killed and time.monotonic() < deadline:
+                for thread in _binlog_dumps(cur):
+                    cur.execute(f"KILL {thread}")
+                    killed.append(thread)
+                time.sleep(0.01)
+
+    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.replication")
+    killer = threading.Thread(target=kill_the_walk, daemon=True)
+    killer.start()
+    walking.set()
+    cut = server.transaction_cut(settings, start, end, budget)
+    killer.join()
+    assert killed, "no Binlog Dump thread was running to kill"
+    assert any("connecting again in 1s to read on from" in r.message for r in caplog.records)
+    assert cut == whole and cut.gtids == whole.gtids

@@ -358,12 +358,13 @@ def _events_from(
     settings: ConnectionSettings, start: BinlogPosition, server_id: int
 ) -> Iterator[tuple[BinlogPosition, int, int, bytes]]:
     """(start position, type, timestamp, event) of the real events from ``start`` on: those
-    in the files, a file's closing ROTATE included."""
-    from sparkcdc.mysql.replication import BinlogClient, parse_rotate
+    in the files, a file's closing ROTATE included. A lost connection reads on from where
+    it was cut (``resumed_events``, up to ``connect.max-retries`` attempts)."""
+    from sparkcdc.mysql.replication import BinlogClient, parse_rotate, resumed_events
 
     file = start.file
     with BinlogClient(settings, server_id) as client:
-        for event in client.events(start):
+        for event in resumed_events(client, start, settings.connect_max_retries):
             timestamp, type_code, _, size, log_pos, _ = EVENT_HEADER.unpack_from(event)
             real = log_pos != 0 and type_code not in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2)
             if real:
