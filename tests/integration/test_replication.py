@@ -801,3 +801,39 @@ def test_a_transaction_cut_whose_dump_is_killed_reads_on(
     assert killed, "no Binlog Dump thread was running to kill"
     assert any("connecting again in 1s to read on from" in r.message for r in caplog.records)
     assert cut == whole and cut.gtids == whole.gtids
+
+
+def test_a_kept_connection_dropped_while_idle_is_opened_again_even_without_retries(
+    settings: ConnectionSettings, admin: pymysql.cursors.Cursor
+) -> None:
+    """connect.max-retries=0 (fail at the first loss) still outlives an idle drop, as Flink
+    CDC's and Debezium's clients reconnect a dropped connection: found dead before its next
+    work, the kept connection is opened again at once, without a pause; a loss during the
+    work is still the error."""
+    pauses: list[float] = []
+    kept = KeptConnection(lambda: sql_connection(settings), retries=0, sleep=pauses.append)
+
+    def connection_id(conn: Any) -> int:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            return int(cur.fetchone()[0])
+
+    first = kept.run(connection_id)
+    admin.execute(f"KILL CONNECTION {first}")
+    second = kept.run(connection_id)
+    assert second != first and pauses == []
+    runs: list[int] = []
+
+    def slow(conn: Any) -> int:
+        with conn.cursor() as cur:
+            runs.append(conn.thread_id())
+            cur.execute("SELECT SLEEP(20)")
+            return int(cur.fetchone()[0])
+
+    killer = threading.Thread(target=_kill_when_sleeping, args=(admin, runs), daemon=True)
+    killer.start()
+    with pytest.raises(SourceConnectionError, match=r"connect.max-retries \(0\)"):
+        kept.run(slow)
+    killer.join(5)
+    assert runs == [second] and pauses == []
+    kept.close()

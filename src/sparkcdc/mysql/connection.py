@@ -167,7 +167,11 @@ class KeptConnection:
     Up to ``retries`` attempts (``connect.max-retries``) follow one another, after pauses of
     1, 2, 4 ... up to 10 s, while connections are lost or cannot be opened (refused, timed
     out: :class:`SourceConnectionError`); then the loss is the error, naming the option.
-    Any other error (a refused statement, a refused login) is the caller's at once.
+    Any other error (a refused statement, a refused login) is the caller's at once. A kept
+    connection found dropped before its next work (a ping: ``wait_timeout``, a proxy's idle
+    timeout, a restart between two uses) is opened again at once, as Flink CDC's and
+    Debezium's clients reconnect a dropped one: that is no retry, so ``retries=0`` still
+    outlives an idle drop.
 
     ``session`` statements (a time zone) run on every connection it opens."""
 
@@ -209,6 +213,11 @@ class KeptConnection:
         """``work(connection)``, done again on a new connection while the one it ran on is
         lost, up to ``retries`` attempts in a row."""
         failures = 0
+        if self._conn is not None and self._reopens and not _alive(self._conn):
+            log.info(
+                "the kept connection to %s was dropped while idle; connecting again", self._where
+            )
+            self.close()
         while True:
             try:
                 if self._conn is None:
@@ -266,6 +275,19 @@ class KeptConnection:
         if conn is not None and self._reopens:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+def _alive(conn: Any) -> bool:
+    """Whether ``conn`` still answers (one round trip); False when it is lost."""
+    if not getattr(conn, "open", True):  # pymysql closed it at an earlier failure
+        return False
+    try:
+        conn.ping(reconnect=False)
+    except Exception as exc:
+        if connection_lost(exc):
+            return False
+        raise
+    return True
 
 
 def _execute(conn: Any, sql: str) -> None:
