@@ -610,12 +610,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         or past the server's end, so past any end before it.
         """
         budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
-        if budget <= 0:
+        waiting = server.binlog_bytes(here, end, view.files)
+        if budget <= 0 or waiting <= budget:
             return end
+        # the HWs are staged metadata (a read each, a GET on an object store): only now
         high = None if snapshot is None else self.coordinator.last_high(snapshot)
         if high is not None:
             budget = max(budget, server.binlog_bytes(here, high, view.files))
-        if server.binlog_bytes(here, end, view.files) <= budget:
+        if waiting <= budget:
             return end
         cut = server.transaction_cut(self.settings, here, end, budget)
         if cut is None:
