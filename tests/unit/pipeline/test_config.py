@@ -337,10 +337,12 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         **source,
         "scan.incremental.snapshot.chunks-per-batch": 3,
         "scan.binlog.partitions": 1,
+        "scan.binlog.max-bytes-per-batch": "64m",
     }
     options = parse(pipeline(told, pipeline={"name": "p"})).source_options()
     assert options["scan.incremental.snapshot.chunks-per-batch"] == "3"
     assert options["scan.binlog.partitions"] == "1"
+    assert options["scan.binlog.max-bytes-per-batch"] == str(64 << 20)
 
 
 def test_source_options_leave_out_unset_options() -> None:
