@@ -247,3 +247,45 @@ def test_console_sink_warns_that_written_messages_keep_null(
         run_steps(spark, config, source, [["ALTER TABLE ev ADD COLUMN n INT DEFAULT 7"]])
     warned = [r.getMessage() for r in caplog.records if "materialize" in r.getMessage()]
     assert len(warned) == 1 and "column n (DEFAULT 7)" in warned[0]
+
+
+def _idle_ids(dev_server: DevServer) -> set[int]:
+    with dev_server.root_connection() as root, root.cursor() as cur:
+        cur.execute(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND COMMAND = 'Sleep'",
+            (dev_server.settings.user,),
+        )
+        return {int(thread) for (thread,) in cur.fetchall()}
+
+
+def test_a_read_back_whose_connection_dropped_between_pages_reads_on(
+    dev_server: DevServer, database: str, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The added column's read-back pages the source by key on a kept connection while the
+    sink writes each page; dropped while it idles between two pages (a proxy's idle timeout,
+    ``wait_timeout``, a KILL), it reads on from the next page on a new connection: every
+    row once, in key order, with its value."""
+    from sparkcdc.mysql import catalog
+    from sparkcdc.mysql.connection import ConnectionSettings
+    from sparkcdc.pipeline import composer
+
+    sql.execute("CREATE TABLE rb (id INT PRIMARY KEY, pad VARCHAR(100), n INT)")
+    sql.executemany(
+        "INSERT INTO rb VALUES (%s, %s, %s)", [(k, "p" * 100, k * 3) for k in range(1, 3_001)]
+    )
+    monkeypatch.setattr(composer, "READ_BACK_ROWS", 500)
+    with dev_server.connection(database) as conn:
+        schema = catalog.load_schema(conn, database, "rb")
+    columns = {c.name: c for c in schema.columns}
+    s = dev_server.settings
+    settings = ConnectionSettings(s.host, s.port, s.user, s.password, connect_max_retries=0)
+    before = _idle_ids(dev_server)
+    pages = composer._read_column(settings, schema, [columns["id"]], columns["n"])
+    rows = list(next(pages))
+    (reader,) = _idle_ids(dev_server) - before
+    with dev_server.root_connection() as root, root.cursor() as cur:
+        cur.execute(f"KILL CONNECTION {reader}")
+    for page in pages:
+        rows.extend(page)
+    assert rows == [(k, k * 3) for k in range(1, 3_001)]
+    assert reader not in _idle_ids(dev_server)
