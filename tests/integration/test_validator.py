@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -93,3 +95,103 @@ def test_unreachable_server_raises(settings: ConnectionSettings) -> None:
         port = s.getsockname()[1]
     with pytest.raises(SourceError, match="connection refused"):
         validate_source(ConnectionSettings("127.0.0.1", port, "cdc", "pw"))
+
+
+FILTERED_PORT = 23078  # the replica below: no log_slave_updates, a binlog filter
+
+
+@pytest.fixture(scope="module")
+def filtered_replica(dev_server: DevServer) -> Iterator[DevServer]:
+    """A replica of the private MariaDB that logs nothing it applies and whose binlog leaves
+    database ``skipped`` out: two ways a server silently keeps changes from its binlog."""
+    replica = DevServer(
+        Path("/tmp/sparkcdc-dev-filtered"),
+        FILTERED_PORT,
+        server_id=4,
+        extra_args=("--log-slave-updates=OFF", "--binlog-ignore-db=skipped"),
+    )
+    replica.stop()
+    shutil.rmtree(replica.base_dir, ignore_errors=True)
+    replica.start()
+    yield replica
+    replica.stop()
+
+
+def _settings_of(dev: DevServer) -> ConnectionSettings:
+    s = dev.settings
+    return ConnectionSettings(s.host, s.port, s.user, s.password)
+
+
+def _binlog_end(dev: DevServer) -> tuple[str, int]:
+    with dev.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        file, pos, *_ = cur.fetchone()
+    return str(file), int(pos)
+
+
+def test_a_replica_that_does_not_log_what_it_applies_is_refused(
+    dev_server: DevServer, filtered_replica: DevServer
+) -> None:
+    settings = _settings_of(filtered_replica)
+    assert validate_source(settings) == []  # not replicating yet: its own writes are logged
+    filtered_replica.replicate(dev_server)
+    try:
+        before = _binlog_end(filtered_replica)
+        database = f"repl_{uuid.uuid4().hex[:6]}"
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {database}")
+            cur.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY)")
+            cur.execute(f"INSERT INTO {database}.t VALUES (1), (2)")
+        filtered_replica.wait_replicated(dev_server)
+        with filtered_replica.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {database}.t")
+            assert cur.fetchone()[0] == 2  # applied here ...
+        assert _binlog_end(filtered_replica) == before  # ... and not in its binlog
+        (issue,) = validate_source(settings)
+        assert issue.setting == "log_slave_updates" and issue.severity == "error"
+        with pytest.raises(SourceError, match=r"log_slave_updates: found OFF on a replica"):
+            check_source(settings)
+    finally:
+        with filtered_replica.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("STOP SLAVE")
+            cur.execute("RESET SLAVE ALL")
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {database}")
+    assert validate_source(settings) == []
+
+
+def test_a_captured_database_the_binlog_filters_leave_out_is_refused(
+    filtered_replica: DevServer,
+) -> None:
+    from sparkcdc.model.options import SourceOptions
+    from sparkcdc.spark.capture import plan_capture
+
+    with filtered_replica.connection() as conn, conn.cursor() as cur:
+        for database in ("skipped", "kept"):
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {database}")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {database}.t (id INT PRIMARY KEY)")
+        before = _binlog_end(filtered_replica)
+        cur.execute("INSERT INTO skipped.t VALUES (1)")
+        assert _binlog_end(filtered_replica) == before  # the premise: not in the binlog
+        cur.execute("INSERT INTO kept.t VALUES (1)")
+        assert _binlog_end(filtered_replica) > before
+    settings = _settings_of(filtered_replica)
+    s = filtered_replica.settings
+
+    def options(databases: str) -> SourceOptions:
+        return SourceOptions.from_options(
+            {
+                "hostname": s.host,
+                "port": str(s.port),
+                "username": s.user,
+                "password": s.password,
+                "database-name": databases,
+                "table-name": "t",
+                "scan.startup.mode": "latest-offset",
+            }
+        )
+
+    assert [t.qualified_name for t in plan_capture(options("kept"), settings).tables] == ["kept.t"]
+    with pytest.raises(SourceError, match=r"skipped.*binlog-ignore-db=skipped") as refused:
+        plan_capture(options("kept|skipped"), settings)
+    assert "kept" not in str(refused.value).replace("skipped", "")

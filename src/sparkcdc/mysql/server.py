@@ -218,7 +218,7 @@ def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
     """
     for _ in range(_GTID_PAIR_TRIES):
         before = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
-        file, pos, _ = _master_status(conn, info)
+        file, pos, _ = master_status(conn, info)
         after = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
         if before == after:
             return BinlogPosition(file, pos, MariaDbGtidSet.parse(after))
@@ -231,7 +231,7 @@ def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
     return BinlogPosition(file, pos)
 
 
-def _master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]]:
+def master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(_status_sql(info))
         row = cur.fetchone()
@@ -254,7 +254,7 @@ def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) ->
     """
     if with_gtids and info.flavor == "mariadb":
         return _mariadb_position_with_gtids(conn, info)
-    file, pos, record = _master_status(conn, info)
+    file, pos, record = master_status(conn, info)
     gtids: GtidSet | None = None
     if with_gtids and info.gtid_mode:
         gtids = MySqlGtidSet.parse(_text(record.get("executed_gtid_set")))

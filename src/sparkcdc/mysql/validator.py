@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.server import ServerInfo, server_info, variables
+from sparkcdc.mysql.server import ServerInfo, master_status, server_info, variables
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ MIN_MARIADB = (10, 4, 0)
 MARIADB_BINLOG_MONITOR = (10, 5, 2)
 
 BINLOG_VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+# whether a replica writes what it applies to its own binlog (MySQL 8.0.26 renamed it)
+REPLICA_LOGGING_VARIABLES = ("log_slave_updates", "log_replica_updates")
 
 Severity = Literal["error", "warning"]
 
@@ -58,6 +61,8 @@ class SourceFacts:
     variables: dict[str, str]
     grants: tuple[str, ...]
     current_user: str  # user@host as CURRENT_USER() reports it
+    # replication threads applying a primary's changes here (None: the server would not say)
+    replicating: int | None = None
 
 
 # -------------------------------------------------------------------- pure judgments
@@ -260,11 +265,80 @@ def check_privileges(
     return issues
 
 
+def check_replica_logging(values: dict[str, str], replicating: int | None) -> list[ValidationIssue]:
+    """A replica that applies a primary's changes must write them to its own binlog
+    (``log_slave_updates``): without it, every change that reaches it by replication is
+    missing from the binlog sparkcdc reads, and nothing else would ever say so.
+
+    >>> check_replica_logging({"log_slave_updates": "OFF"}, 1)[0].setting
+    'log_slave_updates'
+    >>> check_replica_logging({"log_slave_updates": "OFF"}, 0)
+    []
+    """
+    if not replicating:
+        return []
+    found = {k: v for k, v in values.items() if k in REPLICA_LOGGING_VARIABLES}
+    if not found or any(v.upper() in ("ON", "1") for v in found.values()):
+        return []
+    name = "log_replica_updates" if "log_replica_updates" in found else "log_slave_updates"
+    return [
+        ValidationIssue(
+            name,
+            f"{found[name]} on a replica ({replicating} replication thread(s) applying a "
+            "primary's changes)",
+            "ON",
+            f"{name} = ON under [mysqld] in my.cnf, then restart the server ({name} cannot "
+            "be changed at runtime), or capture from the primary: the changes this server "
+            "replicates are not written to its binlog, so they would never reach the stream",
+            "error",
+        )
+    ]
+
+
+def check_binlog_filters(
+    do_db: tuple[str, ...], ignore_db: tuple[str, ...], databases: Iterable[str]
+) -> list[ValidationIssue]:
+    """The captured ``databases`` the server's binlog filters leave out (``binlog-do-db``,
+    ``binlog-ignore-db``): their row changes are never written to the binlog. In row format
+    the filters judge the database of the changed table (a statement's, such as a DDL,
+    the session's default database).
+
+    >>> [i.found for i in check_binlog_filters((), ("audit",), ["app", "audit"])]
+    ['binlog-ignore-db=audit']
+    >>> check_binlog_filters(("app",), (), ["app"])
+    []
+    """
+    issues: list[ValidationIssue] = []
+    for database in sorted(set(databases)):
+        if do_db:  # where there are do-db rules, the server consults no ignore-db rule
+            if database in do_db:
+                continue
+            found = f"binlog-do-db={','.join(do_db)}"
+        elif database in ignore_db:
+            found = f"binlog-ignore-db={','.join(ignore_db)}"
+        else:
+            continue
+        issues.append(
+            ValidationIssue(
+                f"binlog filter of database {database}",
+                found,
+                f"{database} written to the binlog",
+                f"remove the filter that leaves {database} out from [mysqld] in my.cnf "
+                "(binlog-do-db / binlog-ignore-db) and restart the server, or stop capturing "
+                f"{database}: its changes are not written to the binlog, so after the "
+                "snapshot none would reach the stream",
+                "error",
+            )
+        )
+    return issues
+
+
 def judge(facts: SourceFacts) -> list[ValidationIssue]:
     """All issues of a source (pure)."""
     return [
         *check_version(facts.info),
         *check_binlog_settings(facts.variables, facts.info.flavor),
+        *check_replica_logging(facts.variables, facts.replicating),
         *check_privileges(facts.grants, facts.info, facts.current_user),
     ]
 
@@ -275,14 +349,56 @@ def judge(facts: SourceFacts) -> list[ValidationIssue]:
 def read_source_facts(conn: Any) -> SourceFacts:
     """Everything the checks need, from one SQL connection."""
     info = server_info(conn)
-    values = variables(conn, *BINLOG_VARIABLES)
+    values = variables(conn, *BINLOG_VARIABLES, *REPLICA_LOGGING_VARIABLES)
     with conn.cursor() as cur:
         cur.execute("SELECT CURRENT_USER()")
         row = cur.fetchone()
         current_user = str(row[0]) if row else ""
         cur.execute("SHOW GRANTS FOR CURRENT_USER()")
         grants = tuple(str(r[0]) for r in cur.fetchall())
-    return SourceFacts(info, values, grants, current_user)
+    return SourceFacts(info, values, grants, current_user, replication_threads(conn, info))
+
+
+def replication_threads(conn: Any, info: ServerInfo) -> int | None:
+    """How many replication threads apply a primary's changes on this server: MariaDB's
+    ``Slaves_running`` status (any user may read it); on MySQL the configured channels of
+    ``SHOW REPLICA STATUS`` (REPLICATION CLIENT, which CDC needs anyway). None when the
+    server does not say."""
+    import pymysql
+
+    try:
+        with conn.cursor() as cur:
+            if info.is_mariadb:
+                cur.execute("SHOW GLOBAL STATUS LIKE 'Slaves_running'")
+                row = cur.fetchone()
+                return int(row[1]) if row else None
+            cur.execute(
+                "SHOW REPLICA STATUS" if info.version >= (8, 0, 22) else "SHOW SLAVE STATUS"
+            )
+            return len(cur.fetchall())
+    except pymysql.MySQLError as exc:
+        log.debug("the source does not say whether it replicates: %s", exc)
+        return None
+
+
+def binlog_filters(conn: Any, info: ServerInfo) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The server's ``binlog-do-db`` and ``binlog-ignore-db`` lists, from its binlog status."""
+    _, _, record = master_status(conn, info)
+
+    def names(key: str) -> tuple[str, ...]:
+        text = record.get(key)
+        text = text.decode() if isinstance(text, bytes) else str(text or "")
+        return tuple(n.strip() for n in text.split(",") if n.strip())
+
+    return names("binlog_do_db"), names("binlog_ignore_db")
+
+
+def check_captured_databases(conn: Any, info: ServerInfo, databases: Iterable[str]) -> None:
+    """Raise ``SourceError`` when the binlog filters leave out a captured database."""
+    issues = check_binlog_filters(*binlog_filters(conn, info), databases)
+    if issues:
+        listing = "\n".join(f"  - {issue}" for issue in issues)
+        raise SourceError(f"captured tables' changes are not in the binlog:\n{listing}")
 
 
 def session_tls(conn: Any) -> str:

@@ -14,6 +14,7 @@ from sparkcdc.model.schema import TableSchema, with_tinyint1
 from sparkcdc.mysql import catalog, server
 from sparkcdc.mysql.binlog_range import read_range
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.validator import check_captured_databases
 from sparkcdc.snapshot.splitter import chunk_key_column
 from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
@@ -101,6 +102,7 @@ def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> Captur
     with sql_connection(settings) as conn:
         info = server.server_info(conn)
         names = catalog.match_tables(conn, options.table_filter())
+        check_captured_databases(conn, info, (db for db, _ in names))
         captured = frozenset(names)
         for _attempt in range(SCHEMA_READ_ATTEMPTS):
             before = server.current_position(conn, info, with_gtids=False)

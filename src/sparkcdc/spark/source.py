@@ -39,6 +39,7 @@ from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
 from sparkcdc.mysql.ddl_names import with_shadows
 from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.validator import check_captured_databases
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -421,10 +422,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         known = {(t.database, t.table) for t in self.plan.tables}
 
         def new_tables(conn: Any) -> tuple[TableSchema, ...]:
-            names = catalog.match_tables(conn, self.options.table_filter())
-            return tuple(
-                load_schema(conn, db, t, self.options) for db, t in names if (db, t) not in known
-            )
+            names = [
+                (db, t)
+                for db, t in catalog.match_tables(conn, self.options.table_filter())
+                if (db, t) not in known
+            ]
+            if names:  # a new database may be one the binlog filters leave out
+                check_captured_databases(conn, server.server_info(conn), (db for db, _ in names))
+            return tuple(load_schema(conn, db, t, self.options) for db, t in names)
 
         added = self._on_server(new_tables)
         for schema in added:

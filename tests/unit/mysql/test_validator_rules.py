@@ -7,8 +7,10 @@ import pytest
 from sparkcdc.mysql.server import ServerInfo, parse_version
 from sparkcdc.mysql.validator import (
     SourceFacts,
+    check_binlog_filters,
     check_binlog_settings,
     check_privileges,
+    check_replica_logging,
     check_version,
     judge,
     parse_grants,
@@ -173,3 +175,55 @@ def test_password_hash_never_reaches_an_issue() -> None:
     issues = judge(facts)
     assert [i.setting for i in issues] == ["binlog_format", "privileges"]
     assert all("SECRETHASH" not in str(i) for i in issues)
+
+
+@pytest.mark.parametrize(
+    ("values", "replicating", "flagged"),
+    [
+        ({"log_slave_updates": "OFF"}, 1, "log_slave_updates"),
+        ({"log_slave_updates": "OFF", "log_replica_updates": "OFF"}, 2, "log_replica_updates"),
+        ({"log_slave_updates": "ON"}, 1, None),
+        ({"log_replica_updates": "ON", "log_slave_updates": "ON"}, 1, None),
+        ({"log_slave_updates": "OFF"}, 0, None),  # not a replica: its own writes are logged
+        ({"log_slave_updates": "OFF"}, None, None),  # the server would not say
+        ({}, 1, None),  # a server without the setting
+    ],
+)
+def test_a_replica_must_log_what_it_applies(
+    values: dict[str, str], replicating: int | None, flagged: str | None
+) -> None:
+    issues = check_replica_logging(values, replicating)
+    assert [i.setting for i in issues] == ([flagged] if flagged else [])
+    for issue in issues:
+        assert issue.severity == "error" and "restart" in issue.fix
+
+
+def test_a_replica_without_logging_fails_the_judgment() -> None:
+    facts = SourceFacts(
+        MARIADB_1011,
+        {**GOOD, "log_slave_updates": "OFF"},
+        ("GRANT ALL PRIVILEGES ON *.* TO `u`@`%`",),
+        "u@%",
+        1,
+    )
+    assert [i.setting for i in judge(facts)] == ["log_slave_updates"]
+
+
+@pytest.mark.parametrize(
+    ("do_db", "ignore_db", "left_out"),
+    [
+        ((), (), []),
+        (("app",), (), ["shop"]),
+        (("app", "shop"), (), []),
+        ((), ("shop",), ["shop"]),
+        ((), ("audit",), []),
+        (("app",), ("app",), ["shop"]),  # do-db rules decide alone, as the server does
+    ],
+)
+def test_binlog_filters_that_leave_a_captured_database_out(
+    do_db: tuple[str, ...], ignore_db: tuple[str, ...], left_out: list[str]
+) -> None:
+    issues = check_binlog_filters(do_db, ignore_db, ["shop", "app", "app"])
+    assert [i.setting.rsplit(" ", 1)[-1] for i in issues] == left_out
+    for issue in issues:
+        assert issue.severity == "error" and "binlog" in issue.found
