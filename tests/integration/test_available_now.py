@@ -119,9 +119,18 @@ def run_available_now(spark: Any, opts: dict[str, str], checkpoint: Path, on_bat
 
 
 @AVAILABLE_NOW
+@pytest.mark.parametrize("binlog_bound", ["256m", "64k"])
 def test_one_available_now_run_copies_the_whole_snapshot_under_writes(
-    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+    spark: Any,
+    dev_server: DevServer,
+    database: str,
+    sql: Any,
+    tmp_path: Path,
+    binlog_bound: str,
 ) -> None:
+    """Three tables (integer, string and composite keys) under writes; with a small binlog
+    bound (``64k``) the batches end short of the server's end too, never before the HWs of
+    the chunks the batch before read, whichever table they were of."""
     load(sql, ROWS_PER_TABLE, seed=61)
     stop = threading.Event()
     workload = MultiWorkload(dev_server.connection(database), seed=62, key_space=ROWS_PER_TABLE)
@@ -157,6 +166,7 @@ def test_one_available_now_run_copies_the_whole_snapshot_under_writes(
             "scan.startup.mode": "initial",
             "state.location": str(tmp_path / "state"),
             "scan.incremental.snapshot.chunk.size": str(CHUNK_SIZE),
+            "scan.binlog.max-bytes-per-batch": binlog_bound,
         },
     )
     writer.start()  # writes run before and while the run starts and reads its first batches
