@@ -218,7 +218,7 @@ def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
     """
     for _ in range(_GTID_PAIR_TRIES):
         before = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
-        file, pos, _ = master_status(conn, info)
+        file, pos, _ = _master_status(conn, info)
         after = _text(_rows(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
         if before == after:
             return BinlogPosition(file, pos, MariaDbGtidSet.parse(after))
@@ -231,7 +231,7 @@ def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
     return BinlogPosition(file, pos)
 
 
-def master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]]:
+def _master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(_status_sql(info))
         row = cur.fetchone()
@@ -245,6 +245,16 @@ def master_status(conn: Any, info: ServerInfo) -> tuple[str, int, dict[str, Any]
     return _text(record["file"]), int(record["position"]), record
 
 
+def binlog_filters(conn: Any, info: ServerInfo) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The server's ``binlog-do-db`` and ``binlog-ignore-db`` lists, from its binlog status."""
+    _, _, record = _master_status(conn, info)
+
+    def names(key: str) -> tuple[str, ...]:
+        return tuple(n.strip() for n in _text(record.get(key)).split(",") if n.strip())
+
+    return names("binlog_do_db"), names("binlog_ignore_db")
+
+
 def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) -> BinlogPosition:
     """The end of the binlog now, a transaction boundary, with its GTID set.
 
@@ -254,7 +264,7 @@ def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) ->
     """
     if with_gtids and info.flavor == "mariadb":
         return _mariadb_position_with_gtids(conn, info)
-    file, pos, record = master_status(conn, info)
+    file, pos, record = _master_status(conn, info)
     gtids: GtidSet | None = None
     if with_gtids and info.gtid_mode:
         gtids = MySqlGtidSet.parse(_text(record.get("executed_gtid_set")))
@@ -596,7 +606,7 @@ def binlog_bytes(
 
     >>> a, b = BinlogPosition("b.000001", 400), BinlogPosition("b.000002", 300)
     >>> binlog_bytes(a, b, [("b.000001", 1000), ("b.000002", 300)])
-    900
+    896
     """
     if end <= start:
         return 0

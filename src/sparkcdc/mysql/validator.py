@@ -20,9 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pymysql
+
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.server import ServerInfo, master_status, server_info, variables
+from sparkcdc.mysql.server import ServerInfo, binlog_filters, server_info, variables
 
 log = logging.getLogger(__name__)
 
@@ -364,8 +366,6 @@ def replication_threads(conn: Any, info: ServerInfo) -> int | None:
     ``Slaves_running`` status (any user may read it); on MySQL the configured channels of
     ``SHOW REPLICA STATUS`` (REPLICATION CLIENT, which CDC needs anyway). None when the
     server does not say."""
-    import pymysql
-
     try:
         with conn.cursor() as cur:
             if info.is_mariadb:
@@ -381,24 +381,15 @@ def replication_threads(conn: Any, info: ServerInfo) -> int | None:
         return None
 
 
-def binlog_filters(conn: Any, info: ServerInfo) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The server's ``binlog-do-db`` and ``binlog-ignore-db`` lists, from its binlog status."""
-    _, _, record = master_status(conn, info)
-
-    def names(key: str) -> tuple[str, ...]:
-        text = record.get(key)
-        text = text.decode() if isinstance(text, bytes) else str(text or "")
-        return tuple(n.strip() for n in text.split(",") if n.strip())
-
-    return names("binlog_do_db"), names("binlog_ignore_db")
+def _listed(issues: list[ValidationIssue]) -> str:
+    return "\n".join(f"  - {issue}" for issue in issues)
 
 
 def check_captured_databases(conn: Any, info: ServerInfo, databases: Iterable[str]) -> None:
     """Raise ``SourceError`` when the binlog filters leave out a captured database."""
     issues = check_binlog_filters(*binlog_filters(conn, info), databases)
     if issues:
-        listing = "\n".join(f"  - {issue}" for issue in issues)
-        raise SourceError(f"captured tables' changes are not in the binlog:\n{listing}")
+        raise SourceError(f"captured tables' changes are not in the binlog:\n{_listed(issues)}")
 
 
 def session_tls(conn: Any) -> str:
@@ -468,8 +459,7 @@ def check_source(settings: ConnectionSettings) -> None:
             log.warning("source %s: %s", settings.endpoint, issue)
     errors = [i for i in issues if i.severity == "error"]
     if errors:
-        listing = "\n".join(f"  - {issue}" for issue in errors)
         raise SourceError(
             f"the source {settings.endpoint} is not ready for CDC ({len(errors)} problem"
-            f"{'s' if len(errors) > 1 else ''}):\n{listing}"
+            f"{'s' if len(errors) > 1 else ''}):\n{_listed(errors)}"
         )

@@ -166,17 +166,15 @@ class SnapshotCoordinator:
         it read none, or none is staged yet). The next batch's binlog must end at or past it
         (DESIGN.md §2: every chunk's HW is at or before the binlog end of the batch after
         its own, which ``filter_state`` and ``pure_binlog`` count on)."""
-        highs = [
-            meta.high
-            for table in self.schemas
-            if table in snapshot
-            for chunk in self.chunks_between(
-                table,
-                SnapshotProgress.from_offset(snapshot[table]).prev,
-                SnapshotProgress.from_offset(snapshot[table]).next,
-            )
-            if (meta := self.staging.metadata(chunk)) is not None
-        ]
+        highs = []
+        for table in self.schemas:
+            if table not in snapshot:
+                continue
+            progress = SnapshotProgress.from_offset(snapshot[table])
+            for chunk in self.chunks_between(table, progress.prev, progress.next):
+                meta = self.staging.metadata(chunk)
+                if meta is not None:
+                    highs.append(meta.high)
         return max(highs, default=None)
 
     def read_as_of(
