@@ -52,7 +52,7 @@ from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import RotateEvent, RowsEvent
 from sparkcdc.mysql.replication import BinlogClient
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 DATABASE = "bench_decode"
 DDL = """

@@ -40,8 +40,8 @@ from typing import Any
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import PIPELINE_DEFAULTS, run_pipeline
 from sparkcdc.spark.session import spark_session
-from sparkcdc.testing.devkafka import DevKafka
-from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
+from sparkcdc_dev.devkafka import DevKafka
+from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 DATABASE = "bench_latency"
 ROWS_PER_TX = 10

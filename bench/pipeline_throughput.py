@@ -78,8 +78,8 @@ from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.runner import committed_offset
 from sparkcdc.spark.session import has_iceberg_runtime, spark_session
-from sparkcdc.testing.devkafka import DevKafka
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devkafka import DevKafka
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 TABLE = "throughput"
 KEY_BLOCK = 1000  # rows per change statement

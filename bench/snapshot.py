@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.spark.session import connector_jars, spark_session
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE = "bench_snap"
@@ -258,7 +258,7 @@ def cluster_snapshots(
 
     loopback = {}
     if master == "dev":
-        from sparkcdc.testing.devspark import DevSpark
+        from sparkcdc_dev.devspark import DevSpark
 
         master = DevSpark.from_env().start()
         loopback = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}

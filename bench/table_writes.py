@@ -31,7 +31,7 @@ from typing import Any
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import PIPELINE_DEFAULTS, run_pipeline
 from sparkcdc.spark.session import spark_session
-from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 DATABASE = "bench_table_writes"
 ROWS = 20_000

@@ -31,7 +31,7 @@ from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
 from sparkcdc.spark.session import spark_session
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 PIPELINE = """
 source:

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 bash scripts/setup.sh
-exec "$PYTHON" -m sparkcdc.cli.main demo "$@"
+exec "$PYTHON" -m sparkcdc_dev.demo "$@"

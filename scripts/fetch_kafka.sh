@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches the Kafka broker pinned in jars/kafka-broker/pom.xml (and its runtime dependencies) into
-# jars/kafka-broker/lib/ (Maven Central), for `python -m sparkcdc.testing.devkafka start`. Safe to run twice.
+# jars/kafka-broker/lib/ (Maven Central), for `python -m sparkcdc_dev.devkafka start`. Safe to run twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v mvn >/dev/null 2>&1; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned MinIO, the tests' private S3-compatible store for s3a:// paths
-# (src/sparkcdc/testing/devminio.py), from the Go module proxy into
+# (dev/sparkcdc_dev/devminio.py), from the Go module proxy into
 #   ${SPARKCDC_TOOLS_DIR:-<project>/tools}/minio/<version>/minio
 # and prints that path. Safe to run twice: nothing is built when the binary is there.
 #   --path   print the path only, build nothing (devminio asks first, to warn before a build)

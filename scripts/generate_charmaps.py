@@ -4,14 +4,14 @@ single-byte character sets Python has no codec for.
 Each table is the server's own conversion of bytes 0x00..0xFF to utf8mb4 (``CONVERT(... USING
 utf8mb4)``), so that binlog values decode to what a ``SELECT`` returns: bytes the server maps
 to no character come back as ``?``. Run against the private MariaDB
-(``python3 -m sparkcdc.testing.devserver start``):
+(``python3 -m sparkcdc_dev.devserver start``):
 
     python3 scripts/generate_charmaps.py > src/sparkcdc/mysql/charmaps.py
 """
 
 from __future__ import annotations
 
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 CHARSETS = ("dec8", "hp8", "swe7", "keybcs2", "armscii8", "geostd8")
 

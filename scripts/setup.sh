@@ -13,7 +13,7 @@ packages=()
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   packages+=(mariadb-server mariadb-client)
 fi
-# postgresql: the private jdbc-sink target of the tests (src/sparkcdc/testing/devpostgres.py)
+# postgresql: the private jdbc-sink target of the tests (dev/sparkcdc_dev/devpostgres.py)
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   packages+=(postgresql)
 fi
@@ -28,10 +28,10 @@ if [ ${#packages[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
-echo "setup: installing the sparkcdc Python package (pip install -e .[dev])"
+echo "setup: installing the sparkcdc Python package and its dev tools (pip install -e .[dev] -e dev)"
 # pyproject.toml allows both Spark lines; the main environment is on the default, 4.2, even
 # where an older pyspark is installed already (README, "Spark lines")
-"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' \
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' -e dev \
   'pyspark>=4.2,<4.3'
 echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null

@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 bash scripts/setup.sh
-"$PYTHON" -m ruff check src tests bench
-"$PYTHON" -m ruff format --check src tests bench
-"$PYTHON" -m mypy --strict src
-"$PYTHON" -m sparkcdc.testing.devserver start
+"$PYTHON" -m ruff check src tests bench dev
+"$PYTHON" -m ruff format --check src tests bench dev
+"$PYTHON" -m mypy --strict src dev
+"$PYTHON" -m sparkcdc_dev.devserver start
 status=0
 "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@" || status=$?
 echo "test: the Iceberg tests on the Spark 4.1 line"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from sparkcdc.testing.devserver import DevServer, DevSettings
+from sparkcdc_dev.devserver import DevServer, DevSettings
 
 _counter = itertools.count()
 

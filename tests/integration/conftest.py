@@ -25,7 +25,7 @@ def spark() -> Iterator[Any]:
 def spark_cluster() -> Iterator[Any]:
     """The private Spark standalone cluster (a master, two one-core workers), stopped at the
     end of the session with its executors."""
-    from sparkcdc.testing.devspark import DevSpark
+    from sparkcdc_dev.devspark import DevSpark
 
     cluster = DevSpark.from_env()
     cluster.start()
@@ -36,7 +36,7 @@ def spark_cluster() -> Iterator[Any]:
 @pytest.fixture
 def minio() -> Any:
     """The private MinIO (started, or the running one reused)."""
-    from sparkcdc.testing.devminio import DevMinio
+    from sparkcdc_dev.devminio import DevMinio
 
     store = DevMinio.from_env()
     store.start()

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from workload import ITEMS_DDL, LINES_DDL, SKUS_DDL, MultiWorkload
 
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 SHARD_DDL = """
 CREATE TABLE {name} (

@@ -32,8 +32,8 @@ from test_schema_evolution import (
 )
 
 from sparkcdc.pipeline.evolution import Divergences
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.validator import check_source
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

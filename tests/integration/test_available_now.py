@@ -30,8 +30,8 @@ from workload import (
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
 from sparkcdc.spark.compat import ADMISSION_CONTROL
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 

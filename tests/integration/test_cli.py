@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pipelines import fresh_database, write_pipeline
 
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from pipelines import THOROUGH, Writer, fresh_database, write_pipeline
 
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

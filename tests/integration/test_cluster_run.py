@@ -47,10 +47,10 @@ from psycopg import sql
 from sparkcdc.locations import Location, open_location
 from sparkcdc.pipeline.runner import committed_offset
 from sparkcdc.spark.session import connector_jars
-from sparkcdc.testing.devminio import DevMinio
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.devspark import DevSpark
+from sparkcdc_dev.devminio import DevMinio
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.devspark import DevSpark
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import select_pymysql, select_text
 from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
 from sparkcdc.spark.changelog import TablesBuilder, TypedChangelogBuilder
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow.fs import FileSelector
 
-from sparkcdc.testing.devminio import DEV_ACCESS_KEY, DEV_SECRET_KEY, REGION, DevMinio
+from sparkcdc_dev.devminio import DEV_ACCESS_KEY, DEV_SECRET_KEY, REGION, DevMinio
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ import pytest
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import PipelineConfig, load_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -380,7 +380,7 @@ def test_pyiceberg_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
 
 
 def test_jdbc_catalog_on_mariadb(spark: Any, tmp_path: Path) -> None:
-    from sparkcdc.testing.devserver import DevServer
+    from sparkcdc_dev.devserver import DevServer
 
     server = DevServer.from_env()
     settings = server.start()

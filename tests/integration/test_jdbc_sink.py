@@ -21,8 +21,8 @@ import pytest
 from sparkcdc.errors import ConfigError, SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
 from sparkcdc.sinks.jdbc import JdbcOptions, JdbcSink, JdbcUrl, target_type
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

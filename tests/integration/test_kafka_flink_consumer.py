@@ -56,8 +56,8 @@ from pipelines import fresh_database, pipeline_env, source_block
 
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.testing.devkafka import DevKafka
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devkafka import DevKafka
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
 from sparkcdc.sinks.kafka import KafkaOptions, KafkaSink, kafka_messages
-from sparkcdc.testing.devkafka import DevKafka
+from sparkcdc_dev.devkafka import DevKafka
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import pymysql
 import pytest
 from test_stream import AvailableNowRuns, options
 
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 

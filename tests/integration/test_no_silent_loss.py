@@ -23,7 +23,7 @@ from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
 from sparkcdc.mysql.binlog_range import read_range, refuse_row_changing_ddl
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.testing.devserver import DevServer, DevSettings
+from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 
@@ -317,7 +317,7 @@ def test_a_typed_stream_without_column_metadata_follows_a_schema_change_exactly(
     rows after it with the schema the restarted run reads; equal to the source by the oracle."""
     import random
 
-    from sparkcdc.testing.oracle import compare, replay
+    from sparkcdc_dev.oracle import compare, replay
 
     sql.execute(
         "CREATE TABLE t (id INT PRIMARY KEY, n INT UNSIGNED, e ENUM('lo','hi'), "

@@ -23,8 +23,8 @@ from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import STATUS_FILE, run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

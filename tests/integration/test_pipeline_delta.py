@@ -20,7 +20,7 @@ from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc.sinks.delta import DeltaSink
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -29,9 +29,9 @@ from sparkcdc.pipeline.checkpoint import has_planned_batches, run_id
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc.sinks.base import SinkContext
-from sparkcdc.testing.devpostgres import DEFAULT_DIR, DevPostgres
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devpostgres import DEFAULT_DIR, DevPostgres
+from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

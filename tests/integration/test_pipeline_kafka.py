@@ -39,8 +39,8 @@ from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc.sinks.kafka import SEQ_HEADER, cached_producers, discard_unsent
-from sparkcdc.testing.devkafka import DEFAULT_DIR, DevKafka
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devkafka import DEFAULT_DIR, DevKafka
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -448,7 +448,7 @@ def test_a_broker_that_is_down_at_start_fails_before_reading(
     elapsed = time.monotonic() - started
     message = str(failure.value)
     assert message.startswith(f"Kafka at {servers} is not reachable: "), message
-    assert "python -m sparkcdc.testing.devkafka start" in message  # what to do
+    assert "python -m sparkcdc_dev.devkafka start" in message  # what to do
     # a guard against hanging on the dead broker, not a performance figure
     assert elapsed < 60, f"took {elapsed:.0f}s to notice that the broker is down"
     assert not (tmp_path / "checkpoint" / "spark" / "commits" / "0").exists()

@@ -37,9 +37,9 @@ from pipelines import (
 
 from sparkcdc.locations import Location, open_location
 from sparkcdc.pipeline.runner import committed_offset
-from sparkcdc.testing.devminio import DevMinio
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devminio import DevMinio
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

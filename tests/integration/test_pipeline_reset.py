@@ -20,9 +20,9 @@ from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import verify_pipeline
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

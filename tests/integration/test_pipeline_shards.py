@@ -27,7 +27,7 @@ from test_pipeline_delta import delta_rows_rs, delta_rows_spark, source_rows
 from sparkcdc.cli.main import main
 from sparkcdc.pipeline.config import load_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

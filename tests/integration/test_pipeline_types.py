@@ -16,7 +16,7 @@ from test_decoder_types import CASES
 from sparkcdc.mysql import catalog
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.composer import source_changes
-from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
+from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 pytestmark = pytest.mark.integration
 

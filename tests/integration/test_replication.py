@@ -39,7 +39,7 @@ from sparkcdc.mysql.replication import (
     parse_rotate,
     resumed_events,
 )
-from sparkcdc.testing.devserver import DevServer, DevSettings
+from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 

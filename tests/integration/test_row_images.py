@@ -19,7 +19,7 @@ from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.decoder import BinlogDecoder
 from sparkcdc.mysql.events import MISSING, RotateEvent, RowsEvent
 from sparkcdc.mysql.replication import BinlogClient
-from sparkcdc.testing.devserver import DevSettings
+from sparkcdc_dev.devserver import DevSettings
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,9 @@ from psycopg import sql
 from sparkcdc.errors import SinkError, SparkCdcError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import RunSummary, run_pipeline
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -344,7 +344,7 @@ def test_kafka_messages_carry_the_new_shape(
 ) -> None:
     from test_pipeline_kafka import consume
 
-    from sparkcdc.testing.devkafka import DevKafka
+    from sparkcdc_dev.devkafka import DevKafka
 
     servers = DevKafka.from_env().start()
     topic = f"evolve-{behavior}-{uuid.uuid4().hex[:8]}"
@@ -664,7 +664,7 @@ def test_kafka_debezium_json_with_schema_carries_each_change(
 ) -> None:
     from test_pipeline_kafka import consume
 
-    from sparkcdc.testing.devkafka import DevKafka
+    from sparkcdc_dev.devkafka import DevKafka
 
     servers = DevKafka.from_env().start()
     topic = f"evolve-schema-{uuid.uuid4().hex[:8]}"

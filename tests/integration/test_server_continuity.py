@@ -20,8 +20,8 @@ from test_stream import changelog, options, start_collecting
 from workload import ITEMS_DDL, Workload, source_state
 
 from sparkcdc.mysql import server
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 

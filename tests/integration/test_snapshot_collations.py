@@ -25,7 +25,7 @@ from sparkcdc.snapshot.filter import (
 )
 from sparkcdc.snapshot.keys import chunk_membership, key_order
 from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

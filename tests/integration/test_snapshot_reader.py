@@ -27,7 +27,7 @@ from sparkcdc.snapshot.reader import (
     select_pymysql,
 )
 from sparkcdc.snapshot.splitter import ChunkSplitter
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from sparkcdc.snapshot.reader import chunk_where
 from sparkcdc.snapshot.rowvalues import sql_converter
 from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks, column_collation
 from sparkcdc.snapshot.storage import StateStore
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -38,8 +38,8 @@ from workload import (
     json_state,
 )
 
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 # worker processes killed at random points per test (each a JVM start, ~25 s here): two (the

@@ -22,7 +22,7 @@ from sparkcdc.mysql.connection import sql_connection
 from sparkcdc.mysql.server import committed_position, current_position, server_info
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult, read_chunk
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ import pytest
 from workload import ITEMS_DDL, Workload, source_state
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.testing.devserver import DevServer
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 

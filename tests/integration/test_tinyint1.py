@@ -16,9 +16,9 @@ from test_pipeline_kafka import consume
 
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.testing.devkafka import DevKafka
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DevServer
+from sparkcdc_dev.devkafka import DevKafka
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 

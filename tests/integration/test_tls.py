@@ -16,7 +16,7 @@ from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.replication import BinlogClient
-from sparkcdc.testing.devserver import DevServer, TlsFiles
+from sparkcdc_dev.devserver import DevServer, TlsFiles
 
 pytestmark = pytest.mark.integration
 
@@ -177,9 +177,9 @@ def test_pipeline_into_postgresql_over_tls_equals_the_source(
     from sparkcdc.errors import SinkError
     from sparkcdc.pipeline.config import parse_pipeline
     from sparkcdc.pipeline.runner import run_pipeline
-    from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-    from sparkcdc.testing.devpostgres import DevPostgres
-    from sparkcdc.testing.devserver import DEV_PASSWORD
+    from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+    from sparkcdc_dev.devpostgres import DevPostgres
+    from sparkcdc_dev.devserver import DEV_PASSWORD
 
     pg = DevPostgres.from_env()
     pg.start()

@@ -13,7 +13,7 @@ import pytest
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.connection import ConnectionSettings
 from sparkcdc.mysql.validator import check_source, validate_source
-from sparkcdc.testing.devserver import DevServer, DevSettings
+from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
 

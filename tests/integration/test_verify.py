@@ -18,9 +18,9 @@ from test_decoder_types import CASES
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify import VerifyReport, verify_pipeline
-from sparkcdc.testing.devpostgres import DEV_PASSWORD as PG_PASSWORD
-from sparkcdc.testing.devpostgres import DevPostgres
-from sparkcdc.testing.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
+from sparkcdc_dev.devpostgres import DevPostgres
+from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,6 @@
     sparkcdc validate FILE                check the file and the source server
     sparkcdc status FILE                  phase, tables, chunks, positions, lag, last batch
     sparkcdc verify FILE [--json]         compare every sink table with its source tables
-    sparkcdc demo                         local MariaDB with sample data -> local Delta table
     sparkcdc package [--output DIR]       sparkcdc as a zip for a Spark cluster's executors
 
 Exit codes: 0 success (verify: the tables are equal); 1 verify found differences, or
@@ -30,17 +29,6 @@ EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 EXIT_SOURCE = 3
 EXIT_SINK = 4
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from sparkcdc.cli.demo import run_demo
-
-    spark_log = None
-    if not args.verbose:
-        spark_log = os.path.join(tempfile.gettempdir(), "sparkcdc-demo-spark.log")
-        print(f"Spark's own log: {spark_log}")
-    run_demo(seconds=args.seconds, workdir=args.workdir, spark_log=spark_log)
-    return EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -165,15 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo",
-        help="start a private MariaDB with sample data and stream its changes to the console",
-    )
-    demo.add_argument("--seconds", type=float, default=20.0, help="how long to write changes")
-    demo.add_argument(
-        "--workdir", default=None, help="where the demo's Delta table and checkpoint go"
-    )
-    demo.set_defaults(func=_demo)
     run = sub.add_parser("run", help="run a pipeline YAML file")
     run.add_argument("file", help="pipeline YAML (Flink CDC 3.x shape)")
     run.add_argument(

@@ -1138,7 +1138,7 @@ def _host_port(server: str) -> tuple[str, int] | None:
 def _unreachable(servers: str, reason: str) -> str:
     return (
         f"Kafka at {servers} is not reachable: {reason}. Start it (for the private "
-        "development broker: python -m sparkcdc.testing.devkafka start) or fix "
+        "development broker: python -m sparkcdc_dev.devkafka start) or fix "
         "properties.bootstrap.servers"
     )
 

@@ -27,7 +27,7 @@ from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql import wire
 from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.replication import BinlogClient
-from sparkcdc.testing.devserver import TlsFiles
+from sparkcdc_dev.devserver import TlsFiles
 
 PASSWORD = "s3cret-pw"
 NONCE = bytes(range(33, 53))

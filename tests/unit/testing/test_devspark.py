@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkcdc.testing.devspark import DevSpark
+from sparkcdc_dev.devspark import DevSpark
 
 
 def test_tasks_are_counted_per_worker_for_one_application(tmp_path: Path) -> None:

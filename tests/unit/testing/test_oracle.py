@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sparkcdc.testing.oracle import compare, replay
+from sparkcdc_dev.oracle import compare, replay
 
 
 def row(op: str, seq: int, key: int, v: str) -> dict[str, object]:

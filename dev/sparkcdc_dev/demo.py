@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
 import random
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from sparkcdc.testing.devserver import DEV_PASSWORD, DEV_USER, DevServer
+from sparkcdc.errors import SparkCdcError
+from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 SAMPLE_DDL = """
 CREATE TABLE IF NOT EXISTS orders (
@@ -157,3 +162,34 @@ def _check_and_show(server: DevServer, table_path: str) -> None:
     print(frame[["id", "customer", "amount", "status"]].tail(10).to_string(index=False))
     if synced != source:
         raise SystemExit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sparkcdc_dev.demo``: the quickstart (scripts/demo.sh runs it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m sparkcdc_dev.demo",
+        description="start a private MariaDB with sample data and sync it into a local Delta table",
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long to write changes")
+    parser.add_argument("--workdir", default=None, help="where the Delta table and checkpoint go")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Spark's log on the console")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark_log = None
+    if not args.verbose:
+        spark_log = os.path.join(tempfile.gettempdir(), "sparkcdc-demo-spark.log")
+        print(f"Spark's own log: {spark_log}")
+    try:
+        run_demo(seconds=args.seconds, workdir=args.workdir, spark_log=spark_log)
+    except SparkCdcError as exc:
+        print(f"sparkcdc demo: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

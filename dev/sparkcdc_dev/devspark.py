@@ -24,7 +24,7 @@ stays theirs. ``cluster.json`` says whether they do (``private_tmp``).
     >>> cluster.start()                         # doctest: +SKIP
     'spark://127.0.0.1:40123'
 
-``python -m sparkcdc.testing.devspark start|stop|status`` does the same from a shell.
+``python -m sparkcdc_dev.devspark start|stop|status`` does the same from a shell.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkMasterError
-from sparkcdc.testing.processes import alive
+from sparkcdc_dev.processes import alive
 
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 DEFAULT_WORKERS = 2
@@ -280,7 +280,7 @@ class DevSpark:
         except (OSError, urllib.error.URLError, ValueError) as exc:
             raise SparkMasterError(
                 f"the private Spark master's web UI {self.ui_url} does not answer ({exc}); "
-                "run 'python -m sparkcdc.testing.devspark start'"
+                "run 'python -m sparkcdc_dev.devspark start'"
             ) from None
         return status
 
@@ -333,7 +333,7 @@ class DevSpark:
         except (OSError, ValueError):
             raise SparkMasterError(
                 f"the private Spark cluster under {self.base_dir} is not running (no "
-                f"readable {self.state_file}); run 'python -m sparkcdc.testing.devspark start'"
+                f"readable {self.state_file}); run 'python -m sparkcdc_dev.devspark start'"
             ) from None
         return state
 
@@ -406,7 +406,7 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 def main() -> None:
-    """``python -m sparkcdc.testing.devspark [start|stop|status]``."""
+    """``python -m sparkcdc_dev.devspark [start|stop|status]``."""
     import sys
 
     cluster = DevSpark.from_env()
@@ -425,7 +425,7 @@ def main() -> None:
         print(f"its logs and work directories: {cluster.base_dir}")
     else:
         raise SystemExit(
-            f"usage: python -m sparkcdc.testing.devspark [start|stop|status], not {command!r}"
+            f"usage: python -m sparkcdc_dev.devspark [start|stop|status], not {command!r}"
         )
 
 

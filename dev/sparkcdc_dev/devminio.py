@@ -14,7 +14,7 @@ adds); ``bucket()`` makes a bucket.
     >>> minio.bucket("lake")                   # doctest: +SKIP
     's3a://lake'
 
-``python -m sparkcdc.testing.devminio start|stop|status`` does the same from a shell.
+``python -m sparkcdc_dev.devminio start|stop|status`` does the same from a shell.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 from pyarrow.fs import AwsStandardS3RetryStrategy, FileSelector, FileType, S3FileSystem
 
 from sparkcdc.errors import SinkError
-from sparkcdc.testing.processes import recorded_pid, refuse_taken_ports, terminate
+from sparkcdc_dev.processes import recorded_pid, refuse_taken_ports, terminate
 
-DEFAULT_PORT = 29000  # below the ephemeral ports: see sparkcdc.testing.processes
+DEFAULT_PORT = 29000  # below the ephemeral ports: see sparkcdc_dev.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # Credentials of the private, loopback-only development server (not a secret). MinIO wants
 # an access key of at least 3 characters and a secret key of at least 8.
@@ -41,7 +41,7 @@ DEV_SECRET_KEY = "sparkcdc-dev-secret"
 # any region will do for MinIO; S3A and pyarrow must not look one up (that asks AWS)
 REGION = "us-east-1"
 
-_PROJECT = Path(__file__).resolve().parents[3]  # src/sparkcdc/testing/devminio.py
+_PROJECT = Path(__file__).resolve().parents[2]  # dev/sparkcdc_dev/devminio.py
 FETCH_SCRIPT = _PROJECT / "scripts" / "fetch_minio.sh"
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class DevMinio:
             time.sleep(0.2)
         raise SinkError(
             f"the private MinIO on port {self.port} did not answer within {timeout_s:.0f}s; "
-            f"run 'python -m sparkcdc.testing.devminio stop' and start again.{self._log_tail()}"
+            f"run 'python -m sparkcdc_dev.devminio stop' and start again.{self._log_tail()}"
         )
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -154,7 +154,7 @@ class DevMinio:
             raise SinkError(
                 f"creating bucket {name!r} on the private MinIO at {self.endpoint} failed: "
                 f"{exc}; bucket names are 3-63 lowercase letters, digits, '-' and '.', and "
-                "the server must be running ('python -m sparkcdc.testing.devminio start')"
+                "the server must be running ('python -m sparkcdc_dev.devminio start')"
             ) from exc
         return f"s3a://{name}"
 
@@ -274,7 +274,7 @@ class DevMinio:
 
 
 def main() -> None:
-    """``python -m sparkcdc.testing.devminio [start|stop|status]``."""
+    """``python -m sparkcdc_dev.devminio [start|stop|status]``."""
     import sys
 
     minio = DevMinio.from_env()
@@ -291,7 +291,7 @@ def main() -> None:
         print(f"MinIO running on {endpoint} (data and log in {minio.base_dir})")
     else:
         raise SystemExit(
-            f"usage: python -m sparkcdc.testing.devminio [start|stop|status], not {command!r}"
+            f"usage: python -m sparkcdc_dev.devminio [start|stop|status], not {command!r}"
         )
 
 

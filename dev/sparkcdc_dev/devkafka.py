@@ -10,7 +10,7 @@ Starting it twice is safe: a running broker is reused.
     >>> kafka.start()                          # doctest: +SKIP
     '127.0.0.1:29092'
 
-``python -m sparkcdc.testing.devkafka start|stop|status`` does the same from a shell.
+``python -m sparkcdc_dev.devkafka start|stop|status`` does the same from a shell.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from sparkcdc.errors import SinkError
-from sparkcdc.testing.processes import port_open, recorded_pid, refuse_taken_ports, terminate
+from sparkcdc_dev.processes import port_open, recorded_pid, refuse_taken_ports, terminate
 
-DEFAULT_PORT = 29092  # below the ephemeral ports: see sparkcdc.testing.processes
+DEFAULT_PORT = 29092  # below the ephemeral ports: see sparkcdc_dev.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # A fixed KRaft cluster id (16 bytes, base64url without padding, as Kafka's Uuid prints them):
 # it lets is_running() tell this broker from any other Kafka that answers on the port.
@@ -33,7 +33,7 @@ CLUSTER_ID = "c3BhcmtjZGMtZGV2LWtmaw"
 NODE_ID = 1
 DEFAULT_HEAP_OPTS = "-Xms128m -Xmx512m"
 
-_PROJECT = Path(__file__).resolve().parents[3]  # src/sparkcdc/testing/devkafka.py
+_PROJECT = Path(__file__).resolve().parents[2]  # dev/sparkcdc_dev/devkafka.py
 LIB_DIR = _PROJECT / "jars" / "kafka-broker" / "lib"
 FETCH_SCRIPT = _PROJECT / "scripts" / "fetch_kafka.sh"
 
@@ -115,7 +115,7 @@ class DevKafka:
             time.sleep(0.25)
         raise SinkError(
             f"the private Kafka on port {self.port} did not answer within {timeout_s:.0f}s; "
-            f"run 'python -m sparkcdc.testing.devkafka stop' and start again.{self._log_tails()}"
+            f"run 'python -m sparkcdc_dev.devkafka stop' and start again.{self._log_tails()}"
         )
 
     def stop(self, timeout_s: float = 60.0) -> None:
@@ -282,7 +282,7 @@ def _java() -> str:
 
 
 def main() -> None:
-    """``python -m sparkcdc.testing.devkafka [start|stop|status]``."""
+    """``python -m sparkcdc_dev.devkafka [start|stop|status]``."""
     import sys
 
     kafka = DevKafka.from_env()
@@ -299,7 +299,7 @@ def main() -> None:
         print(f"Kafka running on {servers} (logs in {kafka.base_dir})")
     else:
         raise SystemExit(
-            f"usage: python -m sparkcdc.testing.devkafka [start|stop|status], not {command!r}"
+            f"usage: python -m sparkcdc_dev.devkafka [start|stop|status], not {command!r}"
         )
 
 

@@ -27,7 +27,7 @@ import pymysql
 
 from sparkcdc.errors import SourceError
 
-DEFAULT_PORT = 23306  # below the ephemeral ports: see sparkcdc.testing.processes
+DEFAULT_PORT = 23306  # below the ephemeral ports: see sparkcdc_dev.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"
@@ -322,7 +322,7 @@ def _binary(name: str, fallback: str) -> str:
 
 
 def main() -> None:
-    """``python -m sparkcdc.testing.devserver [start|stop]``."""
+    """``python -m sparkcdc_dev.devserver [start|stop]``."""
     import sys
 
     server = DevServer.from_env()

@@ -26,9 +26,9 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from sparkcdc.errors import SinkError
-from sparkcdc.testing.devserver import TlsFiles
+from sparkcdc_dev.devserver import TlsFiles
 
-DEFAULT_PORT = 25432  # below the ephemeral ports: see sparkcdc.testing.processes
+DEFAULT_PORT = 25432  # below the ephemeral ports: see sparkcdc_dev.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"
@@ -171,7 +171,7 @@ class DevPostgres:
         )
         with (self.datadir / "postgresql.conf").open("a") as conf:
             conf.write(
-                "\n# sparkcdc's private development server (src/sparkcdc/testing/devpostgres.py)\n"
+                "\n# sparkcdc's private development server (dev/sparkcdc_dev/devpostgres.py)\n"
                 "listen_addresses = '127.0.0.1'\n"
                 f"port = {self.port}\n"
                 f"unix_socket_directories = {_conf_string(str(self.datadir))}\n"
@@ -271,7 +271,7 @@ def _binary(name: str) -> str:
 
 
 def main() -> None:
-    """``python -m sparkcdc.testing.devpostgres [start|stop|status]``."""
+    """``python -m sparkcdc_dev.devpostgres [start|stop|status]``."""
     import sys
 
     server = DevPostgres.from_env()
@@ -287,9 +287,7 @@ def main() -> None:
         s = server.start()
         print(f"PostgreSQL running on {s.host}:{s.port} (user {s.user}, database {s.database})")
     else:
-        sys.exit(
-            f"usage: python -m sparkcdc.testing.devpostgres [start|stop|status], not {command!r}"
-        )
+        sys.exit(f"usage: python -m sparkcdc_dev.devpostgres [start|stop|status], not {command!r}")
 
 
 if __name__ == "__main__":
