@@ -19,6 +19,7 @@ import pytest
 from test_stream import changelog, options, start_collecting
 from workload import ITEMS_DDL, Workload, source_state
 
+from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.oracle import compare, replay
@@ -212,13 +213,18 @@ def streamed_some(spark: Any, opts: dict[str, str], checkpoint: Path, dev: DevSe
 # The servers these tests start mid-suite listen below Linux's ephemeral range (32768-60999):
 # in it, a client socket of the suite (a Kafka producer retrying a stopped broker opens one a
 # second) may hold the port when the server binds it ("Address already in use").
-OTHER_PORT, REPLICA_PORT = 23075, 23074
+# Engineers sharing a machine give each their own (SPARKCDC_DEV_OTHER_PORT / _DIR, and
+# SPARKCDC_DEV_REPLICA_PORT / _DIR), as SPARKCDC_DEV_PORT / _DIR for the private one.
+OTHER_PORT = int(os.environ.get("SPARKCDC_DEV_OTHER_PORT", "23075"))
+REPLICA_PORT = int(os.environ.get("SPARKCDC_DEV_REPLICA_PORT", "23074"))
+OTHER_DIR = Path(os.environ.get("SPARKCDC_DEV_OTHER_DIR", "/tmp/sparkcdc-dev-ident-other"))
+REPLICA_DIR = Path(os.environ.get("SPARKCDC_DEV_REPLICA_DIR", "/tmp/sparkcdc-dev-ident-replica"))
 
 
 @pytest.fixture(scope="module")
 def other_server() -> Iterator[DevServer]:
     """A second, independent MariaDB (not a replica of the private one)."""
-    dev = DevServer(Path("/tmp/sparkcdc-dev-ident-other"), OTHER_PORT, server_id=2)
+    dev = DevServer(OTHER_DIR, OTHER_PORT, server_id=2)
     dev.start()
     yield dev
     dev.stop()
@@ -318,7 +324,7 @@ def test_a_binlog_that_went_back_is_detected(
 def test_failover_to_a_replica_is_followed_by_gtid_exactly(
     spark: Any, dev_server: DevServer, tmp_path: Path
 ) -> None:
-    replica = DevServer(Path("/tmp/sparkcdc-dev-ident-replica"), REPLICA_PORT, server_id=3)
+    replica = DevServer(REPLICA_DIR, REPLICA_PORT, server_id=3)
     # a fresh replica: one kept from an earlier run holds GTIDs that the primary, after a
     # RESET MASTER (another test), hands out again for other transactions
     replica.stop()
@@ -374,3 +380,103 @@ def test_failover_to_a_replica_is_followed_by_gtid_exactly(
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
         root(replica, "STOP SLAVE")
         replica.stop()
+
+
+# ------------------------------------------- an AvailableNow run: checked whatever the position
+
+PIPELINE = """
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {port}
+  username: cdc
+  password: ${{SPARKCDC_TEST_PASSWORD}}
+  tables: {database}.items
+  server-id: 5880-5884
+sink:
+  type: console
+pipeline:
+  name: continuity
+  checkpoint: {checkpoint}
+  trigger.interval: 200ms
+"""
+
+
+def binlog_end(dev: DevServer) -> BinlogPosition:
+    """Where the last binlog file of ``dev`` ends."""
+    with dev.connection() as conn:
+        return BinlogPosition(*server.binlog_files(conn)[-1])
+
+
+def pipeline(port: int, database: str, tmp_path: Path) -> Any:
+    from pipelines import pipeline_env
+
+    from sparkcdc.pipeline.config import parse_pipeline
+
+    text = PIPELINE.format(port=port, database=database, checkpoint=tmp_path / "cp")
+    return parse_pipeline(text, base_dir=tmp_path, env=pipeline_env())
+
+
+def caught_up_far(spark: Any, config: Any, dev: DevServer, database: str) -> BinlogPosition:
+    """Runs ``config`` to the end of a binlog grown well past a few small changes (a
+    40 KB row of an uncaptured table); the position its offset reached."""
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    with dev.connection(database) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO items (id, name) VALUES (1, 'a')")
+        cur.execute("CREATE TABLE pad (v LONGTEXT)")
+        cur.execute("INSERT INTO pad VALUES (%s)", ("x" * 40_000,))
+    summary = run_pipeline(config, available_now=True, spark=spark)
+    assert summary.last_offset is not None
+    return BinlogPosition.from_offset(summary.last_offset["binlog"])
+
+
+def test_an_available_now_run_after_reset_master_stops_whatever_the_position(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """RESET MASTER, then fewer bytes of changes than the offset's position: the run used to
+    find itself "caught up" (0 batches, exit 0) and never deliver them."""
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    sql.execute(ITEMS_DDL)
+    root(dev_server, "RESET MASTER")  # the offset lands in mysql-bin.000001 ...
+    config = pipeline(dev_server.port, database, tmp_path)
+    reached = caught_up_far(spark, config, dev_server, database)
+    root(dev_server, "RESET MASTER")  # ... and so does the new binlog, shorter
+    sql.execute("INSERT INTO items (id, name) VALUES (2, 'b')")
+    end = binlog_end(dev_server)
+    assert end < reached and end.file == reached.file  # the premise: a shorter file of its name
+    with pytest.raises(Exception) as info:
+        run_pipeline(config, available_now=True, spark=spark)
+    message = str(info.value)
+    assert "was reset or restored" in message and "mysql-bin.000001" in message, message[:3000]
+    assert "new checkpoint" in message
+
+
+def test_an_available_now_run_on_another_server_with_a_shorter_binlog_stops(
+    spark: Any, dev_server: DevServer, other_server: DevServer, database: str, tmp_path: Path
+) -> None:
+    """Another server (a split brain, a restored backup elsewhere) whose GTID state does
+    not hold the offset and whose binlog ends before it: refused, not "caught up"."""
+    from sparkcdc.pipeline.runner import run_pipeline
+
+    make_items(dev_server, database)
+    make_items(other_server, database)
+    other_end = binlog_end(other_server)
+    while binlog_end(dev_server) < other_end:
+        root(dev_server, "FLUSH BINARY LOGS")  # the offset's file numbers past the other's
+    vip = Forwarder(dev_server.port)
+    try:
+        config = pipeline(vip.port, database, tmp_path)
+        reached = caught_up_far(spark, config, dev_server, database)
+        vip.switch(other_server.port)
+        assert other_end < reached  # the premise: the other server's binlog ends before
+        with pytest.raises(Exception) as info:
+            run_pipeline(config, available_now=True, spark=spark)
+    finally:
+        vip.close()
+        with other_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{database}`")
+    message = str(info.value)
+    assert "another server" in message, message[:3000]
+    assert "does not hold the offset's GTID set" in message

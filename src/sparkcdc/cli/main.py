@@ -105,21 +105,20 @@ def _package(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sparkcdc.cli.package import package_sparkcdc, submit_line
-    from sparkcdc.spark.session import connector_jars
+    from sparkcdc.spark.connectors import line_connectors, packages
+    from sparkcdc.spark.session import connector_folder, connector_jars
 
     built = package_sparkcdc(Path(args.output))
     print(f"sparkcdc for the executors (spark.submit.pyFiles / --py-files): {built.archive}")
     print(f"spark-submit's primary resource: {built.entry}")
-    try:
-        jars = connector_jars()
-    except ConfigError as exc:
-        print(f"the connector jars: {exc}")
-        jars = ["JARS"]
+    # a folder of jars if there is one; else the pinned Maven coordinates (--packages)
+    jars = connector_jars() if connector_folder() is not None else []
+    coordinates = [] if jars else packages(line_connectors())
     print("run a pipeline on a cluster with (the executors' Python needs sparkcdc's")
     print("dependencies installed: pip install the requirements of pyproject.toml):")
     print(f"  sparkcdc run pipeline.yaml --master spark://HOST:7077 --py-files {built.archive}")
     print("or")
-    print(f"  {submit_line(built, jars)}")
+    print(f"  {submit_line(built, jars, coordinates)}")
     return EXIT_OK
 
 

@@ -406,6 +406,28 @@ def pipeline_conf(config: PipelineConfig) -> dict[str, str]:
     return conf
 
 
+def session_connectors(config: PipelineConfig) -> tuple[str, ...]:
+    """The connectors a pipeline's session needs: its sink's, and S3A where a location of
+    the file (checkpoint, state, sink tables, warehouse) is an ``s3a://`` path."""
+    from sparkcdc.spark.connectors import pipeline_connectors
+
+    return pipeline_connectors(
+        config.sink.type,
+        [config.checkpoint, config.state_location, *_strings(config.sink.model_dump())],
+    )
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (nested dicts, lists and tuples)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
 def pipeline_session(
     config: PipelineConfig,
     spark: Any = None,
@@ -442,7 +464,7 @@ def pipeline_session(
         spark = spark_session(
             config.pipeline.name,
             session_master(config, master, None if master else configured_master()),
-            connectors=True,
+            connectors=session_connectors(config),
             conf={"spark.ui.showConsoleProgress": bars, **conf},
             log_file=log_file,
             defaults=PIPELINE_DEFAULTS,
@@ -614,7 +636,10 @@ def _run_once(
             summary.event_lag_s = writer.event_lag_s
             progress.update(summary.last_offset, batch, server_pos, writer.event_lag_s)
             status.write(_status(config, plan, summary, batch, server_pos, running=True))
-            if target is not None and offset_caught_up(summary.last_offset, target):
+            # only an offset this run's query reached: it was checked against the server
+            # that answers now, which a committed one never was (its binlog may have been
+            # reset, or another server may answer, and end before the offset)
+            if target is not None and latest and offset_caught_up(summary.last_offset, target):
                 break
             if deadline is not None and time.monotonic() > deadline:
                 break

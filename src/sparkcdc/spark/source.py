@@ -553,16 +553,21 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         state = self.options.state_location
         if state and BatchHold(state, self.options.state_hadoop()).held:
             return base  # no new data: the query idles between batches until stopped
+        binlog = self.options.scan_startup_mode != "snapshot"  # snapshot only: no binlog
+        # the offset is a place on the server that answers, or the query stops: before
+        # anything else, the AvailableNow "caught up" too (a reset or another server's
+        # binlog may end before the offset, which must not read as "nothing new")
+        view = self._observe() if binlog else None
+        located = None if view is None else self._locate(base, view)
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
         chunks = chunk_budget(limit, self.options.chunks_per_batch, self.options.chunk_size)
         identity = offset_identity(base)
         failover: dict[str, Any] | None = None
-        if self.options.scan_startup_mode == "snapshot":
-            position = offset_position(base)  # snapshot only: the binlog never advances
+        if view is None or located is None:
+            position = offset_position(base)  # the binlog never advances
         else:
-            view = self._observe()
-            here, moved = self._locate(base, view)
+            here, moved = located
             # the end carries its GTID set, so a failover can be followed from it
             position = self._stamp(view, view.end)
             if self._target is not None and not self._chunks_pending(base):
