@@ -130,6 +130,8 @@ def _read(col: ColumnInfo) -> tuple[Read, int, int, int, int, tuple[bytes, ...] 
     even step over it."""
     t = col.type
     if t in _INT_BYTES:
+        if col.unsigned is None:
+            return None  # signedness unknown: the Python path refuses it
         return Read.INT, _INT_BYTES[t], 0 if col.unsigned else _SIGNED, 0, 0, None
     if t == ColumnType.YEAR:
         return Read.YEAR, 1, 0, 0, 0, None

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntFlag
 
-from sparkcdc.errors import ProtocolError
+from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
 from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
@@ -252,7 +252,10 @@ class _MappedTable:
             else:
                 second = present if present_after is None else present_after
                 before, after = absent, _absent_columns(len(self.columns), second)
-            decode = build_rows_decoder(self.columns, kind, present, present_after, partial)
+            try:
+                decode = build_rows_decoder(self.columns, kind, present, present_after, partial)
+            except SourceError as exc:
+                raise SourceError(f"rows of {self.database}.{self.table}: {exc}") from None
             shape = _RowsShape(decode, before, after)
             self.shapes[key] = shape
         return shape

@@ -107,13 +107,17 @@ class ColumnInfo:
     ``charset`` is the collation id of character, ENUM and SET columns (63 = binary) from
     the optional metadata; when it is None (no ``binlog_row_metadata=FULL``) string and BLOB
     values are returned as bytes.
+
+    ``unsigned`` is None for a numeric column whose TABLE_MAP has no SIGNEDNESS block:
+    the binlog does not say, and the schema history must (``tablemeta.complete_columns``);
+    rows of such a column are never decoded by a guess.
     """
 
     name: str | None
     type: ColumnType
     meta: int
     nullable: bool
-    unsigned: bool
+    unsigned: bool | None
     charset: int | None
     enum_values: tuple[str, ...] | None
     set_values: tuple[str, ...] | None

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.errors import ProtocolError
+from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import RowsKind
 from sparkcdc.mysql import values
 from sparkcdc.mysql.charsets import BINARY_COLLATION, codec_for_collation, errors_for_codec
@@ -114,13 +114,27 @@ def length_prefix(col: ColumnInfo) -> int:
     return col.meta
 
 
+def _unsigned(col: ColumnInfo) -> bool:
+    """Whether an integer column is unsigned; SourceError when its TABLE_MAP does not say
+    and nothing completed it (``tablemeta.complete_columns``): never decoded by a guess."""
+    if col.unsigned is None:
+        raise SourceError(
+            f"the TABLE_MAP does not say whether integer column {col.name or '(unnamed)'!r} "
+            "is signed (it has no SIGNEDNESS block), and no schema completed it, so its "
+            "values cannot be decoded without guessing (an UNSIGNED 18446744073709551615 "
+            "would read as -1). Decode the rows with the stream's schema history, or SET "
+            "GLOBAL binlog_row_metadata='FULL' on the source"
+        )
+    return col.unsigned
+
+
 def _fixed_format(col: ColumnInfo) -> str | None:
     """The struct format char of a column that unpacks to its final value, else None."""
     if col.type in _NATIVE_INT_FORMATS:
         signed, unsigned = _NATIVE_INT_FORMATS[col.type]
-        return unsigned if col.unsigned else signed
+        return unsigned if _unsigned(col) else signed
     if col.type == ColumnType.TINY:
-        return "B" if col.unsigned else "b"
+        return "B" if _unsigned(col) else "b"
     return _FLOAT_FORMATS.get(col.type)
 
 
@@ -136,7 +150,7 @@ def _column_lines(g: _Codegen, col: ColumnInfo, var: str, index: int) -> list[st
         size = struct.calcsize("<" + fmt)
         return [f"{var} = {g.unpacker(fmt)}(buf, pos)[0]", f"pos += {size}"]
     if t == ColumnType.INT24:
-        signed = not col.unsigned
+        signed = not _unsigned(col)
         return [f"{var} = from_bytes(buf[pos:pos + 3], 'little', signed={signed})", "pos += 3"]
     if t == ColumnType.YEAR:
         return [f"{var} = buf[pos]", f"{var} = {var} + 1900 if {var} else 0", "pos += 1"]

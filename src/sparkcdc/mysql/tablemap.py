@@ -179,7 +179,9 @@ def parse_table_map_body(
         if t in character_types and real not in (ColumnType.ENUM, ColumnType.SET)
     ]
     enum_set = [i for i, real in enumerate(real_types) if real in (ColumnType.ENUM, ColumnType.SET)]
-    unsigned = [False] * count
+    # a numeric column's signedness is what a SIGNEDNESS block says, else unknown (None):
+    # the schema history then says it (tablemeta.complete_columns), never a default
+    unsigned: list[bool | None] = [None if t in NUMERIC_TYPES else False for t in types]
     charsets: list[int | None] = [None] * count
     names: list[str | None] = [None] * count
     enum_values: list[tuple[str, ...] | None] = [None] * count

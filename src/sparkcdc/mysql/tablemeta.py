@@ -206,11 +206,15 @@ def complete_columns(
                     f"column {column.name!r} is {column.charset} in the schema, {logged} in "
                     "the binlog",
                 )
+        if info.unsigned is None:  # no SIGNEDNESS block: the schema says
+            signedness = info.type in NUMERIC_TYPES and unsigned
+        else:
+            signedness = info.unsigned or (info.type in NUMERIC_TYPES and unsigned)
         out.append(
             replace(
                 info,
                 name=column.name,
-                unsigned=info.unsigned or (info.type in NUMERIC_TYPES and unsigned),
+                unsigned=signedness,
                 charset=charset,
                 enum_values=info.enum_values
                 or (labels(column.column_type) if info.type is ColumnType.ENUM else None),
@@ -262,10 +266,11 @@ def _disagree(where: str, schema: TableSchema, what: str) -> SourceError:
 
 def is_incomplete(columns: Iterable[ColumnInfo]) -> bool:
     """True when a TABLE_MAP lacks what decoding its rows needs: column names
-    (``binlog_row_metadata`` is not FULL), or the character set of a text column whose
-    collation id sparkcdc does not know. The schema supplies both (:func:`complete_columns`).
+    (``binlog_row_metadata`` is not FULL), the signedness of a numeric column (names but no
+    SIGNEDNESS block), or the character set of a text column whose collation id sparkcdc
+    does not know. The schema supplies them (:func:`complete_columns`).
     """
-    return any(c.name is None or _unknown_collation(c) for c in columns)
+    return any(c.name is None or c.unsigned is None or _unknown_collation(c) for c in columns)
 
 
 def missing_metadata(columns: Iterable[ColumnInfo]) -> str:
@@ -277,6 +282,12 @@ def missing_metadata(columns: Iterable[ColumnInfo]) -> str:
     """
     if any(c.name is None for c in columns):
         return "no column metadata (binlog_row_metadata is not FULL)"
+    unsigned = [c.name or "" for c in columns if c.unsigned is None]
+    if unsigned:
+        return (
+            "column names but no signedness of its numeric columns "
+            f"({', '.join(unsigned)}: no SIGNEDNESS block)"
+        )
     unknown = {c.charset for c in columns if _unknown_collation(c)}
     ids = ", ".join(str(i) for i in sorted(i for i in unknown if i is not None))
     return f"a text column with collation id {ids}, which sparkcdc does not know"

@@ -423,6 +423,7 @@ def docs_table_map() -> bytes:
         + lenenc(len(meta))
         + meta
         + bytes([nullable])
+        + bytes([1, 1, 0])  # SIGNEDNESS: id is signed
         + bytes([2])
         + lenenc(len(charset))
         + charset
