@@ -199,6 +199,49 @@ route:
         assert rows(lake, f"sink_db/{table}", "id", "v") == [(1, 10), (2, 20)]
 
 
+# ------------------------------------------------------------------- schema-evolution.md
+
+
+def test_schema_evolution_per_event_type_example(spark: Any, tmp_path: Path) -> None:
+    """schema-evolution.md "Per-Event Type Control": the example's include / exclude lists,
+    verbatim, under ``evolve``: an ADD COLUMN (a ``column`` event) reaches the Delta table with
+    its values; a DROP COLUMN (excluded) leaves the column in it. Before, ``column`` and
+    ``create.table.event`` named nothing and the added column was logged "not applied"."""
+    server = DevServer.from_env()
+    server.start()
+    with server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS fcdc_evolve_db")
+        cur.execute("CREATE DATABASE fcdc_evolve_db")
+        cur.execute("CREATE TABLE fcdc_evolve_db.orders (id INT PRIMARY KEY, note VARCHAR(10))")
+        cur.execute("INSERT INTO fcdc_evolve_db.orders VALUES (1, 'a')")
+    lake = tmp_path / "lake"
+    text = (
+        source(r"fcdc_evolve_db.\.*")
+        + sink(lake)
+        + """
+  include.schema.changes: [create.table.event, column]
+  exclude.schema.changes: [drop.column]
+
+pipeline:
+  schema.change.behavior: evolve
+"""
+    )
+    run(spark, tmp_path, text)
+    with server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("ALTER TABLE fcdc_evolve_db.orders ADD COLUMN price DECIMAL(10, 2)")
+        cur.execute("INSERT INTO fcdc_evolve_db.orders VALUES (2, 'b', 9.50)")
+        cur.execute("ALTER TABLE fcdc_evolve_db.orders DROP COLUMN note")
+        cur.execute("INSERT INTO fcdc_evolve_db.orders VALUES (3, 12.25)")
+    run(spark, tmp_path, text)
+    table = "fcdc_evolve_db/orders"
+    assert columns(lake, table)[:3] == ["id", "note", "price"]
+    assert rows(lake, table, "id", "note", "price") == [
+        (1, "a", None),
+        (2, "b", Decimal("9.50")),
+        (3, None, Decimal("12.25")),
+    ]
+
+
 def test_route_without_a_database_part_names_the_problem(tmp_path: Path) -> None:
     """route.md's sharding example writes ``mydb\\.*``: no unescaped dot, so no database part
     (Flink CDC matches no MySQL table with it). Refused, saying how to write it."""

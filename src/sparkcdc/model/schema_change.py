@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from sparkcdc.errors import did_you_mean
 from sparkcdc.model.schema import Column, TableSchema
 
 
@@ -200,12 +201,77 @@ def evolve(schema: TableSchema | None, event: SchemaChangeEvent) -> TableSchema 
     return replace(schema, columns=tuple(columns))
 
 
-def matches_kinds(kind: SchemaChangeType, patterns: Iterable[str]) -> bool:
-    """Whether ``kind`` is named by one of ``patterns``: a whole tag or a dotted prefix.
+# Flink CDC 3.x's family tags (SchemaChangeEventTypeFamily): ``column`` and ``table`` group
+# the events of a column or of a whole table, ``all`` is every event. ``rename.table``, which
+# Flink CDC 3.x does not have, counts among the table events. The other families (``add``,
+# ``drop``, ...) are the event tags' leading parts (below).
+_FAMILIES: dict[str, frozenset[SchemaChangeType]] = {
+    "all": frozenset(SchemaChangeType),
+    "column": frozenset(
+        {
+            SchemaChangeType.ADD_COLUMN,
+            SchemaChangeType.ALTER_COLUMN_TYPE,
+            SchemaChangeType.DROP_COLUMN,
+            SchemaChangeType.RENAME_COLUMN,
+        }
+    ),
+    "table": frozenset(
+        {
+            SchemaChangeType.CREATE_TABLE,
+            SchemaChangeType.DROP_TABLE,
+            SchemaChangeType.TRUNCATE_TABLE,
+            SchemaChangeType.RENAME_TABLE,
+        }
+    ),
+}
+# Flink CDC's docs write an event tag also with ".event" (create.table.event)
+_EVENT_SUFFIX = ".event"
+
+
+def _tag_vocabulary() -> dict[str, frozenset[SchemaChangeType]]:
+    """Every tag a sink's include / exclude list may name → the kinds it names: the
+    families, each event tag (also with ``.event``) and each leading part of one (``drop``
+    names both drops, ``alter.column`` the type change)."""
+    vocabulary = dict(_FAMILIES)
+    for kind in SchemaChangeType:
+        parts = kind.value.split(".")
+        for n in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:n])
+            vocabulary[prefix] = vocabulary.get(prefix, frozenset()) | {kind}
+        vocabulary[kind.value + _EVENT_SUFFIX] = frozenset({kind})
+    return vocabulary
+
+
+SCHEMA_CHANGE_TAGS = _tag_vocabulary()
+
+
+def kinds_of_tag(tag: str) -> frozenset[SchemaChangeType]:
+    """The schema change kinds ``tag`` names, as Flink CDC reads ``include.schema.changes``
+    and ``exclude.schema.changes``; ValueError (with the closest tag) for a tag it does not
+    know.
+
+    >>> sorted(kinds_of_tag("drop"))
+    [<SchemaChangeType.DROP_COLUMN: 'drop.column'>, <SchemaChangeType.DROP_TABLE: 'drop.table'>]
+    >>> kinds_of_tag("create.table.event") == {SchemaChangeType.CREATE_TABLE}
+    True
+    """
+    kinds = SCHEMA_CHANGE_TAGS.get(tag.strip().lower().rstrip("."))
+    if kinds is None:
+        documented = [*_FAMILIES, *(k.value for k in SchemaChangeType)]
+        raise ValueError(
+            f"unknown schema change type {tag!r}.{did_you_mean(tag, SCHEMA_CHANGE_TAGS)} "
+            f"Valid: {', '.join(documented)} (an event type also with '.event', or a leading "
+            "part of one such as 'drop')"
+        )
+    return kinds
+
+
+def matches_kinds(kind: SchemaChangeType, tags: Iterable[str]) -> bool:
+    """Whether ``kind`` is named by one of ``tags`` (:func:`kinds_of_tag`).
 
     >>> matches_kinds(SchemaChangeType.DROP_TABLE, ["drop"]), matches_kinds(
-    ...     SchemaChangeType.ADD_COLUMN, ["alter"])
-    (True, False)
+    ...     SchemaChangeType.ADD_COLUMN, ["alter"]), matches_kinds(
+    ...     SchemaChangeType.ADD_COLUMN, ["column"])
+    (True, False, True)
     """
-    tag = kind.value
-    return any(tag == p or tag.startswith(p.rstrip(".") + ".") for p in patterns)
+    return any(kind in kinds_of_tag(tag) for tag in tags)

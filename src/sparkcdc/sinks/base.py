@@ -38,13 +38,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column
+from sparkcdc.model.schema_change import kinds_of_tag
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 OP = "_op"
@@ -137,6 +139,13 @@ class SinkOptions(BaseModel):
     include_schema_changes: tuple[str, ...] | None = Field(None, alias="include.schema.changes")
     exclude_schema_changes: tuple[str, ...] = Field((), alias="exclude.schema.changes")
 
+    @field_validator("include_schema_changes", "exclude_schema_changes")
+    @classmethod
+    def _known_tags(cls, tags: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for tag in tags or ():
+            kinds_of_tag(tag)  # Flink CDC's vocabulary; raises with the closest tag
+        return tags
+
 
 @dataclass(frozen=True)
 class SinkContext:
@@ -191,6 +200,15 @@ class Sink(ABC):
     def check_runtime(cls) -> None:
         """Raise ConfigError, saying what to do, where this Spark line cannot run the sink
         (before anything connects: ``validate``, ``run`` and ``verify`` stop alike)."""
+
+    @classmethod
+    def arrow_reader(
+        cls, options: SinkOptions, table: SinkTable, hadoop: Mapping[str, str]
+    ) -> Callable[[Sequence[str]], Iterator[pa.RecordBatch]] | None:
+        """How to read ``table``'s columns as Arrow without Spark (``sparkcdc verify`` reads
+        so where it can: no session to start), or None: read with Spark (``read_table``).
+        ``hadoop``: the pipeline's Hadoop settings (an object store's endpoint, keys)."""
+        return None
 
     @abstractmethod
     def open(self, tables: Sequence[SinkTable]) -> None: ...

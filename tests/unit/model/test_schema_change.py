@@ -22,6 +22,7 @@ from sparkcdc.model.schema_change import (
     SchemaChangeType,
     TruncateTable,
     evolve,
+    kinds_of_tag,
     matches_kinds,
 )
 
@@ -192,10 +193,19 @@ ALL_KINDS = list(SchemaChangeType)
         pytest.param(["drop."], ["drop.column", "drop.table"], id="prefix-with-dot"),
         pytest.param(["alter"], ["alter.column.type"], id="alter-not-add"),
         pytest.param(["alter.column"], ["alter.column.type"], id="two-part-prefix"),
-        pytest.param(["column"], [], id="not-a-suffix"),
-        pytest.param(["dr"], [], id="not-a-partial-word"),
-        pytest.param(["add.col"], [], id="not-a-partial-part"),
-        pytest.param(["table"], [], id="not-a-middle-part"),
+        pytest.param(
+            ["column"],
+            ["add.column", "alter.column.type", "drop.column", "rename.column"],
+            id="family-column",
+        ),
+        pytest.param(
+            ["table"],
+            ["create.table", "drop.table", "rename.table", "truncate.table"],
+            id="family-table",
+        ),
+        pytest.param(["all"], [k.value for k in SchemaChangeType], id="family-all"),
+        pytest.param(["create.table.event"], ["create.table"], id="event-suffix"),
+        pytest.param(["alter.column.type.event"], ["alter.column.type"], id="long-event-suffix"),
         pytest.param(
             ["create.table", "rename"],
             ["create.table", "rename.column", "rename.table"],
@@ -205,6 +215,29 @@ ALL_KINDS = list(SchemaChangeType)
 )
 def test_matches_kinds(patterns: list[str], matched: list[str]) -> None:
     assert [k.value for k in ALL_KINDS if matches_kinds(k, patterns)] == sorted(matched)
+
+
+@pytest.mark.parametrize(
+    ("tag", "suggestion"),
+    [
+        ("drop.colum", "drop.column"),
+        ("columns", "column"),
+        ("create.table.evnt", "create.table.event"),
+        ("add.col", "add.column"),
+        ("dr", "drop"),  # a leading part is a whole part, never a partial word
+        ("column.event", "add.column.event"),  # a family has no '.event' form
+        ("schema", None),
+    ],
+)
+def test_an_unknown_tag_is_refused_with_the_closest(tag: str, suggestion: str | None) -> None:
+    with pytest.raises(ValueError, match="unknown schema change type") as caught:
+        kinds_of_tag(tag)
+    message = str(caught.value)
+    if suggestion is None:
+        assert "Did you mean" not in message
+    else:
+        assert f"Did you mean '{suggestion}'?" in message
+    assert "add.column" in message and "column" in message  # the valid tags are listed
 
 
 def test_matches_kinds_takes_any_iterable() -> None:

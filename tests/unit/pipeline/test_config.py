@@ -177,6 +177,15 @@ def test_load_pipeline_missing_file(tmp_path: Path) -> None:
             pipeline(pipeline={"table-writes.parallelism": 0}),
             r"^pipeline\.table-writes\.parallelism: .*(got 0)",
         ),
+        (
+            pipeline(sink={"type": "console", "exclude.schema.changes": ["drop.colum"]}),
+            r"^sink\.exclude\.schema\.changes: unknown schema change type 'drop\.colum'\. "
+            r"Did you mean 'drop\.column'\?",
+        ),
+        (
+            pipeline(sink={"type": "console", "include.schema.changes": ["add.column", "colum"]}),
+            r"^sink\.include\.schema\.changes: unknown .* 'colum'\. Did you mean 'column'\?",
+        ),
     ],
 )
 def test_shape_errors_name_their_place(text: str, message: str) -> None:

@@ -537,6 +537,32 @@ def test_a_refused_key_column_change_stops_every_behavior(behavior: str) -> None
             [SchemaChangeType.DROP_COLUMN],
             id="include-and-exclude",
         ),
+        pytest.param(
+            # Flink CDC's documented example (core-concept/schema-evolution.md), verbatim
+            "evolve",
+            {
+                "include.schema.changes": ["create.table.event", "column"],
+                "exclude.schema.changes": ["drop.column"],
+            },
+            [
+                SchemaChangeType.ADD_COLUMN,
+                SchemaChangeType.ALTER_COLUMN_TYPE,
+                SchemaChangeType.CREATE_TABLE,
+                SchemaChangeType.RENAME_COLUMN,
+            ],
+            id="flink-cdc-example",
+        ),
+        pytest.param(
+            "evolve",
+            {"include.schema.changes": ["all"], "exclude.schema.changes": ["table"]},
+            [
+                SchemaChangeType.ADD_COLUMN,
+                SchemaChangeType.ALTER_COLUMN_TYPE,
+                SchemaChangeType.DROP_COLUMN,
+                SchemaChangeType.RENAME_COLUMN,
+            ],
+            id="all-but-table",
+        ),
     ],
 )
 def test_allowed(behavior: str, options: dict[str, Any], allowed: list[SchemaChangeType]) -> None:
