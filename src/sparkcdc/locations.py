@@ -141,9 +141,15 @@ class Location:
     def probe(self) -> None:
         """Write, read back and delete a small file in this directory (on a local disk: in
         its nearest existing directory, so nothing is made); ConfigError saying which step
-        failed when one does."""
+        failed when one does, or (local) which part of the path is a file, where the
+        directories a run makes could not be."""
         directory = self
         while directory.is_local and not os.path.isdir(directory.path):
+            if os.path.lexists(directory.path):
+                raise ConfigError(
+                    f"{self}: {directory.path} is a file, not a directory, so nothing can be "
+                    "written under it. Choose another location, or move that file away"
+                )
             parent = os.path.dirname(directory.path)
             if parent == directory.path:
                 break

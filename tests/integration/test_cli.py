@@ -195,6 +195,29 @@ def test_a_filter_spark_cannot_resolve_is_one_line_not_a_stack(pipeline: Path) -
     assert "org.apache.spark.sql.AnalysisException" not in result.stderr, result.stderr[-3000:]
 
 
+# what Spark prints when its JVM starts, unless its log goes to a file (issue 58)
+SPARK_START_UP = ("log4j", "WARN Utils", "NativeCodeLoader", "Setting default log level")
+
+
+def no_start_up_lines(result: subprocess.CompletedProcess[str]) -> bool:
+    console = result.stdout + result.stderr
+    return not any(line in console for line in SPARK_START_UP)
+
+
+def test_validate_without_transforms_starts_no_jvm(pipeline: Path) -> None:
+    """Configuration, connections, grants, binlog settings and locations need no Spark: with
+    no Java to start (JAVA_HOME names none), validate still checks everything and shows the
+    sink table's columns, well within a generous bound (a guard: it took 16-70 s with a JVM;
+    the target is under 10 s)."""
+    began = time.monotonic()
+    checked = sparkcdc("validate", str(pipeline), JAVA_HOME="/nonexistent-java")
+    seconds = time.monotonic() - began
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert f"{DATABASE}.t <- {DATABASE}.t: key (id); id INT, v STRING" in checked.stdout
+    assert "location" in checked.stdout and no_start_up_lines(checked), checked.stderr
+    assert seconds < 30, f"validate took {seconds:.0f} s"
+
+
 def test_validate_types_the_transforms_with_the_files_spark_settings(pipeline: Path) -> None:
     """``id + '1'`` is BIGINT under ANSI mode (Spark 4's default) and DOUBLE without it: the
     file turns it off, so run creates a DOUBLE column, and validate must show the same.
@@ -210,6 +233,7 @@ def test_validate_types_the_transforms_with_the_files_spark_settings(pipeline: P
     checked = sparkcdc("validate", str(pipeline))
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert "w DOUBLE" in checked.stdout, checked.stdout
+    assert no_start_up_lines(checked), checked.stderr  # Spark started: its lines in its log
 
 
 def test_an_unmatched_route_is_a_warning_in_validate_and_run(pipeline: Path) -> None:
@@ -318,3 +342,32 @@ def delta_rows(path: Path) -> dict[int, str]:
     reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path)))
     frame = pa.table(reader.execute('SELECT "id", "v" FROM t').read_all())
     return {row["id"]: row["v"] for row in frame.to_pylist()}
+
+
+# -- a checkpoint a run cannot write to: one line and exit 2, in validate and run alike -----
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "said"),
+    [
+        # sysfs: no file can be made there, not even by root
+        ("/sys/sparkcdc-cli-test/checkpoint", "cannot write a file there"),
+        ("{tmp}/a-file/checkpoint", "a-file is a file, not a directory"),
+    ],
+)
+def test_a_checkpoint_run_cannot_write_is_one_line_and_exit_2(
+    pipeline: Path, tmp_path: Path, checkpoint: str, said: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    text = pipeline.read_text()
+    pipeline.write_text(
+        text.replace(
+            f"  checkpoint: {tmp_path / 'checkpoint'}", f"  checkpoint: {checkpoint}"
+        ).replace("{tmp}", str(tmp_path))
+    )
+    for command in (["validate"], ["run", "--available-now"]):
+        result = sparkcdc(command[0], str(pipeline), *command[1:])
+        errors = [line for line in result.stderr.splitlines() if " INFO " not in line]
+        assert result.returncode == 2, (command, result.stderr[-3000:])
+        assert len(errors) == 1 and said in errors[0], (command, result.stderr[-3000:])
+        assert errors[0].startswith("sparkcdc: configuration error: "), errors

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from sparkcdc.errors import SparkCdcError
-from sparkcdc.locations import Location, hadoop_settings, open_location
+from sparkcdc.locations import Location, hadoop_settings
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.pipeline.config import LenientEnv, load_pipeline
+from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
 from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
 from sparkcdc.pipeline.runner import (
     STATUS_FILE,
@@ -22,19 +23,21 @@ from sparkcdc.pipeline.runner import (
 )
 
 
-def validate(file: str) -> int:
-    """Check the file, the source server (settings, grants, tables) and the transforms.
+def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None = None) -> int:
+    """Check the file, the source server (settings, grants, tables), the locations a run
+    writes to and the transforms.
 
     Returns 0 when everything is ready, 3 when the source has problems (each printed with
     the statement that fixes it). A wrong file, or a pipeline ``run`` would refuse (see
     :mod:`sparkcdc.pipeline.preflight`), raises ConfigError (exit 2), as ``run`` does.
+    Spark starts only where a transform is Spark SQL (it types the transform's columns),
+    its JVM logging to the file ``spark_log`` names for the pipeline.
     """
     from sparkcdc.mysql.validator import tls_report, validate_source
-    from sparkcdc.pipeline.composer import plan_pipeline
-    from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
+    from sparkcdc.pipeline.composer import needs_session, plan_pipeline
+    from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
     from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
-    from sparkcdc.spark.session import spark_session
 
     config = load_pipeline(file)
     runnable_sink_class(config.sink.type)
@@ -55,16 +58,18 @@ def validate(file: str) -> int:
         print(f"  pipeline {finding.severity}: {finding}")
     raise_errors(findings)
     hadoop = hadoop_settings(config.pipeline.session_conf())
-    locations = [config.checkpoint, config.state_location]
-    delta_path = getattr(config.sink, "path", None) if config.sink.type == "delta" else None
-    for location in [*dict.fromkeys(locations), *([delta_path] if delta_path else [])]:
-        open_location(location, hadoop).probe()  # ConfigError (exit 2) as run would fail
+    for location in probe_locations(config, hadoop):  # ConfigError (exit 2) as run would fail
         print(f"  location {redacted_uri(location)}: written, read and deleted a file")
-    # the file's Spark settings (ANSI mode, the session time zone) type the transforms as in
-    # run; its master is run's business: the plan is made here, on one local core
-    conf = {k: v for k, v in config.pipeline.session_conf().items() if k != "spark.master"}
-    spark = spark_session("sparkcdc-validate", "local[1]", conf=conf)
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = None
+    if needs_session(config, capture.tables):
+        from sparkcdc.spark.session import spark_session
+
+        # the file's Spark settings (ANSI mode, the session time zone) type the transforms
+        # as in run; its master is run's business: the plan is made here, on one local core
+        conf = {k: v for k, v in config.pipeline.session_conf().items() if k != "spark.master"}
+        log_file = None if spark_log is None else spark_log(config)
+        spark = spark_session("sparkcdc-validate", "local[1]", conf=conf, log_file=log_file)
+        spark.sparkContext.setLogLevel("ERROR")
     plan = plan_pipeline(config, capture.tables, spark)
     for table in plan.sink_tables:
         columns = ", ".join(f"{c.name} {c.spark_type}" for c in table.columns)

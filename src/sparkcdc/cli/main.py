@@ -1,4 +1,4 @@
-"""The ``sparkcdc`` command line.
+"""The sparkcdc command line (``sparkcdc --help``).
 
     sparkcdc run FILE [--available-now] [--master URL] [--py-files ZIP]
                                           run a pipeline (until Ctrl-C, or until caught up)
@@ -19,10 +19,14 @@ import logging
 import os
 import signal
 import sys
-import tempfile
+import textwrap
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError, SinkError, SourceError, SparkCdcError
+
+if TYPE_CHECKING:
+    from sparkcdc.pipeline.config import PipelineConfig
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -36,10 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.runner import run_pipeline
 
     config = load_pipeline(args.file)
-    spark_log = None if args.verbose else _spark_log(config.checkpoint)
-    if spark_log is not None:
-        logging.getLogger("sparkcdc").info("Spark's own log: %s", spark_log)
-        _log_py4j_to(spark_log)
+    spark_log = _spark_log(config, verbose=args.verbose)
     py_files = [p for p in (args.py_files or "").split(",") if p]
     summary = run_pipeline(
         config,
@@ -57,6 +58,55 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _spark_log(
+    config: PipelineConfig, *, verbose: bool, beside_checkpoint: bool = True
+) -> str | None:
+    """Send Spark's own lines to a file, before this command starts Spark: the JVM's (its
+    start-up lines, warnings, stacks; ``log4j2-file.properties``), py4j's, and pyspark's
+    logs of failed statements. Every command that starts Spark calls it first; the console
+    keeps sparkcdc's lines, and a failure is reported in one line that says what to do.
+
+    The file is ``<checkpoint>/logs/spark.log`` for a local checkpoint
+    (``beside_checkpoint``: a run's, a verify's), else one in this user's private temp
+    folder; its path is logged. ``verbose``: Spark logs to the console as its defaults say
+    (None)."""
+    if verbose:
+        return None
+    path = _spark_log_path(config.checkpoint if beside_checkpoint else None, config)
+    logging.getLogger("sparkcdc").info("Spark's own log: %s", path)
+    _log_py4j_to(path)
+    _quiet_pyspark()
+    return path
+
+
+def _quiet_pyspark() -> None:
+    """pyspark logs each failed SQL statement with its whole Java stack (hundreds of
+    lines); the command reports the failure itself, in one line that says what to do."""
+    from pyspark.logger import PySparkLogger
+
+    # made as pyspark makes them: it logs to them with keywords a plain Logger lacks
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _spark_log_path(checkpoint: str | None, config: PipelineConfig) -> str:
+    """``<checkpoint>/logs/spark.log`` for a local ``checkpoint`` (probed first, as a run
+    writes there: a ConfigError, not an OSError, where it cannot be made), else a file
+    named after the pipeline's checkpoint in this user's private temp folder."""
+    from pathlib import Path
+
+    from sparkcdc.locations import open_location
+    from sparkcdc.spark.session import launcher_dir
+
+    if checkpoint is not None and "://" not in checkpoint:
+        open_location(checkpoint).probe()
+        folder = Path(checkpoint) / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / "spark.log")
+    name = "".join(c if c.isalnum() else "_" for c in config.checkpoint.rstrip("/"))[-80:]
+    return str(Path(launcher_dir()) / f"spark-{name}.log")
+
+
 def _log_py4j_to(path: str) -> None:
     """py4j's own log into the JVM's log file, not the console: it logs an exception a
     foreachBatch function raised (a sink's write) with its Python traceback, before the
@@ -67,18 +117,6 @@ def _log_py4j_to(path: str) -> None:
     py4j = logging.getLogger("py4j")
     py4j.addHandler(handler)
     py4j.propagate = False
-
-
-def _spark_log(checkpoint: str) -> str:
-    """Where a run's JVM logs go: beside its checkpoint when that is a local directory."""
-    from pathlib import Path
-
-    if "://" in checkpoint:
-        name = "".join(c if c.isalnum() else "_" for c in checkpoint.rstrip("/"))[-80:]
-        return str(Path(tempfile.gettempdir()) / f"sparkcdc-{name}.log")
-    folder = Path(checkpoint) / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(folder / "spark.log")
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -125,7 +163,9 @@ def _package(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from sparkcdc.cli.inspect import validate
 
-    return validate(args.file)
+    return validate(
+        args.file, lambda config: _spark_log(config, verbose=args.verbose, beside_checkpoint=False)
+    )
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -140,6 +180,8 @@ def _verify(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.config import load_pipeline
     from sparkcdc.pipeline.verify import verify_pipeline
 
+    if not args.verbose:
+        _quiet_pyspark()
     report = verify_pipeline(load_pipeline(args.file), timeout_s=args.timeout)
     if args.json:
         print(json.dumps(report.to_json(args.max_keys), default=str))
@@ -148,12 +190,59 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.equal else EXIT_FAILURE
 
 
+EXIT_CODES = """exit codes:
+  0  success (verify: every sink table equals its source tables)
+  1  verify found differences; or any other failure
+  2  bad configuration or usage (the file, a location a run cannot write to)
+  3  source problem (unreachable, misconfigured, a purged position)
+  4  sink problem (unreachable, refused a write)
+  128+N  run stopped by signal N (130: Ctrl-C)"""
+
+
+def _command(
+    sub: Any, name: str, summary: str, examples: Sequence[str], details: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows ``summary``, ``details``, its ``examples`` and the
+    exit codes."""
+    lines = "\n".join(f"  {e}" for e in examples)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary}\n\n{textwrap.fill(details, 78)}" if details else summary,
+        epilog=f"example{'s' if len(examples) > 1 else ''}:\n{lines}\n\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+PIPELINE_FILE = (
+    "the pipeline YAML file (Flink CDC 3.x shape: source, sink, route, transform, pipeline)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sparkcdc", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sparkcdc",
+        description="sparkcdc: change data capture from MySQL / MariaDB into Spark.",
+        epilog="examples:\n  sparkcdc validate pipeline.yaml\n  sparkcdc run pipeline.yaml\n"
+        f"  sparkcdc status pipeline.yaml\n\n{EXIT_CODES}\n\n"
+        "sparkcdc COMMAND --help says more about each command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a pipeline YAML file")
-    run.add_argument("file", help="pipeline YAML (Flink CDC 3.x shape)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = _command(
+        sub,
+        "run",
+        "run a pipeline: snapshot, then the binlog (until Ctrl-C, or until caught up)",
+        [
+            "sparkcdc run pipeline.yaml",
+            "sparkcdc run pipeline.yaml --available-now",
+            "sparkcdc run pipeline.yaml --master spark://host:7077 --py-files dist/sparkcdc.zip",
+        ],
+        "Progress goes to the console; Spark's own log to <checkpoint>/logs/spark.log.",
+    )
+    run.add_argument("file", help=PIPELINE_FILE)
     run.add_argument(
         "--available-now",
         action="store_true",
@@ -170,43 +259,62 @@ def build_parser() -> argparse.ArgumentParser:
         "--py-files",
         default=None,
         help="comma-separated .zip/.egg/.py files for the executors, added to "
-        "spark.submit.pyFiles (`sparkcdc package` builds sparkcdc's)",
+        "spark.submit.pyFiles (sparkcdc package builds sparkcdc's)",
     )
     run.set_defaults(func=_run)
-    prepare = sub.add_parser(
+    prepare = _command(
+        sub,
         "prepare",
-        help="write this machine's class-data archive: the Spark driver of `sparkcdc run` "
-        "starts seconds sooner",
+        "write this machine's class-data archive: the Spark driver of sparkcdc run starts "
+        "seconds sooner",
+        ["sparkcdc prepare", "sparkcdc prepare pipeline.yaml --force"],
     )
     prepare.add_argument(
         "file",
         nargs="?",
         default=None,
-        help="a pipeline YAML whose spark.conf (its jars) the archive is for (default: "
+        help="a pipeline YAML file whose spark.conf (its jars) the archive is for (default: "
         "sparkcdc's connector jars alone)",
     )
     prepare.add_argument(
         "--force", action="store_true", help="write the archive even if it is there already"
     )
     prepare.set_defaults(func=_prepare)
-    package = sub.add_parser(
+    package = _command(
+        sub,
         "package",
-        help="write sparkcdc as a zip for a Spark cluster's executors, and the script "
-        "spark-submit runs",
+        "write sparkcdc as a zip for a Spark cluster's executors, and the script spark-submit runs",
+        ["sparkcdc package --output dist"],
     )
     package.add_argument("--output", default="dist", help="the folder to write to (dist)")
     package.set_defaults(func=_package)
-    validate = sub.add_parser("validate", help="check a pipeline file and its source server")
-    validate.add_argument("file")
+    validate = _command(
+        sub,
+        "validate",
+        "check a pipeline file, its source server and the locations it writes to",
+        ["sparkcdc validate pipeline.yaml"],
+        "Checks the file, the source's connections, grants and binlog settings, the captured "
+        "tables, and writes, reads back and deletes a file in each location a run writes to. "
+        "Spark starts only to type a transform's projection or filter.",
+    )
+    validate.add_argument("file", help=PIPELINE_FILE)
     validate.set_defaults(func=_validate)
-    status = sub.add_parser("status", help="show where a pipeline is (from its checkpoint)")
-    status.add_argument("file")
+    status = _command(
+        sub,
+        "status",
+        "show where a pipeline is: phase, chunks, binlog position, lag (from its checkpoint)",
+        ["sparkcdc status pipeline.yaml", "sparkcdc status pipeline.yaml --json"],
+    )
+    status.add_argument("file", help=f"{PIPELINE_FILE}; its checkpoint is read, nothing is written")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=_status)
-    verify = sub.add_parser(
-        "verify", help="compare every sink table with its source tables (exit 1 if they differ)"
+    verify = _command(
+        sub,
+        "verify",
+        "compare every sink table with its source tables (exit 1 if they differ)",
+        ["sparkcdc verify pipeline.yaml", "sparkcdc verify pipeline.yaml --json --timeout 600"],
     )
-    verify.add_argument("file")
+    verify.add_argument("file", help=f"{PIPELINE_FILE}; the one its pipeline runs with")
     verify.add_argument("--json", action="store_true", help="print one JSON document")
     verify.add_argument(
         "--timeout",
@@ -229,14 +337,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    if not args.verbose:
-        # pyspark logs each failed SQL statement with its whole Java stack (hundreds of
-        # lines); the command reports the failure itself, in one line that says what to do
-        # (made as pyspark makes them: it logs to them with keywords a plain Logger lacks)
-        from pyspark.logger import PySparkLogger
-
-        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     try:
         code: int = args.func(args)
         return code
@@ -251,6 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SINK
     except SparkCdcError as exc:
         print(f"sparkcdc: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:  # a file or a connection sparkcdc's own checks did not foresee
+        print(f"sparkcdc: {exc} (-v logs the details)", file=sys.stderr)
+        if args.verbose:
+            logging.getLogger("sparkcdc").debug("the failure", exc_info=True)
         return EXIT_FAILURE
 
 

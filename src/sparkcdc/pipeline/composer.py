@@ -317,13 +317,31 @@ def _text_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFram
     return spark.createDataFrame(rows, TABLES_METADATA_DDL)
 
 
+def is_spark_sql(rule: TransformRule | None) -> bool:
+    """Whether ``rule`` holds Spark SQL (a projection or a filter): only Spark can tell
+    the columns and types it gives. Routing and ``primary-keys`` alone need no Spark.
+
+    >>> is_spark_sql(TransformRule(**{"source-table": "a.t", "primary-keys": "id"}))
+    False
+    """
+    return rule is not None and bool(rule.projection or rule.filter)
+
+
+def needs_session(config: PipelineConfig, schemas: Sequence[TableSchema]) -> bool:
+    """Whether :func:`plan_pipeline` needs a SparkSession for ``schemas``: some captured
+    table's transform is Spark SQL (``sparkcdc validate`` starts Spark only then)."""
+    return any(is_spark_sql(config.transform_for(s.database, s.table)) for s in schemas)
+
+
 def plan_pipeline(
-    config: PipelineConfig, schemas: Sequence[TableSchema], spark: SparkSession
+    config: PipelineConfig, schemas: Sequence[TableSchema], spark: SparkSession | None
 ) -> PipelinePlan:
     """Route and transform every captured table; merge routed tables into sink tables.
 
     Spark analyses each transform on an empty frame, so a bad expression fails here, before
-    the stream starts, with the table and the rule named.
+    the stream starts, with the table and the rule named. A table without Spark SQL in its
+    transform keeps its source columns and types, known without Spark: ``spark`` may be
+    None when :func:`needs_session` says so.
     """
     sources = [
         SourceTablePlan(
@@ -334,7 +352,8 @@ def plan_pipeline(
         for schema in schemas
     ]
     names = dict.fromkeys(s.sink_table for s in sources)
-    empty = _text_rows(spark, [])  # one frame to analyse every transform on
+    # one frame to analyse every transform on
+    empty = None if spark is None else _text_rows(spark, [])
     sink_tables = tuple(
         sink_frame(
             spark,
@@ -353,17 +372,24 @@ def plan_pipeline(
 
 
 def sink_frame(
-    spark: SparkSession,
+    spark: SparkSession | None,
     name: str,
     members: Sequence[tuple[TableSchema, TransformRule | None]],
     empty: DataFrame | None = None,
 ) -> SinkTable:
     """The sink table that ``members`` (source schemas and their transforms) route into;
-    ``empty``: an empty tables-shape frame to analyse them on (made here if not given)."""
-    if empty is None:
-        empty = _text_rows(spark, [])
+    ``empty``: an empty tables-shape frame to analyse them on (made here if not given).
+    ``spark`` may be None when no member's transform is Spark SQL (:func:`is_spark_sql`)."""
     shapes = []
     for schema, rule in members:
+        if not is_spark_sql(rule):  # the source columns as they are (source_changes' types)
+            fields = [(c.name, c.spark_type) for c in schema.columns]
+            shapes.append((schema, fields, _sink_keys(schema, rule, fields)))
+            continue
+        if spark is None:
+            raise ValueError(f"the transform of {schema.qualified_name} needs a SparkSession")
+        if empty is None:
+            empty = _text_rows(spark, [])
         try:
             frame = apply_transform(source_changes(empty, schema), rule, schema.column_names)
             fields = [
@@ -379,21 +405,30 @@ def sink_frame(
                 f"{rule.source_table if rule else '?'}): Spark cannot apply it: "
                 f"{spark_error_text(exc)}"
             ) from None
-        keys = (rule.key_columns() if rule else None) or schema.primary_key
-        missing = [k for k in keys if k not in {n for n, _ in fields}]
-        if not keys:
-            raise ConfigError(
-                f"table {schema.qualified_name} has no primary key, and sinks write by key: "
-                f"add a transform with primary-keys for source-table {schema.qualified_name}"
-            )
-        if missing:
-            raise ConfigError(
-                f"primary key {list(keys)} of {schema.qualified_name} is not in its transformed "
-                f"columns {[n for n, _ in fields]} (missing {missing}): keep the key columns "
-                "in the projection, or set primary-keys"
-            )
-        shapes.append((schema, fields, tuple(keys)))
+        shapes.append((schema, fields, _sink_keys(schema, rule, fields)))
     return _merge(name, shapes)
+
+
+def _sink_keys(
+    schema: TableSchema, rule: TransformRule | None, fields: Sequence[tuple[str, str]]
+) -> tuple[str, ...]:
+    """The key columns of ``schema``'s rows in the sink: the rule's primary-keys, else
+    the source's primary key; ConfigError when there is none, or it is not among
+    ``fields`` (the transformed columns)."""
+    keys = (rule.key_columns() if rule else None) or schema.primary_key
+    missing = [k for k in keys if k not in {n for n, _ in fields}]
+    if not keys:
+        raise ConfigError(
+            f"table {schema.qualified_name} has no primary key, and sinks write by key: "
+            f"add a transform with primary-keys for source-table {schema.qualified_name}"
+        )
+    if missing:
+        raise ConfigError(
+            f"primary key {list(keys)} of {schema.qualified_name} is not in its transformed "
+            f"columns {[n for n, _ in fields]} (missing {missing}): keep the key columns "
+            "in the projection, or set primary-keys"
+        )
+    return tuple(keys)
 
 
 def _merge(

@@ -6,6 +6,8 @@ either command; a *warning* is printed by ``validate`` and logged by ``run``.
 
 - A route or transform whose ``source-table`` matches none of the captured tables is unused
   (a typo, or a table not captured): a warning.
+- The locations a run writes to (the checkpoint, the state location, a Delta sink's path)
+  are probed: a file written, read back and deleted there (:func:`probe_locations`).
 - A transform's ``primary-keys`` that no unique index of the source table covers may collapse
   distinct rows into one sink row. Where the table is small enough to look
   (:data:`DUPLICATE_SCAN_ROWS`), rows that share the key are searched for: finding some is an
@@ -14,11 +16,12 @@ either command; a *warning* is printed by ``validate`` and logged by ``run``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.locations import open_location
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.mysql.catalog import estimated_rows, unique_keys
@@ -125,3 +128,27 @@ def raise_errors(findings: Sequence[Finding]) -> None:
     errors = [f.message for f in findings if f.severity == "error"]
     if errors:
         raise ConfigError("; ".join(errors))
+
+
+def run_locations(config: PipelineConfig) -> list[str]:
+    """Where a run of ``config`` writes: its checkpoint, its state location, and a Delta
+    sink's path (a sink in a catalog writes where the catalog says), each once."""
+    locations = [config.checkpoint, config.state_location]
+    path = getattr(config.sink, "path", None) if config.sink.type == "delta" else None
+    if path:
+        locations.append(path)
+    return list(dict.fromkeys(locations))
+
+
+def probe_locations(config: PipelineConfig, hadoop: Mapping[str, str]) -> list[str]:
+    """Probe every :func:`run_locations` entry as a run reaches it, with the Hadoop
+    settings ``hadoop`` (a run's session's, or the file's ``spark.conf``): ConfigError
+    (exit 2) naming the first one a run could not write to. The locations probed.
+
+    >>> probe_locations(config, {})  # doctest: +SKIP
+    ['/data/cdc/orders', '/data/cdc/orders/source-state', '/data/lake']
+    """
+    locations = run_locations(config)
+    for location in locations:
+        open_location(location, hadoop).probe()
+    return locations
