@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up everything (scripts/setup.sh), checks lint, format and types (seconds; any failure
+# Sets up everything (scripts/setup.sh: what the quickstart needs; scripts/setup_tests.sh: what
+# only the tests need), checks lint, format and types (seconds; any failure
 # stops here), starts the private MariaDB, and runs the tests: all of them on the default
 # Spark line (4.2), then those marked `iceberg` (skipped there) under PySpark 4.1, the line
 # Iceberg's Spark runtime loads on (scripts/setup_spark41.sh). Fails if either run fails.
@@ -8,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 bash scripts/setup.sh
+bash scripts/setup_tests.sh
 "$PYTHON" -m ruff check src tests bench dev
 "$PYTHON" -m ruff format --check src tests bench dev
 "$PYTHON" -m mypy --strict src dev
