@@ -1,6 +1,6 @@
 """The canonical row text and hash ``sparkcdc verify`` computes on both sides: as MariaDB SQL
-over the source table, and as Spark SQL over the sink table. Pure text builders: no I/O, no
-pyspark.
+over the source table, as Spark SQL over the sink table, and in Python over a sink table read
+as Arrow (``arrow_*``: delta-rs, no Spark). Pure builders: no I/O, no pyspark.
 
 A value's canonical text depends on the sink column's Spark type (the source side produces
 what the pipeline writes from its MySQL column):
@@ -35,7 +35,12 @@ number of buckets.
 
 from __future__ import annotations
 
+import hashlib
+import math
+import zlib
 from collections.abc import Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.model.schema import Column, bit_width, spark_decimal
@@ -52,6 +57,10 @@ HASH_HEX_DIGITS = 15  # 60 bits: a sum of 2^37 of them fits DECIMAL(38,0)
 _TWO_52 = "4503599627370496"
 _TWO_53 = "9007199254740992"
 _EPOCH = "'1970-01-01 00:00:00'"
+_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 # ------------------------------------------------------------------------------- floats
@@ -80,7 +89,11 @@ def spark_value(column: str, spark_type: str) -> str:
     >>> spark_value("b", "BINARY")
     'HEX(`b`)'
     """
-    c = quote_spark(column)
+    return spark_value_of(quote_spark(column), spark_type)
+
+
+def spark_value_of(c: str, spark_type: str) -> str:
+    """:func:`spark_value` of a Spark SQL expression ``c`` of ``spark_type``."""
     t = spark_type.upper()
     if t in _INTEGRAL or t == "BOOLEAN" or t.startswith("DECIMAL") or t == "DATE":
         return f"CAST({c} AS STRING)"
@@ -190,3 +203,97 @@ def mysql_hash(text: str) -> str:
 def mysql_bucket(key_text: str, buckets: int) -> str:
     # MOD, not '%': the statements go through pymysql's parameter formatting
     return f"MOD(CRC32({key_text}), {int(buckets)})"
+
+
+# -------------------------------------------------------------------------------- Arrow
+
+
+def arrow_values(values: pa.Array | pa.ChunkedArray, spark_type: str) -> list[str | None] | None:
+    """The canonical texts of a sink column of ``spark_type`` read as Arrow (what
+    :func:`spark_value` computes in Spark); None for a type this form does not cover (verify
+    then reads the table with Spark).
+
+    >>> import pyarrow as pa
+    >>> arrow_values(pa.array([1.5, None, 0.0]), "DOUBLE")
+    ['6755399441055744p-52', None, '0']
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = spark_type.upper()
+    kind = values.type
+    if pa.types.is_timestamp(kind):
+        if kind.unit not in _MICROS and kind.unit != "ns":
+            return None
+        ticks = pc.cast(values, pa.int64()).to_pylist()
+        if kind.unit == "ns":  # Spark keeps microseconds: a whole number of them
+            return [None if v is None else str(v // 1000) for v in ticks]
+        scale = _MICROS[kind.unit]
+        return [None if v is None else str(v * scale) for v in ticks]
+    python = values.to_pylist()
+    if t == "BOOLEAN":
+        return [None if v is None else ("true" if v else "false") for v in python]
+    if t in _INTEGRAL:
+        return [None if v is None else str(int(v)) for v in python]
+    if t.startswith("DECIMAL"):
+        return [None if v is None else _decimal_text(v) for v in python]
+    if t in ("FLOAT", "DOUBLE"):
+        return [None if v is None else _float_python(float(v)) for v in python]
+    if t == "DATE":
+        return [None if v is None else v.isoformat() for v in python]
+    if t == "STRING":
+        return [None if v is None else str(v) for v in python]
+    if t == "BINARY":
+        return [None if v is None else bytes(v).hex().upper() for v in python]
+    return None
+
+
+def _decimal_text(value: Decimal) -> str:
+    # as Spark casts a DECIMAL to STRING: plain notation, the scale kept, no negative zero
+    return format(abs(value) if value == 0 else value, "f")
+
+
+def _float_python(x: float) -> str:
+    """``m p k`` of ``x`` (:func:`_float_text`'s form, exact: ``math.frexp``)."""
+    if x == 0 or math.isnan(x) or math.isinf(x):
+        return "0" if x == 0 else repr(x)
+    exponent = math.frexp(x)[1]  # x = f * 2^exponent with 0.5 <= |f| < 1
+    k = max(exponent - 53, -1074)
+    return f"{int(math.ldexp(x, -k))}p{k}"
+
+
+def arrow_field(value: str | None) -> str:
+    """:func:`spark_field` of one value."""
+    return "N" if value is None else f"{len(value.encode())}:{value}"
+
+
+def arrow_row_text(values: Sequence[str | None]) -> str:
+    return "".join(arrow_field(v) for v in values)
+
+
+def arrow_hash(text: str) -> int:
+    return int(hashlib.md5(text.encode()).hexdigest()[:HASH_HEX_DIGITS], 16)
+
+
+def arrow_bucket(key_text: str, buckets: int) -> int:
+    return zlib.crc32(key_text.encode()) % int(buckets)
+
+
+def arrow_cast(values: Any, like: Any) -> Any:
+    """``values`` cast to the Arrow type of ``like`` (a lenient column's older values read
+    as the newer column's type, as Spark's TRY_CAST: NULL where one does not convert)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if values.type == like.type:
+        return values
+    try:
+        return pc.cast(values, like.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        out = []
+        for value in values.to_pylist():
+            try:
+                out.append(pc.cast(pa.array([value], values.type), like.type)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                out.append(None)
+        return pa.array(out, like.type)

@@ -223,6 +223,11 @@ class SchemaHistory:
         numbers = self._numbers()
         return self._load(numbers[-1]) if numbers else None
 
+    def states(self) -> list[SchemaState]:
+        """Every saved state, oldest first (``sparkcdc verify`` follows a column's sink
+        columns through them)."""
+        return [self._load(n) for n in self._numbers()]
+
     def before(self, batch_id: int) -> SchemaState | None:
         """The state a batch starts from: written by an earlier batch (or the first start)."""
         numbers = [n for n in self._numbers() if n <= batch_id]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,17 +34,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, as_location, session_hadoop_settings
-from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema_change import SchemaChangeType, matches_kinds
 from sparkcdc.pipeline import canonical as cn
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
-from sparkcdc.sinks.base import METADATA_COLUMNS, SinkTable
+from sparkcdc.sinks.base import METADATA_COLUMNS, Sink, SinkColumn, SinkTable
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkcdc.mysql.connection import ConnectionSettings
+    from sparkcdc.pipeline.composer import SourceTablePlan
+    from sparkcdc.pipeline.evolution import SchemaState, SinkTableState
 
 log = logging.getLogger(__name__)
 
@@ -82,36 +87,92 @@ class Side(Protocol):
 
 
 @dataclass(frozen=True)
+class Compared:
+    """A sink column verify compares, and the source column (of the transformed frame) whose
+    values the pipeline writes into it."""
+
+    column: SinkColumn
+    source: str
+    # sink columns lenient kept when this one replaced them (a changed type gives a new
+    # column ``<name>_<type>``): rows written before hold the value there, this one NULL
+    older: tuple[SinkColumn, ...] = ()
+
+
+@dataclass(frozen=True)
 class ColumnPlan:
-    """How the sink table's columns are computed on each side."""
+    """Which sink columns are compared, and how each side computes them."""
 
     table: SinkTable
+    compared: tuple[Compared, ...]
 
-    def spark_values(self, types: dict[str, str]) -> list[str]:
-        """Canonical values over the sink frame (``types``: its actual Spark types)."""
+    @classmethod
+    def whole(cls, table: SinkTable) -> ColumnPlan:
+        """Every column, fed by the source column of its name (no schema change yet)."""
+        return cls(table, tuple(Compared(c, c.name) for c in table.columns))
+
+    @property
+    def names(self) -> list[str]:
+        return [c.column.name for c in self.compared]
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """Source column -> the sink column it is compared in."""
+        return {c.source: c.column.name for c in self.compared}
+
+    def spark_values(self, types: dict[str, str], *, older: bool = False) -> list[str]:
+        """Canonical values over a frame of sink columns (``types``: its actual Spark types);
+        ``older``: as lenient promises, a row's value is in the first of the column and the
+        columns it replaced that is not NULL (the sink; the source side has no such rows)."""
         out = []
-        for column in self.table.columns:
+        for compared in self.compared:
+            column = compared.column
             actual = types.get(column.name, column.spark_type)
-            declared = column.spark_type
             # a TIMESTAMP read back as TIMESTAMP_NTZ is its UTC wall time: same micros
-            kind = actual if actual in ("TIMESTAMP", "TIMESTAMP_NTZ") else declared
-            out.append(cn.spark_value(column.name, kind))
+            kind = actual if actual in ("TIMESTAMP", "TIMESTAMP_NTZ") else column.spark_type
+            if not (older and compared.older):
+                out.append(cn.spark_value(column.name, kind))
+                continue
+            chain = [column, *compared.older]
+            value = ", ".join(
+                f"TRY_CAST({quote_spark(c.name)} AS {column.spark_type})" for c in chain
+            )
+            out.append(cn.spark_value_of(f"COALESCE({value})", column.spark_type))
+        return out
+
+    def arrow_columns(self) -> list[str]:
+        """The sink columns :meth:`arrow_values` reads."""
+        return [c.name for compared in self.compared for c in (compared.column, *compared.older)]
+
+    def arrow_values(self, batch: pa.RecordBatch) -> list[list[str | None]] | None:
+        """Canonical values of a batch of :meth:`arrow_columns` (older columns as in
+        :meth:`spark_values`); None where a type has no Arrow form."""
+        import pyarrow.compute as pc
+
+        out = []
+        for compared in self.compared:
+            values = batch.column(compared.column.name)
+            for older in compared.older:
+                values = pc.coalesce(values, cn.arrow_cast(batch.column(older.name), values))
+            texts = cn.arrow_values(values, compared.column.spark_type)
+            if texts is None:
+                return None
+            out.append(texts)
         return out
 
     def key_index(self) -> list[int]:
-        names = self.table.column_names
+        names = self.names
         return [names.index(k) for k in self.table.primary_key]
 
     def mysql_values(self, schema: TableSchema) -> list[str] | None:
         """Canonical values over a source table, or None if one cannot be pushed down."""
         by_name: dict[str, Column] = {c.name: c for c in schema.columns}
         out = []
-        for column in self.table.columns:
-            source = by_name.get(column.name)
-            if source is None:
+        for compared in self.compared:
+            source = by_name.get(compared.source)
+            if source is None:  # a member of a merged table without the column
                 out.append("NULL")
                 continue
-            value = cn.mysql_value(source, column.spark_type)
+            value = cn.mysql_value(source, compared.column.spark_type)
             if value is None:
                 return None
             out.append(value)
@@ -246,9 +307,12 @@ class SqlSide:
 class SparkSide:
     """Rows as a Spark DataFrame: the sink table, or a transformed source table."""
 
-    def __init__(self, frame: Callable[[], DataFrame], plan: ColumnPlan) -> None:
+    def __init__(
+        self, frame: Callable[[], DataFrame], plan: ColumnPlan, *, older: bool = False
+    ) -> None:
         self._frame_of = frame
         self.plan = plan
+        self.older = older  # the sink: lenient's older columns count (ColumnPlan.spark_values)
 
     def frame(self) -> DataFrame:
         """The rows as they are now (a Delta frame pins its table version: read again each
@@ -259,7 +323,7 @@ class SparkSide:
 
         rows = self._frame_of()
         types = {f.name: spark_type_name(f.dataType) for f in rows.schema.fields}
-        values = self.plan.spark_values(types)
+        values = self.plan.spark_values(types, older=self.older)
         keys = [values[i] for i in self.plan.key_index()]
         return rows.select(
             F.expr(cn.spark_row_text(keys)).alias(KEY_TEXT),
@@ -295,7 +359,7 @@ class SparkSide:
 
         if not digests:
             return {}
-        width = len(self.plan.table.columns)
+        width = len(self.plan.compared)
         rows = (
             self.frame()
             .where(F.col(KEY_TEXT).isin(sorted(digests)))
@@ -303,6 +367,62 @@ class SparkSide:
             .collect()
         )
         return {r[0]: tuple(r[1:]) for r in rows}
+
+
+class ArrowSide:
+    """A sink table read as Arrow without Spark (``Sink.arrow_reader``: delta-rs), each
+    row's canonical text computed in Python (``canonical.arrow_*``), one pass per phase."""
+
+    def __init__(
+        self, read: Callable[[Sequence[str]], Iterable[pa.RecordBatch]], plan: ColumnPlan
+    ) -> None:
+        self._read = read
+        self.plan = plan
+
+    def rows(self) -> Iterable[tuple[str, int, list[str | None]]]:
+        """Per row: its key text, row hash and canonical values (the table as it is now)."""
+        keys = self.plan.key_index()
+        for batch in self._read(self.plan.arrow_columns()):
+            columns = self.plan.arrow_values(batch)
+            if columns is None:
+                raise ValueError("a column type without an Arrow form")
+            for values in zip(*columns, strict=True):
+                key = cn.arrow_row_text([values[i] for i in keys])
+                yield key, cn.arrow_hash(cn.arrow_row_text(values)), list(values)
+
+    def readable(self) -> bool:
+        """Whether every compared column's type has an Arrow form."""
+        import pyarrow as pa
+
+        return all(
+            cn.arrow_values(pa.array([], pa.null()), c.column.spark_type) is not None
+            for c in self.plan.compared
+        )
+
+    def buckets(self, n: int) -> Sums:
+        sums: Sums = {}
+        for key, row_hash, _ in self.rows():
+            bucket = cn.arrow_bucket(key, n)
+            rows, hashes = sums.get(bucket, (0, 0))
+            sums[bucket] = (rows + 1, hashes + row_hash)
+        return sums
+
+    def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
+        keys = self.plan.key_index()
+        return {
+            key: Digest(tuple(values[i] for i in keys), row_hash)
+            for key, row_hash, values in self.rows()
+            if cn.arrow_bucket(key, n) in buckets
+        }
+
+    def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]:
+        if not digests:
+            return {}
+        return {
+            key: tuple(cn.arrow_field(v) for v in values)
+            for key, _, values in self.rows()
+            if key in digests
+        }
 
 
 class UnionSide:
@@ -337,10 +457,11 @@ def transformed_source(
     settings: ConnectionSettings,
     schema: TableSchema,
     rule: TransformRule | None,
-    table: SinkTable,
+    plan: ColumnPlan,
 ) -> DataFrame:
-    """A source table as the pipeline writes it into ``table``: its rows read with the
-    snapshot's chunk reader, then the pipeline's own transform and cast to the sink shape."""
+    """A source table as the pipeline writes it into ``plan``'s sink table: its rows read
+    with the snapshot's chunk reader, then the pipeline's own transform and cast to the sink
+    shape (each compared column fed by its source column)."""
     import pyarrow as pa
 
     from sparkcdc.mysql.connection import sql_connection
@@ -363,8 +484,7 @@ def transformed_source(
     arrow = pa.Table.from_batches(batches, schema=builder.arrow_schema)
     changes = spark.createDataFrame(arrow)
     transformed = apply_transform(changes, rule, schema.column_names)
-    mapping = {c: c for c in transformed.columns if c not in METADATA_COLUMNS}
-    return to_sink(transformed, mapping, table).drop(*METADATA_COLUMNS)
+    return to_sink(transformed, plan.mapping, plan.table).drop(*METADATA_COLUMNS)
 
 
 # ------------------------------------------------------------------------------ report
@@ -377,10 +497,16 @@ class TableReport:
     sink_table: str
     sources: tuple[str, ...]
     mode: str  # 'pushdown' (source aggregated in the database) or 'spark'
+    sink_reader: str = "spark"  # 'spark', or the library that read it without Spark
+    columns: int = 0  # sink columns compared
+    # columns not compared, each {"column", "side": "sink" | "source", "why"}
+    not_compared: list[dict[str, str]] = field(default_factory=list)
+    position: str | None = None  # the source position of the first look
     source_rows: int = 0
     sink_rows: int = 0
     buckets: int = 0
-    differing_buckets: int = 0
+    differing_buckets: int = 0  # at the first look (under live writes: rows in flight)
+    rechecked: int = 0  # keys of those buckets read again, row by row
     missing: list[dict[str, Any]] = field(default_factory=list)
     extra: list[dict[str, Any]] = field(default_factory=list)
     different: list[dict[str, Any]] = field(default_factory=list)
@@ -391,12 +517,53 @@ class TableReport:
     def equal(self) -> bool:
         return not (self.missing or self.extra or self.different)
 
+    def text(self, max_keys: int) -> list[str]:
+        """What was compared, at which position, and what was found (one line each)."""
+        source = "aggregated in the database" if self.mode == "pushdown" else "read by Spark"
+        at = f" at {self.position}" if self.position else ""
+        lines = [
+            f"{self.sink_table} <- {', '.join(self.sources)}: "
+            + ("equal" if self.equal else "DIFFERENT"),
+            f"  compared {self.source_rows} source row(s) read{at} with {self.sink_rows} sink "
+            f"row(s) read once the pipeline had passed that position; {self.columns} "
+            f"column(s); source {source}, sink read by {self.sink_reader}",
+        ]
+        for item in self.not_compared:
+            where = "sink column" if item["side"] == "sink" else "source column"
+            lines.append(f"  not compared: {where} {item['column']}: {item['why']}")
+        if self.differing_buckets:
+            settled = self.rechecked - len(self.unsettled)
+            found = len(self.missing) + len(self.extra) + len(self.different)
+            lines.append(
+                f"  {self.differing_buckets}/{self.buckets} bucket(s) differed at that first "
+                "look (rows written since the source was read, or differences); their "
+                f"{self.rechecked} differing key(s) were read again on both sides after the "
+                f"pipeline caught up: {found} of the {settled} that settled differ"
+            )
+        for kind in ("missing", "extra", "different", "unsettled"):
+            keys: list[dict[str, Any]] = getattr(self, kind)
+            if keys:
+                shown = ", ".join(_key_text(k) for k in keys[:max_keys])
+                more = f", ... ({len(keys) - max_keys} more)" if len(keys) > max_keys else ""
+                why = (
+                    " (the source changed them at every look: in flight, not compared)"
+                    if kind == "unsettled"
+                    else ""
+                )
+                lines.append(f"  {kind} {len(keys)}{why}: {shown}{more}")
+        return lines
+
     def to_json(self, max_keys: int) -> dict[str, Any]:
         return {
             "sink_table": self.sink_table,
             "sources": list(self.sources),
             "mode": self.mode,
+            "sink_reader": self.sink_reader,
             "equal": self.equal,
+            "position": self.position,
+            "columns": self.columns,
+            "not_compared": self.not_compared,
+            "rechecked": self.rechecked,
             "source_rows": self.source_rows,
             "sink_rows": self.sink_rows,
             "buckets": self.buckets,
@@ -439,18 +606,7 @@ class VerifyReport:
     def text(self, max_keys: int = 5) -> str:
         lines = []
         for t in self.tables:
-            verdict = "equal" if t.equal else "DIFFERENT"
-            lines.append(
-                f"{t.sink_table} <- {', '.join(t.sources)}: {verdict} ({t.source_rows} source "
-                f"row(s), {t.sink_rows} sink row(s), {t.differing_buckets}/{t.buckets} "
-                f"bucket(s) differed, {t.mode})"
-            )
-            for kind in ("missing", "extra", "different", "unsettled"):
-                found: list[dict[str, Any]] = getattr(t, kind)
-                if found:
-                    shown = ", ".join(_key_text(k) for k in found[:max_keys])
-                    more = f", ... ({len(found) - max_keys} more)" if len(found) > max_keys else ""
-                    lines.append(f"  {kind} {len(found)}: {shown}{more}")
+            lines.extend(t.text(max_keys))
         lines.extend(f"note: {w}" for w in self.waited)
         lines.append(
             f"verify: {'EQUAL' if self.equal else 'DIFFERENCES FOUND'} in {self.seconds:.1f}s"
@@ -507,7 +663,7 @@ def wait_for_pipeline(
 class TableCheck:
     """The comparison of one sink table, phase by phase (see the module docstring)."""
 
-    table: SinkTable
+    plan: ColumnPlan
     source: Side
     sink: Side
     report: TableReport
@@ -539,6 +695,7 @@ class TableCheck:
         suspects = {k: d for k, d in expected.items() if k not in got or got[k].hash != d.hash}
         suspects.update({k: d for k, d in got.items() if k not in expected})
         self.suspects = suspects
+        self.report.rechecked = len(suspects)
 
     def read_source_fields(self) -> None:
         self.source_fields = self.source.fields(self.suspects)
@@ -551,7 +708,7 @@ class TableCheck:
         report = self.report
         sink_fields = self.sink.fields(self.suspects)
         after = self.source.fields(self.suspects)
-        names, key_names = self.table.column_names, self.table.primary_key
+        names, key_names = self.plan.names, self.plan.table.primary_key
         still: dict[str, Digest] = {}
         for key_text, digest in self.suspects.items():
             mine, theirs = self.source_fields.get(key_text), sink_fields.get(key_text)
@@ -580,14 +737,17 @@ class TableCheck:
         ]
 
 
-def compare(checks: Sequence[TableCheck], caught_up: Callable[[], None]) -> None:
+def compare(checks: Sequence[TableCheck], caught_up: Callable[[], str]) -> None:
     """Run the phases over every table together: each reads the sources, waits once for the
-    pipeline to pass what they saw, then reads the sinks."""
+    pipeline to pass what they saw (``caught_up``: the source position waited for), then
+    reads the sinks."""
     began = time.perf_counter()
     for check in checks:
         check.read_source_buckets()
     log.info("source buckets read in %.1fs", time.perf_counter() - began)
-    caught_up()
+    position = caught_up()
+    for check in checks:
+        check.report.position = position
     began = time.perf_counter()
     differing = {id(c): c.read_sink_buckets() for c in checks}
     log.info("sink buckets read in %.1fs", time.perf_counter() - began)
@@ -615,17 +775,25 @@ def verify_pipeline(
     spark: Any = None,
     timeout_s: float = 300.0,
     tables: Iterable[str] | None = None,
+    master: str | None = None,
 ) -> VerifyReport:
-    """Compare every sink table of ``config`` with its source tables.
+    """Compare every sink table of ``config`` with its source tables, as the pipeline
+    promises them (:func:`column_plan`).
+
+    Spark is started only where it is needed: a transform in Spark SQL, a source column the
+    database cannot compute, a sink without a reader of its own (``Sink.arrow_reader``).
+    Then the session is verify's own (``<pipeline>-verify``) on ``master``, else local
+    (never the pipeline's cluster, whose cores a running pipeline holds); ``spark``: use
+    that one instead.
 
     >>> report = verify_pipeline(load_pipeline("p.yaml"))  # doctest: +SKIP
     >>> report.equal, report.to_json()["tables"][0]["counts"]  # doctest: +SKIP
     (False, {'missing': 1, 'extra': 0, 'different': 0})
     """
-    from sparkcdc.pipeline.composer import plan_pipeline
+    from sparkcdc.pipeline.composer import needs_session, plan_pipeline
     from sparkcdc.pipeline.evolution import SchemaHistory
-    from sparkcdc.pipeline.runner import pipeline_session, server_position, source_settings
-    from sparkcdc.sinks.base import Sink, SinkContext, runnable_sink_class
+    from sparkcdc.pipeline.runner import server_position, source_settings
+    from sparkcdc.sinks.base import Sink, runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
 
     started = time.monotonic()
@@ -638,41 +806,43 @@ def verify_pipeline(
         )
     options, settings = source_settings(config)
     capture = plan_capture(options, settings)
-    spark = pipeline_session(config, spark)
-    root = config.checkpoint_location(session_hadoop_settings(spark))
-    saved = SchemaHistory(root).latest()
-    plan = plan_pipeline(config, capture.tables, spark)
-    sink: Sink = cls(config.sink, spark, SinkContext(config.pipeline.name, config.checkpoint))
+    session = VerifySession(config, spark, master)
+    hadoop = session.hadoop()
+    root = config.checkpoint_location(hadoop)
+    history = SchemaHistory(root).states()
+    saved = history[-1] if history else None
+    needs = needs_session(config, capture.tables)
+    plan = plan_pipeline(config, capture.tables, session.get() if needs else None)
     report = VerifyReport([])
     position: list[BinlogPosition] = []
 
-    def caught_up() -> None:
+    def caught_up() -> str:
         # once per phase: the pipeline must have passed the source position read last
         now = server_position(settings)
         if position and position[-1] == now:
-            return
+            return str(now)
         position.append(now)
         report.position = str(now)
         note = wait_for_pipeline(root, now, timeout_s)
         if note is not None:
             report.waited.append(note)
+        return str(now)
 
     wanted = set(tables) if tables is not None else None
     checks: list[TableCheck] = []
     try:
-        for table in plan.sink_tables:
-            if wanted is not None and table.name not in wanted:
+        for planned in plan.sink_tables:
+            if wanted is not None and planned.name not in wanted:
                 continue
-            if saved is not None and table.name in saved.sinks:
-                table = saved.sinks[table.name].table
-            columns = ColumnPlan(table)
-            members = [s for s in plan.sources if s.sink_table == table.name]
+            members = [s for s in plan.sources if s.sink_table == planned.name]
+            state = saved.sinks.get(planned.name) if saved is not None else None
+            columns, notes = column_plan(config, planned, state, history, members)
             sides: list[Side] = []
             mode = "pushdown"
             for index, member in enumerate(members):
                 pushable = _pushable(member.transform)
                 values = columns.mysql_values(member.schema) if pushable else None
-                if values is not None and _same_key(member.schema, table):
+                if values is not None and _same_key(member.schema, columns.table):
                     sides.append(
                         SqlSide(
                             settings,
@@ -686,19 +856,202 @@ def verify_pipeline(
                 else:
                     mode = "spark"
                     schema, rule = member.schema, member.transform
-                    read = partial(transformed_source, spark, settings, schema, rule, table)
+                    read = partial(_transformed, session, settings, schema, rule, columns)
                     sides.append(SparkSide(read, columns))
-            sink_side = SparkSide(partial(sink.read_table, table), columns)
+            sink_side, reader = session.sink_side(columns, hadoop)
             rows = sum(_row_estimate(settings, m.schema) for m in members)
             buckets = max(1, rows // ROWS_PER_BUCKET)
-            result = TableReport(table.name, table.sources, mode, buckets=buckets)
+            result = TableReport(
+                columns.table.name,
+                columns.table.sources,
+                mode,
+                sink_reader=reader,
+                columns=len(columns.compared),
+                not_compared=notes,
+                buckets=buckets,
+            )
             report.tables.append(result)
-            checks.append(TableCheck(table, UnionSide(sides), sink_side, result))
+            checks.append(TableCheck(columns, UnionSide(sides), sink_side, result))
         compare(checks, caught_up)
     finally:
-        sink.close()
+        session.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _transformed(
+    session: VerifySession,
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    rule: TransformRule | None,
+    plan: ColumnPlan,
+) -> DataFrame:
+    return transformed_source(session.get(), settings, schema, rule, plan)
+
+
+class VerifySession:
+    """verify's SparkSession and Spark sink, started at their first use (if any)."""
+
+    def __init__(self, config: PipelineConfig, spark: Any, master: str | None) -> None:
+        self.config, self.master = config, master
+        self._spark: SparkSession | None = spark
+        self._sink: Sink | None = None
+
+    def hadoop(self) -> dict[str, str]:
+        """The Hadoop settings sparkcdc's own files are read with (the session's, when one
+        was given; else the file's ``spark.conf``: no session started for them)."""
+        from sparkcdc.locations import hadoop_settings
+
+        if self._spark is not None:
+            return session_hadoop_settings(self._spark)
+        return dict(hadoop_settings(self.config.pipeline.session_conf()))
+
+    def get(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = verify_session(self.config, self.master)
+        return self._spark
+
+    def sink(self) -> Sink:
+        from sparkcdc.sinks.base import SinkContext, runnable_sink_class
+
+        if self._sink is None:
+            cls = runnable_sink_class(self.config.sink.type)
+            context = SinkContext(self.config.pipeline.name, self.config.checkpoint)
+            self._sink = cls(self.config.sink, self.get(), context)
+        return self._sink
+
+    def sink_side(self, plan: ColumnPlan, hadoop: dict[str, str]) -> tuple[Side, str]:
+        """The sink table's side, and what reads it: the sink's own reader without Spark
+        where it has one and every compared type has an Arrow form, else Spark."""
+        from sparkcdc.sinks.base import runnable_sink_class
+
+        cls = runnable_sink_class(self.config.sink.type)
+        reader = cls.arrow_reader(self.config.sink, plan.table, hadoop)
+        if reader is not None:
+            side = ArrowSide(reader, plan)
+            if side.readable():
+                return side, f"{self.config.sink.type}'s Arrow reader (no Spark)"
+        read = partial(_sink_frame, self, plan.table)
+        return SparkSide(read, plan, older=True), "Spark"
+
+    def close(self) -> None:
+        if self._sink is not None:
+            self._sink.close()
+
+
+def _sink_frame(session: VerifySession, table: SinkTable) -> DataFrame:
+    return session.sink().read_table(table)
+
+
+def verify_session(config: PipelineConfig, master: str | None) -> SparkSession:
+    """verify's own session: application ``<pipeline>-verify``, on ``master``, else local
+    with at most this machine's cores (the pipeline's master is not taken: on a cluster a
+    running pipeline holds its cores, and verify would wait for them), the sink's and the
+    file's Spark settings (its master aside)."""
+    from sparkcdc.pipeline.runner import pipeline_conf
+    from sparkcdc.spark.session import spark_session
+
+    cores = max(1, min(config.pipeline.parallelism, os.cpu_count() or 1))
+    conf = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(cores),
+        **pipeline_conf(config),
+    }
+    return spark_session(
+        f"{config.pipeline.name}-verify",
+        master or f"local[{cores}]",
+        connectors=True,
+        conf=conf,
+    )
+
+
+# ------------------------------------------------------------------ what is compared
+
+
+def column_plan(
+    config: PipelineConfig,
+    planned: SinkTable,
+    state: SinkTableState | None,
+    history: Sequence[SchemaState],
+    members: Sequence[SourceTablePlan],
+) -> tuple[ColumnPlan, list[dict[str, str]]]:
+    """The sink columns verify compares, as the pipeline promises them, and the columns it
+    does not compare, each with why.
+
+    ``state``: the sink table as the pipeline left it (its schema history), None before any
+    schema change (``planned``, whole). A sink column no source column feeds any more is
+    not compared: lenient (or an excluded ``drop.column``) keeps it with the values it had
+    and NULL in rows written since, and the source has no values to compare with. A sink
+    column that lenient made for a changed type (``<name>_<type>``) is compared with the
+    source column, its value read from it, else (rows written before the change) from the
+    column it replaced. A source column that did not reach the sink (an excluded change,
+    ``ignore``, a transform's projection) is listed.
+    """
+    notes: list[dict[str, str]] = []
+    frame = planned if state is None else state.frame
+    for member in members:
+        rule = member.transform
+        if rule is None or rule.projection is None:
+            continue
+        for name in member.schema.column_names:
+            if name not in frame.column_names:
+                why = f"not in the transform's projection of {member.schema.qualified_name}"
+                notes.append({"column": name, "side": "source", "why": why})
+    if state is None:
+        return ColumnPlan.whole(planned), notes
+    table, mapping = state.table, state.mapping
+    by_name = {c.name: c for c in table.columns}
+    fed = {sink: source for source, sink in mapping.items() if sink in by_name}
+    older: dict[str, list[SinkColumn]] = {}
+    for earlier in reversed(history):  # newest first: the column replaced last comes first
+        was = earlier.sinks.get(table.name)
+        for source, sink in (was.mapping if was is not None else {}).items():
+            now = mapping.get(source)
+            if now is None or sink in (now, *fed) or sink not in by_name:
+                continue
+            chain = older.setdefault(now, [])
+            if by_name[sink] not in chain:
+                chain.append(by_name[sink])
+    compared = tuple(
+        Compared(c, fed[c.name], tuple(older.get(c.name, ())))
+        for c in table.columns
+        if c.name in fed
+    )
+    used = set(fed) | {c.name for chain in older.values() for c in chain}
+    for column in table.columns:
+        if column.name not in used:
+            notes.append({"column": column.name, "side": "sink", "why": _why_kept(config)})
+    for column in state.frame.columns:
+        if mapping.get(column.name) not in by_name:
+            why = _not_applied(config, SchemaChangeType.ADD_COLUMN) or "the sink did not take it"
+            notes.append(
+                {"column": column.name, "side": "source", "why": f"not in the sink: {why}"}
+            )
+    return ColumnPlan(table, compared), notes
+
+
+def _not_applied(config: PipelineConfig, kind: SchemaChangeType) -> str | None:
+    """Why the pipeline does not apply a schema change of ``kind`` to the sink (None: it
+    does)."""
+    behavior = config.pipeline.schema_change_behavior
+    if behavior == "ignore":
+        return "schema.change.behavior is ignore"
+    include = config.sink.include_schema_changes
+    if include is not None and not matches_kinds(kind, include):
+        return f"{kind.value} is not in the sink's include.schema.changes"
+    if matches_kinds(kind, config.sink.exclude_schema_changes):
+        return f"{kind.value} is in the sink's exclude.schema.changes"
+    return None
+
+
+def _why_kept(config: PipelineConfig) -> str:
+    why = _not_applied(config, SchemaChangeType.DROP_COLUMN)
+    if why is None:
+        why = f"schema.change.behavior {config.pipeline.schema_change_behavior} keeps it"
+    return (
+        f"its source column was dropped or renamed, and {why}: rows keep the values they "
+        "had, rows written since hold NULL; the source has nothing to compare them with"
+    )
 
 
 def _same_key(schema: TableSchema, table: SinkTable) -> bool:

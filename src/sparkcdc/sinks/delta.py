@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import field_validator
@@ -65,6 +66,7 @@ from sparkcdc.sinks.base import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -145,6 +147,40 @@ class DeltaSink(Sink):
             if part:
                 directory = directory / path_segment(part)
         return directory
+
+    @classmethod
+    def arrow_reader(
+        cls, options: SinkOptions, table: SinkTable, hadoop: Mapping[str, str]
+    ) -> Callable[[Sequence[str]], Iterator[pa.RecordBatch]] | None:
+        """delta-rs reads a table of ``path`` mode on a local filesystem, deletion vectors
+        applied (DataFusion's scan); a catalog's table or an object store's: Spark."""
+        assert isinstance(options, DeltaOptions)
+        if options.path is None or importlib.util.find_spec("deltalake") is None:
+            return None
+        directory = open_location(options.path, hadoop)
+        if not directory.is_local:
+            return None
+        for part in table.name.split("."):
+            if part:
+                directory = directory / path_segment(part)
+
+        def read(columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+            import deltalake
+            import pyarrow as pa
+            from deltalake.exceptions import TableNotFoundError
+
+            try:
+                delta = deltalake.DeltaTable(directory.uri)
+            except TableNotFoundError:
+                raise SinkError(
+                    f"delta sink: {table.name}: no Delta table at {directory}. Has the "
+                    "pipeline run (sparkcdc run)?"
+                ) from None
+            names = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+            rows = deltalake.QueryBuilder().register("t", delta).execute(f"SELECT {names} FROM t")
+            yield from pa.RecordBatchReader.from_stream(rows)
+
+        return read
 
     def identifier(self, table: SinkTable) -> str:
         """How Spark SQL names the table."""

@@ -4,8 +4,10 @@ type gets on each side (table-driven)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
+import zlib
 
 import pytest
 
@@ -107,3 +109,51 @@ def test_no_percent_sign_in_pushed_down_sql() -> None:
     for data_type, column_type in [("date", "date"), ("time", "time(6)"), ("double", "double")]:
         assert "%" not in str(cn.mysql_value(_column(data_type, column_type), "STRING"))
     assert "%" not in cn.mysql_bucket("k", 7)
+
+
+# -- Arrow (a sink table read without Spark) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1.1, -3.4e38, 1e-30, 0.1, 8.0, 1.7976931348623157e308, -2.2250738585072014e-308, 5e-324,
+     2.0**-1022, 2.0**52, 2.0**53 - 1, 1 / 3, 0.0, -0.0],
+)  # fmt: skip
+def test_arrow_float_form_is_the_sql_form(value: float) -> None:
+    import pyarrow as pa
+
+    assert cn.arrow_values(pa.array([value]), "DOUBLE") == [float_form(value)]
+
+
+def test_arrow_values_are_what_spark_casts_to_text() -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    utc = dt.UTC
+    cases = [
+        (pa.array([True, False, None]), "BOOLEAN", ["true", "false", None]),
+        (pa.array([-128, 0, 2**63 - 1]), "BIGINT", ["-128", "0", str(2**63 - 1)]),
+        (pa.array([Decimal("1.50"), Decimal("0.00"), Decimal("-12345678901234567890.12")],
+                  pa.decimal128(22, 2)), "DECIMAL(22,2)",
+         ["1.50", "0.00", "-12345678901234567890.12"]),
+        (pa.array([dt.date(1, 1, 1), dt.date(2024, 2, 29)]), "DATE", ["0001-01-01", "2024-02-29"]),
+        (pa.array([dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc)],
+                  pa.timestamp("us", "UTC")), "TIMESTAMP", ["-1"]),
+        (pa.array([dt.datetime(1970, 1, 1, 0, 0, 1)], pa.timestamp("ns")), "TIMESTAMP_NTZ",
+         ["1000000"]),
+        (pa.array(["", "é", None], pa.string_view()), "STRING", ["", "é", None]),
+        (pa.array([b"\x00\xff", b""]), "BINARY", ["00FF", ""]),
+    ]  # fmt: skip
+    for values, spark_type, expected in cases:
+        assert cn.arrow_values(values, spark_type) == expected, spark_type
+    assert cn.arrow_values(pa.array([[1]]), "ARRAY<INT>") is None  # read with Spark instead
+
+
+def test_arrow_row_text_hash_and_bucket_are_the_sql_ones() -> None:
+    # the SQL side: CONCAT of 'N' / '<UTF-8 length>:<text>', MD5's first 15 hex digits, CRC32
+    text = cn.arrow_row_text([None, "", "é", "12"])
+    assert text == "N0:2:é2:12"
+    assert cn.arrow_hash(text) == int(hashlib.md5(text.encode()).hexdigest()[:15], 16)
+    assert cn.arrow_bucket("1:7", 10) == zlib.crc32(b"1:7") % 10
