@@ -1,6 +1,6 @@
 """Binlog decode throughput: sparkcdc's client + decoder vs python-mysql-replication.
 
-Runnable with no arguments after the README's set-up (it starts the private MariaDB):
+Runnable with no arguments after scripts/test.sh's set-up (it starts the private MariaDB):
 
     python bench/binlog_decode.py [--rows 1000000]
 

@@ -1,6 +1,6 @@
 """Pipeline latency: commit in MariaDB → visible in the sink, for Delta and Kafka.
 
-Runnable with no arguments after the README's set-up (it starts the private MariaDB and the
+Runnable with no arguments after scripts/test.sh's set-up (it starts the private MariaDB and the
 private Kafka):
 
     python bench/pipeline_latency.py [--seconds 30] [--rate 1000]

@@ -226,7 +226,8 @@ def jdbc_copy(target: str, into: str, rows: int, log: Path, python: str = sys.ex
 
 def iceberg_python() -> str:
     """An interpreter whose Spark line has Iceberg's runtime: this one, or PySpark 4.1's
-    environment (scripts/setup_spark41.sh) where this line has none (README, "Spark lines")."""
+    environment (scripts/setup_spark41.sh) where this line has none (docs/install.md,
+    "Spark lines")."""
     if has_iceberg_runtime():
         return sys.executable
     done = subprocess.run(

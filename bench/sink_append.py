@@ -1,7 +1,7 @@
 """Delta sink: snapshot rows by append vs by MERGE; MERGEs with vs without deletion vectors, and
 bounded to the batch's key range vs over the whole table.
 
-Runnable with no arguments after the README's set-up (no database needed):
+Runnable with no arguments after scripts/test.sh's set-up (no database needed):
 
     python bench/sink_append.py [--rows 200000] [--batches 10] [--changes 2000]
                                 [--span-rows 5000000] [--span-files 50]

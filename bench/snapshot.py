@@ -1,6 +1,6 @@
 """Snapshot throughput: sparkcdc's exact, chunked snapshot vs Spark's JDBC copy and raw reads.
 
-Runnable with no arguments after the README's set-up (it starts the private MariaDB and
+Runnable with no arguments after scripts/test.sh's set-up (it starts the private MariaDB and
 fetches the JDBC driver with Maven):
 
     python bench/snapshot.py [--rows 2000000] [--rounds 3] [--master spark://HOST:PORT|dev]

@@ -1,6 +1,6 @@
 """A batch's Delta sink tables written at once against one after the other.
 
-Runnable with no arguments after the README's set-up (it starts the private MariaDB):
+Runnable with no arguments after scripts/test.sh's set-up (it starts the private MariaDB):
 
     python bench/table_writes.py [--tables 4] [--seconds 60] [--rounds 2]
 

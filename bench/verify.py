@@ -1,6 +1,6 @@
 """``sparkcdc verify`` throughput against the snapshot that copied the table.
 
-Runnable with no arguments after the README's set-up (it starts the private MariaDB):
+Runnable with no arguments after scripts/test.sh's set-up (it starts the private MariaDB):
 
     python bench/verify.py [--rows 2000000]
 

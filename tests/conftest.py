@@ -16,9 +16,10 @@ _counter = itertools.count()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``thorough`` are skipped unless ``SPARKCDC_THOROUGH=1`` (README, "The
-    two commands"). Tests marked ``iceberg`` are skipped on a Spark line without Iceberg's runtime
-    (4.2): scripts/test.sh runs them again under PySpark 4.1, the line that has it."""
+    """Tests marked ``thorough`` are skipped unless ``SPARKCDC_THOROUGH=1``
+    (docs/development.md, "The tests"). Tests marked ``iceberg`` are skipped on a Spark line
+    without Iceberg's runtime (4.2): scripts/test.sh runs them again under PySpark 4.1, the
+    line that has it."""
     from pipelines import THOROUGH
 
     if not THOROUGH:

@@ -32,7 +32,7 @@ CREATE TABLE {name} (
 """
 
 
-# the repeats too (README, "The two commands"): more kills, runs and variants than CI has
+# the repeats too (docs/development.md, "The tests"): more kills, runs and variants than CI has
 # time for
 THOROUGH = os.environ.get("SPARKCDC_THOROUGH") == "1"
 

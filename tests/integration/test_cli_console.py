@@ -1,6 +1,6 @@
 """The console of ``sparkcdc run`` (issue 16, proof 1): scheduled runs of
-``sparkcdc run --available-now`` on a live table print only the documented lines (README,
-"The command line"), never a Java or Python stack, and leave the Delta sink equal to the
+``sparkcdc run --available-now`` on a live table print only the documented lines (docs/cli.md,
+"What a run prints"), never a Java or Python stack, and leave the Delta sink equal to the
 source; Ctrl-C typed in a terminal stops a run cleanly; a failure inside the running query
 is one line with what to do.
 
@@ -53,7 +53,7 @@ pipeline:
   name: twenty-runs
   checkpoint: {checkpoint}
 """
-# every line a run may print (README, "The command line"); anything else is noise
+# every line a run may print (docs/cli.md, "What a run prints"); anything else is noise
 STDOUT = [
     r"pipeline 'twenty-runs': 1 source table\(s\) → delta \(1 sink table\(s\)\); checkpoint \S+",
     rf"  {DATABASE}\.t <- {DATABASE}\.t \(key id\)",

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import sparkcdc
 from sparkcdc.errors import ConfigError
+from sparkcdc.spark.connectors import EXCLUDES
 
 ENTRY_NAME = "sparkcdc_submit.py"
 _ENTRY = '''"""spark-submit's primary resource for sparkcdc (written by `sparkcdc package`):
@@ -49,7 +51,7 @@ from sparkcdc.cli.main import main  # noqa: E402
 sys.exit(main())
 '''
 # what the package needs at run time besides its modules (pyproject's package-data)
-_DATA_SUFFIXES = (".py", ".typed", ".properties")
+_DATA_SUFFIXES = (".py", ".typed", ".properties", ".xml")
 # a fixed time for every entry: the same sources give the same bytes
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -95,14 +97,26 @@ def package_sparkcdc(output: Path) -> Package:
     return Package(archive, entry)
 
 
-def submit_line(built: Package, jars: list[str]) -> str:
-    """The spark-submit command line that runs a pipeline with what ``built`` holds.
+def submit_line(built: Package, jars: Sequence[str], packages: Sequence[str] = ()) -> str:
+    """The spark-submit command line that runs a pipeline with what ``built`` holds: the
+    connectors as ``jars`` (a folder's), else as Maven coordinates ``packages`` that Spark
+    resolves (without what no connector needs: ``connectors.EXCLUDES``).
 
     >>> print(submit_line(Package(Path("d/s.zip"), Path("d/e.py")), ["/j/a.jar", "/j/b.jar"]))
     spark-submit --master spark://HOST:7077 --py-files d/s.zip --jars /j/a.jar,/j/b.jar \\
       d/e.py run pipeline.yaml --available-now
+    >>> built = Package(Path("d/s.zip"), Path("d/e.py"))
+    >>> print(submit_line(built, [], ["g:a:1"]))  # doctest: +ELLIPSIS
+    spark-submit --master spark://HOST:7077 --py-files d/s.zip --packages g:a:1 \\
+      --conf spark.jars.excludes=software.amazon.awssdk:bundle,... \\
+      d/e.py run pipeline.yaml --available-now
     """
+    connectors = f"--jars {','.join(jars)}"
+    if packages:
+        connectors = (
+            f"--packages {','.join(packages)} \\\n  --conf spark.jars.excludes={','.join(EXCLUDES)}"
+        )
     return (
         f"spark-submit --master spark://HOST:7077 --py-files {built.archive} "
-        f"--jars {','.join(jars)} \\\n  {built.entry} run pipeline.yaml --available-now"
+        f"{connectors} \\\n  {built.entry} run pipeline.yaml --available-now"
     )

@@ -281,7 +281,7 @@ def committed_position(conn: Any, info: ServerInfo) -> BinlogPosition:
     snapshot together with ``binlog_snapshot_file`` / ``binlog_snapshot_position`` (under
     the lock that orders commits), so every transaction before that position is committed.
     MySQL has no such pair: its current position is used, which leaves that gap open
-    (README, "Snapshot exactness").
+    (docs/snapshot.md, "Snapshot exactness").
     """
     if not info.is_mariadb:
         return current_position(conn, info, with_gtids=False)

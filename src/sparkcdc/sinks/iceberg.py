@@ -518,7 +518,7 @@ class IcebergSink(Sink):
                 f"Iceberg's Spark runtime on the classpath was built for another Spark line "
                 f"than this session's (Spark {self.spark.version}). Iceberg publishes "
                 "iceberg-spark-runtime for Spark up to 4.1: run the iceberg sink on PySpark "
-                "4.1 with the jars jars/pom.xml pins for it (README, 'Spark lines')"
+                "4.1 with the jars jars/pom.xml pins for it (docs/install.md, 'Spark lines')"
             )
         if "No suitable driver" in text or (
             options.catalog_type == "jdbc" and "Failed to connect" in text

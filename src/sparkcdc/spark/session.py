@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,15 @@ from pyspark.sql import SparkSession
 from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.files import ensure_private_dir, open_private
 from sparkcdc.spark.compat import SPARK_LINE
+from sparkcdc.spark.connectors import (
+    EXCLUDES,
+    LINES,
+    class_path_jars,
+    has_connector,
+    jars_folder,
+    missing,
+    packages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +77,7 @@ _SPARK_DAEMON = "pyspark.daemon"
 _LIST_SEPARATORS = {
     "spark.jars": ",",
     "spark.jars.packages": ",",
+    "spark.jars.excludes": ",",
     "spark.submit.pyFiles": ",",
     "spark.sql.extensions": ",",
     "spark.driver.extraClassPath": os.pathsep,
@@ -78,6 +88,11 @@ _LIST_SEPARATORS = {
 # the JVM's logging when spark_session(log_file=...): everything to that file, nothing on the
 # console (the command line says what happens, in its own words)
 _LOG_CONFIG = Path(__file__).with_name("log4j2-file.properties")
+
+
+# how Spark resolves the connectors' coordinates, unless the user gave settings of their own
+_IVY_SETTINGS = "spark.jars.ivySettings"
+_IVY_SETTINGS_FILE = Path(__file__).with_name("ivysettings.xml")
 
 # Delta and Iceberg SQL (MERGE INTO, ALTER TABLE) need their session extensions; Delta's
 # catalog serves `delta.`/path/`` tables and plain tables stored as Delta.
@@ -109,48 +124,49 @@ def driver_memory() -> str:
     return f"{min(8, max(2, gib))}g"
 
 
-def connector_folder() -> Path:
-    """Where the connector jars of the installed pyspark's Spark line are.
-
-    ``SPARKCDC_JARS_DIR`` overrides it; by default the project's ``jars/lib/spark-<line>``,
-    filled by ``bash scripts/fetch_jars.sh`` (which ``scripts/setup.sh`` runs).
-    """
-    folder = os.environ.get("SPARKCDC_JARS_DIR")
-    if folder:
-        return Path(folder)
-    return Path(__file__).resolve().parents[3] / "jars" / "lib" / f"spark-{SPARK_LINE}"
+def connector_folder() -> Path | None:
+    """The folder of jars that serves every connector, if there is one
+    (``sparkcdc.spark.connectors.jars_folder``)."""
+    return jars_folder()
 
 
 def connector_jars() -> list[str]:
-    """The pinned connector jars (Delta, Kafka, JDBC drivers; Iceberg on the lines it
-    publishes for) in :func:`connector_folder`."""
+    """The jars of the connector folder (``SPARKCDC_JARS_DIR``, or a development checkout's
+    ``jars/lib/spark-<line>``). Without one, sessions ask Spark for the pinned Maven
+    coordinates instead (``spark.jars.packages``) and this raises ConfigError."""
     folder = connector_folder()
-    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    jars = sorted(str(p) for p in folder.glob("*.jar")) if folder is not None else []
     if not jars:
+        where = f"no jars in SPARKCDC_JARS_DIR ({folder})" if folder else "no folder of jars"
         raise ConfigError(
-            f"no connector jars in {folder}: run `bash scripts/fetch_jars.sh` (part of "
-            "scripts/setup.sh) to fetch the Delta / Iceberg / Kafka jars pinned for the "
-            f"installed pyspark (Spark {SPARK_LINE}), or point SPARKCDC_JARS_DIR at a folder "
-            "that has them"
+            f"connector jars for Spark {SPARK_LINE}: {where}. Point SPARKCDC_JARS_DIR at a "
+            "folder that has the Delta / Iceberg / Kafka jars, or unset it: sparkcdc's "
+            "sessions then have Spark fetch them from Maven Central (spark.jars.packages; "
+            "`sparkcdc package` prints them for spark-submit --packages)"
         )
     return jars
 
 
 def has_iceberg_runtime(jars: Sequence[str] | None = None) -> bool:
-    """Whether ``jars`` (default: the connector jars) hold Iceberg's Spark runtime."""
-    listed = connector_jars() if jars is None else jars
-    return any(Path(j).name.startswith(_ICEBERG_RUNTIME) for j in listed)
+    """Whether ``jars`` (default: the connector folder's, else the pinned coordinates of
+    this Spark line) hold Iceberg's Spark runtime."""
+    if jars is None:
+        if connector_folder() is None:
+            return has_connector("iceberg")
+        jars = connector_jars()
+    return any(Path(j).name.startswith(_ICEBERG_RUNTIME) for j in jars)
 
 
 def require_iceberg_runtime() -> None:
     """Stop with what to do where Iceberg has no runtime for this Spark line (4.2)."""
     if not has_iceberg_runtime():
+        folder = connector_folder()
+        where = f"among the connector jars in {folder}" if folder else "available"
         raise ConfigError(
-            f"sink.type iceberg: Iceberg's Spark runtime is not among the connector jars for "
-            f"Spark {SPARK_LINE} ({connector_folder()}): Iceberg publishes no "
-            f"iceberg-spark-runtime-{SPARK_LINE} yet, and its 4.1 runtime does not load on "
-            "Spark 4.2. Run Iceberg pipelines on PySpark 4.1: `pip install 'pyspark>=4.1.4,"
-            '<4.2\'`, then `bash scripts/fetch_jars.sh` (README, "Spark lines")'
+            f"sink.type iceberg: Iceberg's Spark runtime is not {where} for Spark "
+            f"{SPARK_LINE}: Iceberg publishes no iceberg-spark-runtime-{SPARK_LINE} yet, and "
+            "its 4.1 runtime does not load on Spark 4.2. Run Iceberg pipelines on PySpark "
+            "4.1: `pip install 'pyspark>=4.1.4,<4.2'` (docs: Spark lines)"
         )
 
 
@@ -328,18 +344,27 @@ def merge_list_setting(key: str, *values: str | None) -> str | None:
     return _LIST_SEPARATORS[key].join(merged) if merged else None
 
 
+def _connector_names(connectors: bool | Collection[str]) -> tuple[str, ...]:
+    if connectors is True:  # every connector this Spark line has
+        return tuple(dict.fromkeys(name for line in LINES.values() for name in line))
+    if connectors is False:
+        return ()
+    return tuple(connectors)
+
+
 def plan_session(
     app_name: str,
     master: str | None,
     *,
     jars: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
-    connectors: bool = False,
+    connectors: bool | Collection[str] = False,
     log_file: str | None = None,
     configured: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     defaults: Mapping[str, str] | None = None,
     starts_jvm: bool = True,
+    spark_home: Path | None = None,
 ) -> SessionPlan:
     """The master and settings of a session (pure: nothing starts, nothing is written).
 
@@ -349,11 +374,15 @@ def plan_session(
     settings are the user's: sparkcdc's defaults (``defaults``, the caller's, among them)
     never replace them; ``conf`` does.
 
-    ``connectors``: the pinned connector jars and the Delta (and Iceberg) SQL extensions.
-    The jars go in ``spark.jars``, which ships them to the executors; but where this
-    process is yet to start the JVM (``starts_jvm``, and no spark-submit started one) on a
-    master whose executor is that JVM (``local``, ``local[n]``), they go on its class path
-    (``spark.driver.extraClassPath``) instead: a local executor fetches every jar of
+    ``connectors``: the connectors named (``sparkcdc.spark.connectors``: "delta", "kafka",
+    ...; True: every one pinned for this Spark line) and the Delta / Iceberg SQL extensions
+    of those named. From a folder of jars if there is one (``connector_folder``), else those
+    not on the class path already (``spark_home``'s jars, ``spark.jars``, the extra class
+    path) by their Maven coordinates (``spark.jars.packages``, resolved by Spark when the
+    JVM starts). A folder's jars go in ``spark.jars``, which ships them to the executors;
+    but where this process is yet to start the JVM (``starts_jvm``, and no spark-submit
+    started one) on a master whose executor is that JVM (``local``, ``local[n]``), they go on
+    its class path (``spark.driver.extraClassPath``) instead: a local executor fetches every jar of
     ``spark.jars`` when it starts, a copy and a ``chmod`` process each (Hadoop's, without
     its native library), ~1 s of every run's start here for the 52 jars; on the class path
     the JVM reads them where they are, and the class-data archive holds their classes.
@@ -378,14 +407,20 @@ def plan_session(
         "spark.driver.memory": driver_memory(),
         _DAEMON_MODULE: _LOCAL_DAEMON if is_local_master(chosen) else _SPARK_DAEMON,
     }
-    if connectors:
+    needs = _connector_names(connectors)
+    if "delta" in needs:
         base.update(_CONNECTOR_CONF)
     settings = {k: v for k, v in base.items() if k not in configured}
     settings.update(conf)
     # lists: the user's entries (configured, then conf), then sparkcdc's
-    pinned = connector_jars() if connectors else []
-    extensions = [_CONNECTOR_CONF["spark.sql.extensions"]] if connectors else []
-    if connectors and has_iceberg_runtime(pinned):
+    folder = connector_folder() if needs else None
+    pinned = connector_jars() if folder is not None else []
+    fetched: list[str] = []
+    if needs and folder is None:
+        present = class_path_jars(spark_home, {**configured, **conf}, _LIST_SEPARATORS)
+        fetched = packages(missing(needs, present))
+    extensions = [_CONNECTOR_CONF["spark.sql.extensions"]] if "delta" in needs else []
+    if "iceberg" in needs and (has_iceberg_runtime(pinned) if folder else has_connector("iceberg")):
         extensions.append(_ICEBERG_EXTENSIONS)
     on_class_path = (
         starts_jvm and is_one_jvm_master(chosen) and "PYSPARK_GATEWAY_PORT" not in environ
@@ -394,7 +429,11 @@ def plan_session(
         "spark.jars": ",".join([*([] if on_class_path else pinned), *jars]),
         "spark.driver.extraClassPath": os.pathsep.join(pinned) if on_class_path else None,
         "spark.sql.extensions": ",".join(extensions),
+        "spark.jars.packages": ",".join(fetched),
+        "spark.jars.excludes": ",".join(EXCLUDES) if fetched else None,
     }
+    if fetched and not (conf.get(_IVY_SETTINGS) or configured.get(_IVY_SETTINGS)):
+        settings[_IVY_SETTINGS] = str(_IVY_SETTINGS_FILE)
     for key in _LIST_SEPARATORS:
         merged = merge_list_setting(key, configured.get(key), conf.get(key), ours.get(key))
         if merged is not None:
@@ -499,9 +538,37 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
         )
 
 
-def _warn_jars_not_on_driver(wanted: str | None, configured: Mapping[str, str]) -> None:
-    """Under spark-submit the driver JVM runs already: jars it was not started with reach
-    the executors (``spark.jars``) but not the driver's class path. Say which and how."""
+def spark_home() -> Path | None:
+    """The Spark a JVM started from here runs: ``SPARK_HOME``, else pyspark's own."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    try:
+        return Path(_find_spark_home())
+    except (Exception, SystemExit):  # pyspark exits when it finds none: no jars known there
+        return None
+
+
+def _new_entries(key: str, settings: Mapping[str, str], configured: Mapping[str, str]) -> list[str]:
+    """The entries of list setting ``key`` in ``settings`` that ``configured`` lacks."""
+    have = set(list_entries(key, configured.get(key)))
+    return [e for e in list_entries(key, settings.get(key)) if e not in have]
+
+
+def _warn_jars_not_on_driver(
+    wanted: str | None, configured: Mapping[str, str], packages: Sequence[str] = ()
+) -> None:
+    """The driver JVM runs already (spark-submit's, or a session's of this process): jars
+    it was not started with reach the executors (``spark.jars``) but not the driver's class
+    path, and Maven coordinates are not resolved at all. Say which and how."""
+    if packages:
+        log.warning(
+            "the Spark driver JVM runs already without sparkcdc's connectors %s: the sinks "
+            "that need them fail; start it with them: spark-submit --packages %s "
+            "(`sparkcdc package` prints the whole line)",
+            ", ".join(packages),
+            ",".join(packages),
+        )
+        return
     have = {
         _same_entry("spark.jars", e)
         for e in list_entries("spark.jars", configured.get("spark.jars"))
@@ -526,7 +593,7 @@ def spark_session(
     *,
     jars: Sequence[str] = (),
     conf: Mapping[str, str] | None = None,
-    connectors: bool = False,
+    connectors: bool | Collection[str] = False,
     log_file: str | None = None,
     defaults: Mapping[str, str] | None = None,
     pipeline_driver: bool = False,
@@ -560,10 +627,18 @@ def spark_session(
         configured=configured,
         defaults=defaults,
         starts_jvm=not jvm_running(),
+        spark_home=spark_home(),
     )
     check_master(plan.master)
-    if connectors and "PYSPARK_GATEWAY_PORT" in os.environ:
-        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured)
+    wanted = _new_entries("spark.jars.packages", plan.settings, configured)
+    if connectors and (wanted or "PYSPARK_GATEWAY_PORT" in os.environ) and jvm_running():
+        _warn_jars_not_on_driver(plan.settings.get("spark.jars"), configured, wanted)
+    elif wanted:
+        log.info(
+            "Spark fetches the connectors %s from Maven Central (cached in ~/.ivy2 after the "
+            "first run; SPARKCDC_JARS_DIR names a folder of jars instead)",
+            ", ".join(wanted),
+        )
     ensure_python_env(plan.master)
     start_jvm(
         _pipeline_driver_settings(plan.settings, available_now)

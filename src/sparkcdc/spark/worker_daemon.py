@@ -8,7 +8,7 @@ imported subpackage, about 70 ms a task here. A 16-chunk snapshot task reads its
 ~200 ms, so a third as much again went into that.
 
 Where the interpreter has ``pyspark`` and ``py4j`` installed (a pip-installed Spark, as the
-README's set-up makes), this daemon drops those archives and runs ``pyspark.daemon`` with
+scripts/setup.sh makes), this daemon drops those archives and runs ``pyspark.daemon`` with
 the installed packages. Otherwise (workers that only have Spark's archives) it keeps
 ``sys.path`` as it is. ``spark_session`` sets ``spark.python.daemon.module`` to this module.
 

@@ -228,7 +228,7 @@ def test_a_line_without_icebergs_runtime_gets_no_iceberg_extensions_and_stops_an
     with pytest.raises(ConfigError) as caught:
         runnable_sink_class("iceberg")
     message = str(caught.value)
-    assert "Iceberg's Spark runtime is not among the connector jars" in message
+    assert "Iceberg's Spark runtime is not among the connector jars in" in message
     assert str(connector_dir) in message
     assert "pip install 'pyspark>=4.1.4,<4.2'" in message
 

@@ -1,0 +1,193 @@
+"""The JVM connectors sparkcdc's sinks need, pinned per Spark line: the one place.
+
+A session sparkcdc starts gets each connector a pipeline needs in the first of these ways:
+
+1. a folder of jars, ``SPARKCDC_JARS_DIR`` (the offline route; a development checkout's
+   ``jars/lib/spark-<line>``, which ``scripts/fetch_jars.sh`` fills from ``jars/pom.xml``,
+   serves the same way);
+2. already on the class path (the JVM's Spark jars, ``$SPARK_HOME/jars`` on a cluster whose
+   admin put them there, ``spark.jars`` / ``spark.driver.extraClassPath``): used as it is;
+3. else Spark resolves its Maven coordinates (``spark.jars.packages``, cached by Spark's
+   Ivy in ``~/.ivy2``), as delta-spark's ``configure_spark_with_delta_pip`` does.
+
+``tests/unit/spark/test_connectors.py`` keeps ``jars/pom.xml`` equal to this module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkcdc.spark.compat import SPARK_LINE
+
+
+@dataclass(frozen=True)
+class Connector:
+    """One connector: Maven coordinates, and the jar file name it is known by on a class
+    path (``<prefix><version>.jar``, as Maven and Ivy name files)."""
+
+    name: str
+    packages: tuple[str, ...]
+    jar_prefix: str
+
+
+_MARIADB_JDBC = "org.mariadb.jdbc:mariadb-java-client:3.5.6"
+_POSTGRESQL_JDBC = "org.postgresql:postgresql:42.7.8"
+_DELTA = "4.4.0"
+_ICEBERG = "1.11.0"
+
+
+def _s3a(hadoop: str, aws_sdk: str, *extra: str) -> Connector:
+    return Connector(
+        "s3a",
+        (
+            f"org.apache.hadoop:hadoop-aws:{hadoop}",
+            f"software.amazon.awssdk:s3:{aws_sdk}",
+            f"software.amazon.awssdk:s3-transfer-manager:{aws_sdk}",
+            *extra,
+        ),
+        "hadoop-aws-",
+    )
+
+
+def _line(*connectors: Connector) -> dict[str, Connector]:
+    jdbc = Connector("jdbc", (_MARIADB_JDBC, _POSTGRESQL_JDBC), "postgresql-")
+    return {c.name: c for c in (*connectors, jdbc)}
+
+
+# Per Spark line (Scala 2.13). Delta publishes delta-spark_<line>; Iceberg's Spark runtime
+# exists for 4.1 only (its 4.1 runtime does not load on 4.2). hadoop-aws is pyspark's
+# Hadoop, with the AWS SDK modules S3A uses (not the 640 MB SDK bundle: EXCLUDES).
+LINES: dict[str, dict[str, Connector]] = {
+    "4.2": _line(
+        Connector("delta", (f"io.delta:delta-spark_4.2_2.13:{_DELTA}",), "delta-spark_"),
+        Connector(
+            "kafka", ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",), "spark-sql-kafka-0-10_"
+        ),
+        _s3a(
+            "3.5.0",
+            "2.35.4",
+            # S3AFileSystem of Hadoop 3.5 loads its classes even with the stream off
+            "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1",
+        ),
+    ),
+    "4.1": _line(
+        Connector("delta", (f"io.delta:delta-spark_4.1_2.13:{_DELTA}",), "delta-spark_"),
+        Connector(
+            "iceberg",
+            (f"org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:{_ICEBERG}",),
+            "iceberg-spark-runtime-",
+        ),
+        Connector(
+            "kafka", ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1",), "spark-sql-kafka-0-10_"
+        ),
+        _s3a("3.4.2", "2.29.52"),
+    ),
+}
+
+# what no connector needs from its dependencies (spark.jars.excludes, groupId:artifactId):
+# the whole AWS SDK (S3A needs the modules above), OpenSSL for S3A's TLS (off by default),
+# commons-logging (pyspark's jcl-over-slf4j has its classes)
+EXCLUDES = (
+    "software.amazon.awssdk:bundle",
+    "org.wildfly.openssl:wildfly-openssl",
+    "commons-logging:commons-logging",
+)
+
+# the connectors of each sink type (its own; an s3a:// location adds "s3a")
+SINK_CONNECTORS: Mapping[str, tuple[str, ...]] = {
+    "delta": ("delta",),
+    "iceberg": ("iceberg", "jdbc"),
+    "kafka": ("kafka",),
+    "jdbc": ("jdbc",),
+    "console": (),
+}
+
+
+def line_connectors(line: str = SPARK_LINE) -> dict[str, Connector]:
+    """The connectors pinned for Spark ``line`` (empty for a line sparkcdc pins none for)."""
+    return LINES.get(line, {})
+
+
+def has_connector(name: str, line: str = SPARK_LINE) -> bool:
+    """Whether sparkcdc pins connector ``name`` for Spark ``line``.
+
+    >>> has_connector("iceberg", "4.1"), has_connector("iceberg", "4.2")
+    (True, False)
+    """
+    return name in line_connectors(line)
+
+
+def jars_folder(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The folder of jars that serves every connector, if there is one: ``SPARKCDC_JARS_DIR``,
+    else a development checkout's ``jars/lib/spark-<line>`` when it holds jars."""
+    environ = os.environ if environ is None else environ
+    given = environ.get("SPARKCDC_JARS_DIR")
+    if given:
+        return Path(given)
+    checkout = Path(__file__).resolve().parents[3] / "jars" / "lib" / f"spark-{SPARK_LINE}"
+    if (checkout / ".complete").is_file() and any(checkout.glob("*.jar")):
+        return checkout
+    return None
+
+
+def class_path_jars(
+    spark_home: Path | None, settings: Mapping[str, str], separators: Mapping[str, str]
+) -> list[str]:
+    """The jar file names a JVM started with ``settings`` has on its class path: Spark's own
+    (``spark_home/jars``), ``spark.jars`` and ``spark.driver.extraClassPath`` entries (a
+    folder entry ``dir/*`` counts each jar in it)."""
+    names: list[str] = []
+    if spark_home is not None:
+        names += [p.name for p in (spark_home / "jars").glob("*.jar")]
+    for key in ("spark.jars", "spark.driver.extraClassPath"):
+        for entry in (settings.get(key) or "").split(separators[key]):
+            entry = entry.strip().removeprefix("file:")
+            if not entry:
+                continue
+            path = Path(entry)
+            if path.name == "*" or path.is_dir():
+                folder = path.parent if path.name == "*" else path
+                names += [p.name for p in folder.glob("*.jar")]
+            else:
+                names.append(path.name)
+    return names
+
+
+def missing(needs: Iterable[str], jar_names: Sequence[str], line: str = SPARK_LINE) -> list[str]:
+    """The connectors of ``needs`` (pinned for ``line``) that no jar of ``jar_names`` is.
+
+    >>> missing(["delta", "kafka"], ["delta-spark_4.2_2.13-4.4.0.jar"], "4.2")
+    ['kafka']
+    """
+    pinned = line_connectors(line)
+    return [
+        name
+        for name in dict.fromkeys(needs)
+        if name in pinned and not any(j.startswith(pinned[name].jar_prefix) for j in jar_names)
+    ]
+
+
+def packages(names: Iterable[str], line: str = SPARK_LINE) -> list[str]:
+    """The Maven coordinates of connectors ``names`` on ``line``, in order, each once.
+
+    >>> packages(["kafka"], "4.2")
+    ['org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0']
+    """
+    pinned = line_connectors(line)
+    return list(dict.fromkeys(p for name in names if name in pinned for p in pinned[name].packages))
+
+
+def pipeline_connectors(sink_type: str, locations: Iterable[str]) -> tuple[str, ...]:
+    """What a pipeline into ``sink_type`` needs, with ``locations`` (its checkpoint, state,
+    tables, warehouse) deciding whether S3A is among it.
+
+    >>> pipeline_connectors("delta", ["s3a://b/lake", "/tmp/cp"])
+    ('delta', 's3a')
+    """
+    needs = SINK_CONNECTORS.get(sink_type, ())
+    if any(str(loc).startswith("s3a://") for loc in locations):
+        needs = (*needs, "s3a")
+    return needs
