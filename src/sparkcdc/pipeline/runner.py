@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -34,14 +34,15 @@ from sparkcdc.locations import (
     session_hadoop_settings,
     state_options,
 )
-from sparkcdc.model.options import SourceOptions
+from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
+from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.checkpoint import logged_end, open_checkpoint, spark_checkpoint
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
-from sparkcdc.pipeline.preflight import check_pipeline, raise_errors
+from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
 from sparkcdc.spark.streams import query_error
 
@@ -129,14 +130,17 @@ class Progress:
     The terminal's line is rewritten at most every ``_POLL_S``; a log (not a terminal: a
     file, a service's journal) gets a line at most every ``log_every_s`` seconds, and at once
     when the phase changes (the snapshot done) and at the end (``finish``), so that a run of
-    days does not flood it. rows/s is the last batch's rate (its rows over its duration, see
-    ``timed``): total rows over time since the start would sink in every idle gap between
-    batches, and tell nothing of how fast the pipeline writes.
+    days does not flood it. During a snapshot the line has the rows per second since the
+    first batch began (the JVM's start and the planning before it are not the pipeline's
+    speed), tables and chunks done of their totals, and an ETA: a table whose chunk
+    plan is still growing (DESIGN.md §2) counts the chunks its row estimate over the chunk
+    size gives (``chunk_estimates``), marked ``~``. Then the binlog position, its lag
+    behind the server in bytes, and the last batch's event lag in seconds.
 
     >>> import io
-    >>> progress = Progress(io.StringIO(), interactive=False)
+    >>> progress = Progress(io.StringIO(), interactive=False, chunk_estimates={"db.t": 62})
     >>> progress.line(None, -1, None)
-    'first batch running | 0 rows'
+    'first batch running | 0 rows | snapshot: 0/1 tables, chunks 0/~62'
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class Progress:
         *,
         clock: Callable[[], float] = time.monotonic,
         log_every_s: float = LOG_EVERY_S,
+        chunk_estimates: Mapping[str, int] | None = None,
     ) -> None:
         self.out = out
         self.interactive = out.isatty() if interactive is None else interactive
@@ -153,8 +158,8 @@ class Progress:
         self._clock = clock
         self.started = clock()
         self.rows = 0
-        self.batch_rate: float | None = None  # rows/s of the last completed batch
-        self._batch_rows = 0
+        self.first_began: float | None = None  # when the first batch began writing
+        self.chunk_estimates = dict(chunk_estimates or {})
         self._last_text = ""  # the last text shown
         self._pending = ""  # a newer text, held back by the interval
         self._shown_at: float | None = None
@@ -163,18 +168,15 @@ class Progress:
     def count(self, rows: int) -> None:
         """Rows the sink took for the batch being written (the batch writer's listener)."""
         self.rows += rows
-        self._batch_rows += rows
 
     def timed(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        """``write`` (a foreachBatch function) timed: when it returns, the rows ``count``ed
-        meanwhile over its duration are the batch's rate. The frame is read inside
-        ``write``, so its duration is the batch's, source included."""
+        """``write`` (a foreachBatch function), noting when the first batch began: the
+        rate counts from then."""
 
         def run(frame: Any, batch_id: int) -> None:
-            self._batch_rows = 0
-            began = self._clock()
+            if self.first_began is None:
+                self.first_began = self._clock()
             write(frame, batch_id)
-            self.batch_rate = self._batch_rows / max(self._clock() - began, 1e-6)
 
         return run
 
@@ -185,34 +187,52 @@ class Progress:
         server_pos: BinlogPosition | None,
         event_lag_s: float | None = None,
     ) -> str:
-        elapsed = max(self._clock() - self.started, 1e-6)
-        rows = f"{self.rows} rows"
-        if self.batch_rate is not None:
-            rows += f" (last batch {self.batch_rate:,.0f}/s)"
+        now = self._clock()
+        writing = None if self.first_began is None else max(now - self.first_began, 1e-6)
+        rows = f"{self.rows:,} rows"
+        tables = (offset or {}).get("snapshot")
+        if tables is None and not offset:  # before the first batch: the tables to snapshot
+            tables = {name: {"next": 0, "total": None} for name in self.chunk_estimates}
+        snapshot = bool(tables) and not snapshot_done({"snapshot": tables})
+        if snapshot and writing is not None and self.rows and batch >= 0:
+            # batches run back to back while a snapshot lasts; after it, a rate would sink
+            # in every idle gap between batches: the lag says how the binlog keeps up
+            rows += f", {self.rows / writing:,.0f} rows/s"
         # batch: the last committed one (-1 before the first commits)
         parts = [f"batch {batch}" if batch >= 0 else "first batch running", rows]
-        tables = (offset or {}).get("snapshot") or {}
         if tables:
-            done = sum(1 for p in tables.values() if table_snapshot_done(p))
-            chunks_done = sum(int(p["next"]) for p in tables.values())
-            totals = [p.get("total") for p in tables.values()]
-            chunk_total = sum(int(t) for t in totals if t is not None)
-            known = all(t is not None for t in totals)
-            parts.append(
-                f"snapshot: {done}/{len(tables)} tables, chunks {chunks_done}/"
-                f"{chunk_total if known else '?'}"
-            )
-            if known and chunks_done and chunk_total > chunks_done:
-                eta = elapsed * (chunk_total - chunks_done) / chunks_done
-                parts.append(f"ETA {eta:,.0f}s")
+            parts.append(self._snapshot_text(tables, writing))
         if offset and "binlog" in offset:
             position = BinlogPosition.from_offset(offset["binlog"])
-            parts.append(f"binlog {position.file}:{position.pos}")
+            binlog = f"binlog {position.file}:{position.pos}"
             if server_pos is not None:
-                parts.append(f"lag {lag_text(position, server_pos)}")
-        if event_lag_s is not None:
-            parts.append(f"event lag {event_lag_s:,.1f}s")
+                binlog += f", lag {lag_text(position, server_pos)}"
+            if event_lag_s is not None:
+                binlog += f", {event_lag_s:,.1f}s behind"
+            parts.append(binlog)
         return " | ".join(parts)
+
+    def _snapshot_text(self, tables: Mapping[str, Any], writing: float | None) -> str:
+        """Tables and chunks done of their totals (``~``: a total from an estimate), and
+        the time left at the rate the chunks were read so far."""
+        done = sum(1 for p in tables.values() if table_snapshot_done(p))
+        chunks_done = sum(int(p["next"]) for p in tables.values())
+        total = 0
+        estimated = False
+        for name, p in tables.items():
+            if p.get("total") is not None:
+                total += int(p["total"])
+            else:  # the plan still grows: at least one chunk more than read
+                estimated = True
+                total += max(int(p["next"]) + 1, self.chunk_estimates.get(name, 0))
+        text = (
+            f"snapshot: {done}/{len(tables)} tables, chunks {chunks_done:,}/"
+            f"{'~' if estimated else ''}{total:,}"
+        )
+        if writing is not None and chunks_done and total > chunks_done:
+            eta = writing * (total - chunks_done) / chunks_done
+            text += f", ETA {'~' if estimated else ''}{_duration(eta)}"
+        return text
 
     def update(
         self,
@@ -251,6 +271,20 @@ class Progress:
         if self.interactive and self._last_text:
             self.out.write("\n")
             self.out.flush()
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads it.
+
+    >>> _duration(42.4), _duration(754), _duration(7384)
+    ('42s', '12m34s', '2h03m')
+    """
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def table_snapshot_done(progress: dict[str, Any]) -> bool:
@@ -513,6 +547,7 @@ def _run_once(
     )
     # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
     hadoop = session_hadoop_settings(spark)
+    probe_locations(config, hadoop)  # as validate does: exit 2, not an OSError mid-run
     root = config.checkpoint_location(hadoop)
     state_hadoop = s3a_settings(config.state_location, hadoop)
     state = open_location(config.state_location, hadoop)
@@ -555,7 +590,8 @@ def _run_once(
             if on_batch is not None:
                 on_batch(batch_id, rows)
 
-        progress = Progress(out)
+        estimates = _chunk_estimates(settings, config, schemas, committed)
+        progress = Progress(out, chunk_estimates=estimates)
         from sparkcdc.spark.source import BatchHold, SnapshotBatchRecord
 
         planned = SnapshotBatchRecord(config.state_location, state_hadoop)
@@ -672,6 +708,36 @@ def _run_once(
         sink.close()
         status.write(_status(config, plan, summary, summary.batches - 1, server_pos, running=False))
     return summary
+
+
+def _chunk_estimates(
+    settings: Any,
+    config: PipelineConfig,
+    schemas: Sequence[TableSchema],
+    committed: tuple[int, dict[str, Any]] | None,
+) -> dict[str, int]:
+    """Per table still to snapshot, its chunk count as its row estimate over the chunk size
+    gives it: the progress line's total while the chunk plan grows (DESIGN.md §2). Empty
+    where the committed offset has every snapshot done, or the estimates cannot be read."""
+    from sparkcdc.mysql.catalog import estimated_rows
+    from sparkcdc.mysql.connection import sql_connection
+
+    options = SourceOptions.from_options(config.source_options())
+    if options.scan_startup_mode not in SNAPSHOT_MODES or (
+        committed is not None and snapshot_done(committed[1])
+    ):
+        return {}
+    size = options.chunk_size
+    try:
+        with sql_connection(settings) as conn:
+            return {
+                f"{s.database}.{s.table}": max(
+                    1, -(-estimated_rows(conn, s.database, s.table) // size)
+                )
+                for s in schemas
+            }
+    except SparkCdcError:
+        return {}
 
 
 def _trigger(config: PipelineConfig, available_now: bool) -> dict[str, Any]:

@@ -228,21 +228,40 @@ def test_progress_on_a_terminal_rewrites_its_line_every_half_second() -> None:
     assert out.getvalue().endswith("batch 49 | 50 rows\n")
 
 
-def test_progress_rate_is_the_last_batch_rate_after_an_idle_gap() -> None:
+def test_progress_of_a_snapshot_shows_totals_rate_and_eta_with_separators() -> None:
+    """Rows per second since the first batch began, chunks of a growing plan against the
+    row estimate (``~``), and the time left; after the snapshot no rate (it would sink in
+    idle gaps between batches) but the lag."""
     clock = FakeClock()
-    progress = Progress(io.StringIO(), interactive=False, clock=clock)
+    progress = Progress(io.StringIO(), interactive=False, clock=clock, chunk_estimates={"a.t": 62})
+    assert progress.line(None, -1, None) == (
+        "first batch running | 0 rows | snapshot: 0/1 tables, chunks 0/~62"
+    )
+    clock.now += 30  # the JVM starts, the query plans: not the pipeline's speed
 
     def write(frame: Any, batch_id: int) -> None:
-        clock.now += 2.0  # the batch takes 2 s to write 1,000 rows
-        progress.count(1000)
+        clock.now += 2.0  # a batch writes 16,192 rows in 2 s
+        progress.count(16_192)
 
-    assert "/s" not in progress.line(None, -1, None)  # no batch yet: no rate
     timed = progress.timed(write)
     timed(None, 0)
-    clock.now += 600  # ten idle minutes: no new changes at the source
     timed(None, 1)
-    clock.now += 600
-    assert progress.line(None, 1, None) == "batch 1 | 2000 rows (last batch 500/s)"
+    growing = offset(AT, {"a.t": {"next": 4, "prev": 4, "total": None}})
+    assert progress.line(growing, 1, None) == (
+        "batch 1 | 32,384 rows, 8,096 rows/s | snapshot: 0/1 tables, chunks 4/~62, ETA ~58s"
+        " | binlog mysql-bin.000002:500"
+    )
+    planned = offset(AT, {"a.t": {"next": 4, "prev": 4, "total": 8}})
+    assert progress.line(planned, 1, None).endswith(
+        "chunks 4/8, ETA 4s | binlog mysql-bin.000002:500"
+    )
+    clock.now += 600  # idle: the binlog phase shows no rate
+    done = offset(AT, {"a.t": {"next": 8, "prev": 8, "total": 8}})
+    server = BinlogPosition(AT.file, AT.pos + 1234)
+    assert progress.line(done, 5, server, 0.25) == (
+        "batch 5 | 32,384 rows | snapshot: 1/1 tables, chunks 8/8 | "
+        "binlog mysql-bin.000002:500, lag 1,234 bytes, 0.2s behind"
+    )
 
 
 # ---------------------------------------------------------------------- pipeline_session
