@@ -125,9 +125,41 @@ def compiled() -> bool:
 Spec = tuple[int, int, int, int, int, int, tuple[bytes, ...] | None]
 
 
+# what MySQL and MariaDB write as column metadata (sql/field.h): the kernel takes a column
+# only within it; a TABLE_MAP that says otherwise is left to the Python path, which refuses
+_MAX_FSP = 6
+_MAX_DECIMAL_PRECISION = 65
+_MAX_DECIMAL_SCALE = 30
+_MAX_BIT_BYTES = 8
+_LENGTH_PREFIXES = range(1, 5)
+
+
+def _documented(col: ColumnInfo) -> bool:
+    """Whether ``col``'s metadata is within what the servers write, for its type."""
+    t, meta = col.type, col.meta
+    if t in (ColumnType.TIME2, ColumnType.DATETIME2, ColumnType.TIMESTAMP2):
+        return meta <= _MAX_FSP
+    if t == ColumnType.NEWDECIMAL:
+        precision, scale = meta >> 8, meta & 0xFF
+        return 1 <= precision <= _MAX_DECIMAL_PRECISION and scale <= min(
+            precision, _MAX_DECIMAL_SCALE
+        )
+    if t == ColumnType.BIT:
+        return (meta >> 8) + (1 if meta & 0xFF else 0) in range(1, _MAX_BIT_BYTES + 1)
+    if t in BLOB_TYPES or t in (ColumnType.JSON, ColumnType.GEOMETRY):
+        return meta in _LENGTH_PREFIXES
+    if t == ColumnType.SET:
+        return 1 <= meta <= _MAX_BIT_BYTES
+    if t == ColumnType.ENUM:
+        return meta in (1, 2)
+    return True
+
+
 def _read(col: ColumnInfo) -> tuple[Read, int, int, int, int, tuple[bytes, ...] | None] | None:
     """(read, size, flags, a, b, labels) of an image column, or None: the kernel cannot
     even step over it."""
+    if not _documented(col):
+        return None
     t = col.type
     if t in _INT_BYTES:
         if col.unsigned is None:
