@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from dataclasses import dataclass
 from enum import IntEnum
 
 from sparkcdc.errors import ProtocolError
@@ -81,6 +82,8 @@ _VARLEN_SHIFT = 7
 # packed temporal (MySQL my_time.h): int part << 24 | microseconds
 _PACKED_FRAC_BITS = 24
 _PACKED_FRAC_MASK = (1 << _PACKED_FRAC_BITS) - 1
+# MySQL's JSON_DOCUMENT_MAX_DEPTH: the server refuses deeper documents
+_MAX_DEPTH = 100
 
 
 def to_json_text(data: bytes) -> str:
@@ -92,7 +95,7 @@ def to_json_text(data: bytes) -> str:
     if not data:
         return "null"
     try:
-        return _value(data, data[0], 1, len(data))
+        return _value(data, data[0], 1, len(data), _Walk(len(data)))
     except (IndexError, struct.error, ValueError) as exc:
         raise ProtocolError(
             f"cannot decode MySQL binary JSON value ({len(data)} bytes, starts "
@@ -117,12 +120,27 @@ def _string(data: bytes, pos: int) -> str:
     return json.dumps(data[pos : pos + length].decode("utf-8", "replace"), ensure_ascii=False)
 
 
-def _value(data: bytes, type_byte: int, pos: int, end: int) -> str:
+@dataclass
+class _Walk:
+    """What is left of a document's walk: its bytes bound its values (each has at least
+    one: its type byte in its container's entry) and its nesting is MySQL's at most."""
+
+    values: int
+    depth: int = 0
+
+
+def _value(data: bytes, type_byte: int, pos: int, end: int, walk: _Walk) -> str:
     """Render the value of ``type_byte`` whose data starts at ``pos``."""
+    walk.values -= 1
+    if walk.values < 0:
+        # offsets that point back into a container, or to one value many times
+        raise ValueError("more values than the document has bytes: its offsets overlap")
     if type_byte in (JsonbType.SMALL_OBJECT, JsonbType.LARGE_OBJECT):
-        return _container(data, pos, type_byte == JsonbType.LARGE_OBJECT, is_object=True)
+        large = type_byte == JsonbType.LARGE_OBJECT
+        return _container(data, pos, large, is_object=True, walk=walk)
     if type_byte in (JsonbType.SMALL_ARRAY, JsonbType.LARGE_ARRAY):
-        return _container(data, pos, type_byte == JsonbType.LARGE_ARRAY, is_object=False)
+        large = type_byte == JsonbType.LARGE_ARRAY
+        return _container(data, pos, large, is_object=False, walk=walk)
     if type_byte == JsonbType.LITERAL:
         return _LITERAL_TEXT[JsonbLiteral(data[pos])]
     if type_byte == JsonbType.STRING:
@@ -144,7 +162,16 @@ def _inlined(type_byte: int, large: bool) -> bool:
     return large and type_byte in (JsonbType.INT32, JsonbType.UINT32)
 
 
-def _container(data: bytes, start: int, large: bool, is_object: bool) -> str:
+def _container(data: bytes, start: int, large: bool, is_object: bool, walk: _Walk) -> str:
+    if walk.depth == _MAX_DEPTH:
+        raise ValueError(f"nested deeper than MySQL's {_MAX_DEPTH} levels")
+    walk.depth += 1
+    text = _entries(data, start, large, is_object, walk)
+    walk.depth -= 1
+    return text
+
+
+def _entries(data: bytes, start: int, large: bool, is_object: bool, walk: _Walk) -> str:
     offset = _LARGE_OFFSET if large else _SMALL_OFFSET
     width = offset.size
     (count,) = offset.unpack_from(data, start)
@@ -163,10 +190,10 @@ def _container(data: bytes, start: int, large: bool, is_object: bool) -> str:
     for _ in range(count):
         type_byte = data[pos]
         if _inlined(type_byte, large):
-            values.append(_value(data, type_byte, pos + 1, end))
+            values.append(_value(data, type_byte, pos + 1, end, walk))
         else:
             (value_offset,) = offset.unpack_from(data, pos + 1)
-            values.append(_value(data, type_byte, start + value_offset, end))
+            values.append(_value(data, type_byte, start + value_offset, end, walk))
         pos += 1 + width
     if is_object:
         return "{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, values, strict=True)) + "}"
