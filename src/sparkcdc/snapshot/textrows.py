@@ -188,8 +188,26 @@ def per_value(
         if raw is None:
             values.append(None)
             continue
-        value: Any = raw if encoding is None else raw.decode(encoding)
-        if convert is not None:
-            value = convert(value)
-        values.append(value if ours is None else ours(value))
-    return pa.array(values, type=target)
+        try:
+            value: Any = raw if encoding is None else raw.decode(encoding)
+            if convert is not None:
+                value = convert(value)
+            values.append(value if ours is None else ours(value))
+        except (ValueError, ArithmeticError, TypeError) as exc:
+            raise _not_a_value(column, raw, exc) from None
+    try:
+        return pa.array(values, type=target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise _not_a_value(column, None, exc) from None
+
+
+def _not_a_value(column: Column, raw: bytes | None, exc: Exception) -> ProtocolError:
+    """The server's text for ``column`` is not a value of its type: the bytes are not what
+    the protocol promised (UnicodeDecodeError is a ValueError, Decimal's an ArithmeticError)."""
+    sent = "" if raw is None else f" {raw[:40]!r}"
+    return ProtocolError(
+        f"a snapshot chunk's column {column.name!r} ({column.column_type}) received{sent} from "
+        f"the server, which is not a value of that type ({type(exc).__name__}: {exc}); the "
+        "connection was closed and no row of the chunk was delivered. Restart the query to "
+        "read the chunk again"
+    )
