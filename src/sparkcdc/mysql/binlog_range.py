@@ -32,13 +32,18 @@ from sparkcdc.mysql.events import (
     UnknownEvent,
 )
 from sparkcdc.mysql.replication import BinlogClient, resumed_events
-from sparkcdc.mysql.statements import dml_tables, statement_kind, xa_statement
+from sparkcdc.mysql.statements import RowEffect, row_effect, statement_kind, xa_statement
 from sparkcdc.mysql.tablemeta import (
     TableVersions,
     complete_columns,
     is_incomplete,
     missing_metadata,
 )
+from sparkcdc.mysql.write_effects import WriteEffects
+
+# (database, table, written) → None when a statement's use of the table changes nothing
+# else, else why that cannot be shown (WriteEffects)
+WriteEffectsOf = Callable[[str, str, bool], str | None]
 
 __all__ = ["Share", "changes_of_events", "read_range", "refuse_row_changing_ddl"]
 
@@ -162,30 +167,18 @@ def _statement_change(
     ddl_filter: TablePredicate,
     xa: _XaGroups,
     stop_database: Callable[[str], bool] | None = None,
+    write_effects: WriteEffectsOf | None = None,
 ) -> list[tuple[str, str]]:
     """The captured (database, table)s a DDL statement acts on, each once, in statement
-    order; raises on a statement that changed captured rows without row images (a session
-    in STATEMENT / MIXED format)."""
+    order; raises on a statement that may have changed captured rows without row images (a
+    session in STATEMENT / MIXED format) unless it is proven not to have."""
     kind = statement_kind(event.query)
     if kind in ("control", "xa_rollback"):
         xa.statement(event, here)
         return []
-    if kind == "dml":
-        tables = dml_tables(event.database, event.query)
-        captured = None if tables is None else [t for t in tables if table_filter(*t)]
-        if captured is None or captured:
-            which = (
-                "a table it cannot name"
-                if captured is None
-                else ", ".join(f"{d}.{t}" for d, t in captured)
-            )
-            raise SourceError(
-                f"at binlog position {here} the server logged a data change to {which} as a "
-                f"statement, not as row images: {_preview(event.query)}. A session with "
-                "binlog_format=STATEMENT or MIXED did this (thread "
-                f"{event.thread_id}); CDC needs the rows it changed, which the binlog does "
-                f"not hold. {_SESSION_FIX}"
-            )
+    effect = row_effect(event.database, event.query)
+    if effect is not None:
+        _refuse_unproven_statement(event, here, effect, table_filter, write_effects)
         return []
     if stop_database is not None:
         dropped = dropped_database(event.query)
@@ -199,6 +192,45 @@ def _statement_change(
                 "statement"
             )
     return list(dict.fromkeys(t for t in ddl_tables(event.database, event.query) if ddl_filter(*t)))
+
+
+def _refuse_unproven_statement(
+    event: QueryEvent,
+    here: BinlogPosition,
+    effect: RowEffect,
+    table_filter: TablePredicate,
+    write_effects: WriteEffectsOf | None,
+) -> None:
+    """Stop at a statement logged as text that may change rows, unless it is proven to
+    touch no captured table: it names none, calls no stored routine, and each table it
+    writes changes alone (no trigger, cascading foreign key, view; ``write_effects``), each
+    it reads is no view."""
+    captured = [t for t in effect.tables if table_filter(*t)]
+    if captured:
+        what = "a data change to " + ", ".join(f"{d}.{t}" for d, t in captured)
+        why = ""
+    else:
+        what = "a statement that may change rows of captured tables"
+        why = effect.unprovable or ""
+        for database, table in effect.tables if not why else ():
+            written = (database, table) in effect.writes
+            found = (
+                "no server to ask"
+                if write_effects is None
+                else write_effects(database, table, written)
+            )
+            if found is not None:
+                why = f"it {'writes' if written else 'reads'} {database}.{table}, and {found}"
+                break
+        if not why:
+            return
+        why = f" sparkcdc cannot prove it changed no captured table: {why}."
+    raise SourceError(
+        f"at binlog position {here} the server logged {what} as a statement, not as row "
+        f"images: {_preview(event.query)}.{why} A session with binlog_format=STATEMENT or "
+        f"MIXED did this (thread {event.thread_id}); CDC needs the rows it changed, which "
+        f"the binlog does not hold. {_SESSION_FIX}"
+    )
 
 
 def _preview(query: str, limit: int = 200) -> str:
@@ -286,6 +318,7 @@ def _changes(
     table_filter: TablePredicate,
     ddl_filter: TablePredicate,
     stop_database: Callable[[str], bool] | None = None,
+    write_effects: WriteEffectsOf | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """The changes one event (at ``here``) makes to captured tables (and the DDL of the
     tables ``ddl_filter`` adds); stops on anything it cannot deliver exactly."""
@@ -307,7 +340,7 @@ def _changes(
         # a statement on several captured tables (DROP TABLE a, b; RENAME TABLE ...) is
         # a schema change of each
         for database, table in _statement_change(
-            event, here, table_filter, ddl_filter, metadata.xa, stop_database
+            event, here, table_filter, ddl_filter, metadata.xa, stop_database, write_effects
         ):
             metadata.schema_change(database, table, here)
             yield SchemaChange.from_binlog(database, table, event.query, timestamp, here)
@@ -445,22 +478,27 @@ def read_range(
     if not start < end:
         return
     check_format = format_check(settings, start, end)
-    with BinlogClient(settings, server_id) as client:
-        events = resumed_events(client, start, settings.connect_max_retries)
-        yield from changes_of_events(
-            events,
-            start,
-            end,
-            table_filter,
-            versions,
-            rows=rows,
-            on_xa=on_xa,
-            check_format=check_format,
-            share=share,
-            ddl_filter=ddl_filter,
-            stop_database=stop_database,
-            stop_table=stop_table,
-        )
+    write_effects = WriteEffects(settings)
+    try:
+        with BinlogClient(settings, server_id) as client:
+            events = resumed_events(client, start, settings.connect_max_retries)
+            yield from changes_of_events(
+                events,
+                start,
+                end,
+                table_filter,
+                versions,
+                rows=rows,
+                on_xa=on_xa,
+                check_format=check_format,
+                share=share,
+                ddl_filter=ddl_filter,
+                stop_database=stop_database,
+                stop_table=stop_table,
+                write_effects=write_effects,
+            )
+    finally:
+        write_effects.close()
 
 
 def format_check(
@@ -495,10 +533,13 @@ def changes_of_events(
     ddl_filter: TablePredicate | None = None,
     stop_database: Callable[[str], bool] | None = None,
     stop_table: TablePredicate | None = None,
+    write_effects: WriteEffectsOf | None = None,
 ) -> Iterator[RowChanges | SchemaChange]:
     """:func:`read_range` on the events of a dump from ``start`` (checksums stripped): a
     pure function of bytes. ``check_format(file, header)`` judges each file's
-    FORMAT_DESCRIPTION before any row of that file is read."""
+    FORMAT_DESCRIPTION before any row of that file is read. ``write_effects`` tells whether
+    a write to an uncaptured table changes it alone (:class:`WriteEffects`); without it, a
+    statement-logged write to any table stops the read."""
     ddl = ddl_filter or table_filter
     # a caller that reads no rows, or follows XA itself (the chunk backfill reads its chunk
     # again when an XA finishes in its range), has no delivered rows an XA ROLLBACK undoes
@@ -549,7 +590,14 @@ def changes_of_events(
             first_row = 0
             for inner in event.events:
                 for change in _changes(
-                    inner, here, header.timestamp, metadata, table_filter, ddl, stop_database
+                    inner,
+                    here,
+                    header.timestamp,
+                    metadata,
+                    table_filter,
+                    ddl,
+                    stop_database,
+                    write_effects,
                 ):
                     if isinstance(change, RowChanges):
                         change.first_row = first_row
@@ -558,7 +606,14 @@ def changes_of_events(
                         yield change
         else:
             for change in _changes(
-                event, here, header.timestamp, metadata, table_filter, ddl, stop_database
+                event,
+                here,
+                header.timestamp,
+                metadata,
+                table_filter,
+                ddl,
+                stop_database,
+                write_effects,
             ):
                 if share.first or isinstance(change, RowChanges):
                     yield change
