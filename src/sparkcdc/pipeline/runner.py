@@ -38,7 +38,12 @@ from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.pipeline.checkpoint import logged_end, open_checkpoint, spark_checkpoint
+from sparkcdc.pipeline.checkpoint import (
+    claim_state,
+    logged_end,
+    open_checkpoint,
+    spark_checkpoint,
+)
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
@@ -554,6 +559,7 @@ def _run_once(
     if not str(spark.sparkContext.master).startswith("local"):
         _check_shared(spark, state, state_hadoop)
     identity = open_checkpoint(root, state)
+    claim_state(state, root, identity, hadoop)
     history = SchemaHistory(root)
     saved = history.latest()
     schemas = capture.tables

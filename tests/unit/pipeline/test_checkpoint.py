@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from sparkcdc.pipeline.checkpoint import RUN_ID_FILE, open_checkpoint
+import pytest
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.pipeline.checkpoint import (
+    RUN_ID_FILE,
+    STATE_OWNER_FILE,
+    CheckpointIdentity,
+    claim_state,
+    open_checkpoint,
+)
 from sparkcdc.sinks.base import SinkContext
 
 
@@ -55,3 +65,53 @@ def test_a_checkpoint_from_before_run_ids_keeps_the_old_writer_id(tmp_path: Path
     assert not (checkpoint / "spark" / RUN_ID_FILE).exists()
     assert SinkContext("p", str(checkpoint), identity.run_id).writer_id == "p"
     assert SinkContext("p", str(checkpoint), "abc").writer_id == "p@abc"
+
+
+def old_stream_state(state: Path) -> None:
+    """What an earlier stream's source left under a state location, and a user's file."""
+    for entry in ("mysql-cdc_db_3306/offsets", "planned", "hold"):
+        (state / entry).mkdir(parents=True)
+        (state / entry / "x.json").write_text("{}")
+    (state / "notes.txt").write_text("mine")
+
+
+def test_a_new_stream_clears_the_state_an_earlier_stream_left(tmp_path: Path) -> None:
+    state, checkpoint = tmp_path / "state", tmp_path / "ckpt"
+    old_stream_state(state)
+    identity = open_checkpoint(str(checkpoint), str(state))
+    claim_state(str(state), str(checkpoint), identity)
+    assert sorted(p.name for p in state.iterdir()) == ["notes.txt", STATE_OWNER_FILE]
+    plan_batch(checkpoint, 0)
+    old_stream_state(state)  # the stream's own state, as it runs
+    claim_state(str(state), str(checkpoint), open_checkpoint(str(checkpoint), str(state)))
+    assert (state / "mysql-cdc_db_3306" / "offsets" / "x.json").exists()  # kept: its own
+
+    shutil.rmtree(checkpoint)  # a new stream of the same checkpoint
+    claim_state(str(state), str(checkpoint), open_checkpoint(str(checkpoint), str(state)))
+    assert not (state / "mysql-cdc_db_3306").exists()
+
+
+def test_a_stream_that_goes_on_refuses_another_streams_state(tmp_path: Path) -> None:
+    state, checkpoint = tmp_path / "state", tmp_path / "ckpt"
+    claim_state(str(state), str(checkpoint), CheckpointIdentity("first", new_stream=True))
+    with pytest.raises(ConfigError, match="holds the state of stream first"):
+        claim_state(str(state), str(checkpoint), CheckpointIdentity("second", new_stream=False))
+
+
+def test_state_of_a_stream_from_before_records_is_taken_on(tmp_path: Path) -> None:
+    state, checkpoint = tmp_path / "state", tmp_path / "ckpt"
+    old_stream_state(state)
+    claim_state(str(state), str(checkpoint), CheckpointIdentity("r", new_stream=False))
+    assert (state / "mysql-cdc_db_3306" / "offsets" / "x.json").exists()
+    assert '"run_id": "r"' in (state / STATE_OWNER_FILE).read_text()
+
+
+def test_a_state_location_another_pipeline_holds_is_refused(tmp_path: Path) -> None:
+    state, first, second = tmp_path / "state", tmp_path / "first", tmp_path / "second"
+    claim_state(str(state), str(first), open_checkpoint(str(first), str(state)))
+    plan_batch(first, 0)
+    with pytest.raises(ConfigError, match=r"a state\.location of its own"):
+        claim_state(str(state), str(second), open_checkpoint(str(second), str(state)))
+    shutil.rmtree(first)  # that pipeline is over: its state is the new stream's to clear
+    claim_state(str(state), str(second), open_checkpoint(str(second), str(state)))
+    assert str(second) in (state / STATE_OWNER_FILE).read_text()
