@@ -58,12 +58,20 @@ class PositionBehindError(ServerContinuityError):
     """The server's binlog (or GTID state) ends before the offset: it went back in time."""
 
 
+class ServerIdClashError(SourceError):
+    """Another replica reads the source's binlog with a server id this stream would use."""
+
+
 class SnapshotError(SparkCdcError):
     """The chunked snapshot cannot go on (no primary key, DDL conflict, ...)."""
 
 
 class SinkError(SparkCdcError):
     """A sink refused or lost a write."""
+
+
+class CheckpointInUseError(SparkCdcError):
+    """Another run of the pipeline holds the checkpoint (its lease is live)."""
 
 
 class SparkMasterError(SparkCdcError):

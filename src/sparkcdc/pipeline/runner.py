@@ -34,19 +34,16 @@ from sparkcdc.locations import (
     session_hadoop_settings,
     state_options,
 )
-from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
+from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.pipeline.checkpoint import (
-    claim_state,
-    logged_end,
-    open_checkpoint,
-    spark_checkpoint,
-)
+from sparkcdc.mysql.server_ids import ServerIdClaim
+from sparkcdc.pipeline.checkpoint import logged_end, open_checkpoint, spark_checkpoint
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
+from sparkcdc.pipeline.lease import CheckpointLease
 from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
 from sparkcdc.spark.streams import query_error
@@ -54,6 +51,7 @@ from sparkcdc.spark.streams import query_error
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from sparkcdc.spark.capture import CapturePlan
     from sparkcdc.spark.source import BatchHold
 
 log = logging.getLogger(__name__)
@@ -533,13 +531,11 @@ def _run_once(
     master: str | None = None,
     py_files: Sequence[str] = (),
 ) -> RunSummary:
-    from pyspark.errors import StreamingQueryException
-
     from sparkcdc.mysql.validator import check_source
     from sparkcdc.spark.capture import plan_capture
 
     out = out or sys.stdout
-    cls = runnable_sink_class(config.sink.type)
+    runnable_sink_class(config.sink.type)  # a sink that cannot run stops before any work
     options, settings = source_settings(config)
     check_source(settings)
     capture = plan_capture(options, settings)
@@ -554,12 +550,54 @@ def _run_once(
     hadoop = session_hadoop_settings(spark)
     probe_locations(config, hadoop)  # as validate does: exit 2, not an OSError mid-run
     root = config.checkpoint_location(hadoop)
+    lease = CheckpointLease.take(root)  # before anything under the checkpoint is touched
+    ids: ServerIdClaim | None = None
+    try:
+        if options.server_id:  # a random default range is the source's, unknown here
+            ids = ServerIdClaim.take(settings, ServerIdRange.parse(options.server_id))
+        return _run_leased(
+            config,
+            available_now,
+            out,
+            spark,
+            on_batch,
+            max_seconds,
+            settings,
+            capture,
+            root,
+            lease,
+            ids,
+        )
+    finally:
+        if ids is not None:
+            ids.close()
+        lease.release()
+
+
+def _run_leased(
+    config: PipelineConfig,
+    available_now: bool,
+    out: TextIO,
+    spark: Any,
+    on_batch: Callable[[int, dict[str, int]], None] | None,
+    max_seconds: float | None,
+    settings: Any,
+    capture: CapturePlan,
+    root: Location,
+    lease: CheckpointLease,
+    ids: ServerIdClaim | None,
+) -> RunSummary:
+    """The run of ``_run_once`` once it holds the checkpoint's lease and its server ids
+    (both kept as it polls)."""
+    from pyspark.errors import StreamingQueryException
+
+    cls = runnable_sink_class(config.sink.type)
+    hadoop = session_hadoop_settings(spark)
     state_hadoop = s3a_settings(config.state_location, hadoop)
     state = open_location(config.state_location, hadoop)
     if not str(spark.sparkContext.master).startswith("local"):
         _check_shared(spark, state, state_hadoop)
     identity = open_checkpoint(root, state)
-    claim_state(state, root, identity, hadoop)
     history = SchemaHistory(root)
     saved = history.latest()
     schemas = capture.tables
@@ -662,6 +700,9 @@ def _run_once(
                 query.awaitTermination(_POLL_S)
             except StreamingQueryException:
                 break  # reported below, as our own error
+            lease.renew()
+            if ids is not None and time.monotonic() - last_server_check > 5:
+                ids.check()  # before last_server_check moves on below
             latest = query.lastProgress
             if latest and latest.get("sources"):
                 log.debug("progress endOffset: %r", latest["sources"][0].get("endOffset"))
