@@ -39,6 +39,7 @@ def test_the_compiled_kernels_are_built() -> None:
     assert arrowrows.COMPILED and textrows.COMPILED, "pip install -e . with a C compiler"
 
 
+@pytest.mark.timeout(60)  # some of them hung
 @pytest.mark.parametrize(
     ("target", "path"), _inputs("regressions"), ids=lambda v: v.name if isinstance(v, Path) else v
 )

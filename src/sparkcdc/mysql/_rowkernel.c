@@ -564,6 +564,10 @@ static PyObject *builder_add(Builder *b, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "add: bad range or kind");
         return NULL;
     }
+    if (b->nspecs == 0) { /* images of no column take no bytes: the rows would never end */
+        PyBuffer_Release(&view);
+        return PyLong_FromLong(-1);
+    }
     const uint8_t *buf = view.buf;
     Mark *marks = PyMem_Malloc(sizeof(Mark) * (size_t)b->nouts);
     if (!marks) {

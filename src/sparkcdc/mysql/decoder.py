@@ -546,6 +546,16 @@ class BinlogDecoder:
                 f"{header.log_pos} has {width} columns but its TABLE_MAP has "
                 f"{len(mapped.columns)}"
             )
+        columns = (1 << width) - 1
+        present &= columns
+        if present_after is not None:
+            present_after &= columns
+        if not present and not present_after:
+            # images of no column take no bytes: the rows would never end
+            raise ProtocolError(
+                f"ROWS event for {mapped.database}.{mapped.table} ending at position "
+                f"{header.log_pos} names no column present in its row images"
+            )
         partial = type_code == EventType.PARTIAL_UPDATE_ROWS
         key = (kind, present, present_after, partial)
         shape = mapped.shapes.get(key) or mapped.shape(key)

@@ -129,6 +129,8 @@ def parse_table_map_body(
     table = _text(body[pos + 1 : pos + 1 + table_len])
     pos += 1 + table_len + 1
     count, pos = read_lenenc(body, pos)
+    if count == 0:  # a table has a column; rows of none would take no bytes, without end
+        raise ProtocolError(f"TABLE_MAP of {database}.{table} has no columns")
     types = [_column_type(code) for code in body[pos : pos + count]]
     pos += count
     meta_len, pos = read_lenenc(body, pos)

@@ -261,3 +261,13 @@ def test_without_the_kernel_the_log_says_so_once(
         assert not arrowrows.compiled() and not arrowrows.compiled()
     said = [r.getMessage() for r in caplog.records if "pure Python" in r.getMessage()]
     assert len(said) == 1 and "C compiler" in said[0]
+
+
+@needs_kernel
+@pytest.mark.timeout(60)
+def test_images_of_no_column_are_refused_not_looped_over() -> None:
+    """They take no bytes: the kernel's loop over an event's images would never end."""
+    k = arrowrows.KernelRows(arrowrows.Plan((), (), ()))
+    rows = encoded(row_image(FULL_ROW))
+    assert not k.add(rows, RowsKind.INSERT, 0, AT.seq(), 0, False)
+    assert k.rows == 0

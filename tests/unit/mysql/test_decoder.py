@@ -487,6 +487,25 @@ def test_table_map_without_optional_metadata(decoder: BinlogDecoder) -> None:
         )
 
 
+def test_a_table_map_of_no_columns_is_refused(decoder: BinlogDecoder) -> None:
+    """Rows of no column take no bytes: decoding them would never end."""
+    body = (5).to_bytes(6, "little") + b"\x00\x00\x01d\0\x01t\0" + lenenc(0) + lenenc(0)
+    with pytest.raises(ProtocolError, match=r"TABLE_MAP of d\.t has no columns"):
+        decoder.decode(event(EventType.TABLE_MAP, body))
+
+
+@pytest.mark.parametrize("kind", [RowsKind.DELETE, RowsKind.UPDATE])
+def test_rows_whose_images_hold_no_column_are_refused(
+    decoder: BinlogDecoder, kind: RowsKind
+) -> None:
+    decoder.decode(event(EventType.TABLE_MAP, table_map_body()))
+    # bits past the table's ten columns do not count
+    body = rows_body(42, b"abc", kind, present=b"\x00\xfc")
+    type_code = EventType.DELETE_ROWS_V1 if kind is RowsKind.DELETE else EventType.UPDATE_ROWS_V1
+    with pytest.raises(ProtocolError, match="names no column present in its row images"):
+        decoder.decode(event(type_code, body))
+
+
 def test_rows_without_table_map_raise(decoder: BinlogDecoder) -> None:
     with pytest.raises(ProtocolError, match="no preceding TABLE_MAP"):
         decoder.decode(event(EventType.WRITE_ROWS_V1, rows_body(77, b"", RowsKind.INSERT)))
