@@ -79,6 +79,195 @@ def test_a_statement_logged_dml_on_a_captured_table_stops_the_range(
     assert "at binlog position" in message
 
 
+@pytest.fixture
+def aux(dev_server: DevServer, database: str) -> Iterator[str]:
+    """An uncaptured database beside the captured one."""
+    name = f"{database}_aux"
+    with dev_server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")
+    yield name
+    with dev_server.connection() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION foreign_key_checks = 0")  # the captured t may refer to it
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def _rows_of_t(settings: ConnectionSettings, database: str) -> list[tuple[Any, ...]]:
+    with sql_connection(settings) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{database}`.t ORDER BY id")
+        return list(cur.fetchall())
+
+
+# How a statement-logged session changes the captured table t without naming it (or naming
+# it behind a modifier): (setup in the aux database, the statement, what the stop says).
+# Each one's binlog holds only the statement. Issue 57, item 1.
+_FUNCTION = (
+    "CREATE FUNCTION {aux}.f() RETURNS INT DETERMINISTIC MODIFIES SQL DATA "
+    "BEGIN UPDATE {db}.t SET v = v + 1; RETURN 1; END"
+)
+_HIDDEN_CHANGES = {
+    "trigger": (
+        [
+            "CREATE TABLE {aux}.src (id INT PRIMARY KEY)",
+            "CREATE TRIGGER {aux}.src_copy AFTER INSERT ON {aux}.src FOR EACH ROW "
+            "INSERT INTO {db}.t VALUES (NEW.id, 0)",
+        ],
+        "INSERT INTO {aux}.src VALUES (7)",
+        "it has a trigger (src_copy)",
+    ),
+    "select-function": (
+        [_FUNCTION],
+        "SELECT {aux}.f()",
+        "it calls {aux}.f(), a stored function",
+    ),
+    "do-function": ([_FUNCTION], "DO {aux}.f()", "it calls {aux}.f(), a stored function"),
+    "call-procedure": (
+        [_FUNCTION, "CREATE PROCEDURE {aux}.p() BEGIN SET @x = {aux}.f(); END"],
+        "CALL {aux}.p()",  # logged as the SELECT f() it ran
+        "it calls {aux}.f(), a stored function",
+    ),
+    "view": (
+        ["CREATE VIEW {aux}.v AS SELECT id, v FROM {db}.t"],
+        "UPDATE {aux}.v SET v = 9",
+        "it is a view",
+    ),
+    "cascade": (
+        [
+            "CREATE TABLE {aux}.parent (id INT PRIMARY KEY)",
+            "INSERT INTO {aux}.parent VALUES (1)",
+            "ALTER TABLE {db}.t ADD FOREIGN KEY (id) REFERENCES {aux}.parent (id) "
+            "ON DELETE CASCADE",
+        ],
+        "DELETE FROM {aux}.parent",
+        "ON DELETE CASCADE",
+    ),
+    "update-ignore": ([], "UPDATE IGNORE t SET v = 5", "{db}.t"),
+    "update-low-priority": ([], "UPDATE LOW_PRIORITY t SET v = 6", "{db}.t"),
+}
+
+
+@pytest.mark.parametrize("case", list(_HIDDEN_CHANGES))
+def test_a_statement_logged_change_of_a_captured_table_it_does_not_name_stops_the_range(
+    settings: ConnectionSettings, database: str, aux: str, sql: Any, session: Any, case: str
+) -> None:
+    setup, statement, why = (
+        [q.format(db=database, aux=aux) for q in _HIDDEN_CHANGES[case][0]],
+        *(q.format(db=database, aux=aux) for q in _HIDDEN_CHANGES[case][1:]),
+    )
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute("INSERT INTO t VALUES (1, 1)")
+    for query in setup:
+        sql.execute(query)
+    before = _rows_of_t(settings, database)
+    start = _position(settings)
+    session.execute("SET SESSION binlog_format = 'STATEMENT'")
+    session.execute(statement)
+    assert _rows_of_t(settings, database) != before  # the captured table changed
+    with pytest.raises(SourceError) as caught:
+        _changes(settings, start, database)
+    message = str(caught.value)
+    assert why in message
+    assert "at binlog position" in message
+    assert "binlog_format=STATEMENT or MIXED" in message
+    assert "SET GLOBAL binlog_format='ROW'" in message
+
+
+def test_a_statement_logged_change_proven_to_stay_in_uncaptured_tables_flows(
+    settings: ConnectionSettings, database: str, aux: str, sql: Any, session: Any
+) -> None:
+    """A table without triggers, cascading foreign keys or a view's definition: its
+    statement-logged changes cannot reach t, and the range reads past them; a trigger that
+    writes only another uncaptured table still stops it (a trigger is never proven)."""
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute(f"CREATE TABLE `{aux}`.plain (id INT PRIMARY KEY, v INT)")
+    sql.execute(
+        f"CREATE TABLE `{aux}`.child (id INT PRIMARY KEY, FOREIGN KEY (id) "
+        f"REFERENCES `{aux}`.plain (id))"
+    )  # no cascade: a delete is refused instead
+    sql.execute(f"CREATE TABLE `{aux}`.logged (id INT PRIMARY KEY)")
+    start = _position(settings)
+    session.execute("SET SESSION binlog_format = 'STATEMENT'")
+    session.execute(f"INSERT IGNORE INTO `{aux}`.plain VALUES (1, NOW() + 0), (2, LENGTH('ab'))")
+    session.execute(
+        f"UPDATE `{aux}`.plain SET v = v + 1 WHERE id IN (SELECT id FROM `{aux}`.child)"
+    )
+    session.execute(f"DELETE FROM `{aux}`.plain WHERE id = 2")
+    session.execute("SELECT COUNT(*) FROM t")  # not logged: changes nothing
+    session.execute(f"CREATE TEMPORARY TABLE `{aux}`.scratch (id INT)")  # the session's own
+    session.execute(f"INSERT INTO `{aux}`.scratch SELECT id FROM `{aux}`.plain")
+    assert _changes(settings, start, database) == []
+    sql.execute(
+        f"CREATE TRIGGER `{aux}`.plain_log AFTER INSERT ON `{aux}`.plain FOR EACH ROW "
+        f"INSERT INTO `{aux}`.logged VALUES (NEW.id)"
+    )
+    later = _position(settings)
+    session.execute(f"INSERT INTO `{aux}`.plain VALUES (3, 3)")
+    with pytest.raises(SourceError, match="it has a trigger \\(plain_log\\)"):
+        _changes(settings, later, database)
+
+
+def test_a_cdc_user_that_cannot_see_triggers_proves_nothing(
+    dev_server: DevServer,
+    settings: ConnectionSettings,
+    database: str,
+    aux: str,
+    sql: Any,
+    session: Any,
+) -> None:
+    """information_schema.TRIGGERS hides the triggers of tables the user holds no TRIGGER
+    privilege on: an empty answer is no proof, and the stop says which grant makes one."""
+    user = f"cdc_nt_{os.getpid()}"
+    with dev_server.connection() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{user}'")
+        cur.execute(f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'")
+    try:
+        sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        sql.execute(f"CREATE TABLE `{aux}`.plain (id INT PRIMARY KEY)")
+        start = _position(settings)
+        session.execute("SET SESSION binlog_format = 'STATEMENT'")
+        session.execute(f"INSERT INTO `{aux}`.plain VALUES (1)")
+        assert _changes(settings, start, database) == []  # the dev user sees all triggers
+        limited = ConnectionSettings(settings.host, settings.port, user, f"pw-{user}")
+        with pytest.raises(SourceError) as caught:
+            _changes(limited, start, database)
+        assert f"GRANT TRIGGER ON `{aux}`.*" in str(caught.value)
+    finally:
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER '{user}'@'%'")
+
+
+@pytest.mark.parametrize(
+    ("case", "ids"), [("trigger", "5555-5559"), ("select-function", "5560-5564")]
+)
+def test_a_stream_stops_at_a_statement_logged_change_it_cannot_prove_harmless(
+    spark: Any,
+    dev_server: DevServer,
+    database: str,
+    aux: str,
+    sql: Any,
+    session: Any,
+    tmp_path: Any,
+    case: str,
+    ids: str,
+) -> None:
+    """Through the streaming source: the query stops at the statement with its reason."""
+    setup, statement, why = (
+        [q.format(db=database, aux=aux) for q in _HIDDEN_CHANGES[case][0]],
+        *(q.format(db=database, aux=aux) for q in _HIDDEN_CHANGES[case][1:]),
+    )
+    sql.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    sql.execute("INSERT INTO t VALUES (1, 1)")
+    for query in setup:
+        sql.execute(query)
+    runs = AvailableNowRuns(
+        spark, options(dev_server, database, "t", **{"server-id": ids}), tmp_path / "checkpoint"
+    )
+    runs.catch_up()
+    session.execute("SET SESSION binlog_format = 'STATEMENT'")
+    session.execute(statement)
+    failure = runs.failure()
+    assert why in failure and "binlog_format=STATEMENT or MIXED" in failure
+
+
 def test_rows_logged_in_row_format_still_flow(
     settings: ConnectionSettings, database: str, sql: Any, session: Any
 ) -> None:
