@@ -28,7 +28,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import TokenType, exp
 from sqlglot.dialects.mysql import MySQL
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import SqlglotError, TokenError
 
 from sparkcdc.mysql.builtin_functions import is_builtin_function
 
@@ -147,7 +147,7 @@ def row_effect(default_database: str, statement: str) -> RowEffect | None:
         return RowEffect((), (), "it is a compound statement (BEGIN NOT ATOMIC)")
     try:
         trees = sqlglot.parse(_for_parser(text), read="mysql")
-    except (ParseError, TokenError):
+    except (SqlglotError, RecursionError):  # anything not read whole proves nothing
         return RowEffect((), (), "sparkcdc cannot parse it")
     tree = trees[0] if len(trees) == 1 else None
     if not isinstance(tree, (exp.Insert, exp.Update, exp.Delete, exp.Query)):

@@ -425,3 +425,44 @@ def test_the_message_names_every_unknown_collation_id_zero_included() -> None:
     assert missing_metadata(columns) == (
         f"a text column with collation id 0, {UNKNOWN_COLLATION}, which sparkcdc does not know"
     )
+
+
+@pytest.mark.parametrize(
+    ("statement", "answer", "stop"),
+    [
+        # the server says the uncaptured table changes alone: the statement goes by
+        ("INSERT INTO audit VALUES (1)", None, None),
+        ("UPDATE IGNORE audit SET n = 1", None, None),
+        # a trigger (or no server to ask): not proven
+        ("INSERT INTO audit VALUES (1)", "it has a trigger (t1)", "writes shop.audit, and it has"),
+        ("INSERT INTO audit VALUES (1)", "no server", "writes shop.audit, and no server to ask"),
+        ("INSERT INTO log SELECT * FROM audit", "it is a view", "reads shop.audit, and it is"),
+        # never asked: the captured table is named, or the statement calls a stored function
+        ("UPDATE LOW_PRIORITY orders SET n = 1", None, "a data change to shop.orders"),
+        ("SELECT `aux`.`f`()", None, "it calls aux.f(), a stored function"),
+    ],
+)
+def test_a_statement_logged_change_goes_by_only_when_proven(
+    statement: str, answer: str | None, stop: str | None
+) -> None:
+    events = _positioned(_query(statement))
+    end = BinlogPosition("mysql-bin.000001", struct.unpack_from("<I", events[-1], 13)[0])
+    asked: list[tuple[str, str, bool]] = []
+
+    def effects(database: str, table: str, written: bool) -> str | None:
+        asked.append((database, table, written))
+        if answer == "it is a view":  # a view is judged also when only read
+            return answer if table == "audit" else None
+        return answer if written else None
+
+    server = None if answer == "no server" else effects
+    changes = changes_of_events(events, START, end, orders, write_effects=server)
+    if stop is None:
+        assert list(changes) == []
+        assert asked == [("shop", "audit", True)]
+        return
+    with pytest.raises(SourceError) as caught:
+        list(changes)
+    message = str(caught.value)
+    assert stop in message and "binlog_format=STATEMENT or MIXED" in message
+    assert "at binlog position mysql-bin.000001:4" in message
