@@ -1,11 +1,15 @@
 """``sparkcdc verify`` against real pipelines: equal tables pass on every sink kind; a
 deleted, an added, a changed (in each column type) and a wrongly sharded sink row are each
-found and named by key; a pipeline that keeps running under writes gives no false alarm."""
+found and named by key; a pipeline that keeps running under writes gives no false alarm;
+columns are judged as the pipeline's schema evolution promises them; the command is quick,
+quiet, and needs no cluster."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -41,7 +45,7 @@ pipeline:
   name: {name}
   checkpoint: {checkpoint}
   trigger.interval: 200ms
-"""
+{pipeline}"""
 SHARDS = """
 route:
   - source-table: {database}.orders_[0-9]+
@@ -62,9 +66,24 @@ def config(
     sink: str,
     extra: str = "",
     tables: str = "\\.*",
+    pipeline: str = "",
 ) -> PipelineConfig:
+    return parse_pipeline(pipeline_text(tmp_path, server, database, sink, extra, tables, pipeline),
+                          env=ENV, base_dir=tmp_path)  # fmt: skip
+
+
+def pipeline_text(
+    tmp_path: Path,
+    server: DevServer,
+    database: str,
+    sink: str,
+    extra: str = "",
+    tables: str = "\\.*",
+    pipeline: str = "",
+) -> str:
+    """The pipeline file's text (its passwords from ``ENV``'s variables)."""
     settings = server.start()
-    text = PIPELINE.format(
+    return PIPELINE.format(
         host=settings.host,
         port=settings.port,
         database=database,
@@ -73,13 +92,15 @@ def config(
         extra=extra.format(database=database),
         name=f"verify-{database}",
         checkpoint=tmp_path / "checkpoint",
+        pipeline=pipeline,
     )
-    env = {
-        **os.environ,
-        "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD,
-        "SPARKCDC_TEST_PG_PASSWORD": PG_PASSWORD,
-    }
-    return parse_pipeline(text, env=env, base_dir=tmp_path)
+
+
+ENV = {
+    **os.environ,
+    "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD,
+    "SPARKCDC_TEST_PG_PASSWORD": PG_PASSWORD,
+}
 
 
 def delta_sink(tmp_path: Path) -> str:
@@ -156,6 +177,7 @@ def test_every_type_is_equal_then_each_changed_column_is_named(
     assert report.equal, report.text(50)
     (table,) = report.tables
     assert table.mode == "pushdown" and table.source_rows == len(columns)
+    assert "no Spark" in table.sink_reader  # every type hashed from delta-rs's Arrow
 
     lake = tmp_path / "lake" / database / "wide"
     types = {f.name: f.dataType.simpleString() for f in spark.table(f"delta.`{lake}`").schema}
@@ -307,3 +329,164 @@ def test_no_false_alarm_while_the_source_is_written_and_the_pipeline_runs(
         assert report.equal, report.text()
     # not vacuous: a verify did see the sink behind the source, and settled it
     assert any(t.differing_buckets for t in reports[-1].tables), reports[-1].text()
+
+
+# -- what the schema evolution promises --------------------------------------------------------
+
+# Flink CDC's documented sink options (its "Schema Evolution" page), verbatim
+FLINK_TAGS = """
+  include.schema.changes: [create.table.event, column]
+  exclude.schema.changes: [drop.column]"""
+
+
+def delta_values(path: Path, columns: str) -> list[tuple[Any, ...]]:
+    """The rows of the Delta table at ``path`` read by delta-rs (not by Spark), by key."""
+    import deltalake
+    import pyarrow as pa
+
+    reader = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path)))
+    rows = pa.table(reader.execute(f"SELECT {columns} FROM t ORDER BY id").read_all())
+    return [tuple(r.values()) for r in rows.to_pylist()]
+
+
+@pytest.mark.parametrize(
+    ("sink_options", "why"),
+    [
+        ("", "schema.change.behavior lenient keeps it"),
+        (FLINK_TAGS, "drop.column is in the sink's exclude.schema.changes"),
+    ],
+    ids=["lenient", "flink-tags"],
+)
+def test_a_dropped_column_the_sink_keeps_is_not_compared_and_real_differences_are_found(
+    spark: Any, server: DevServer, tmp_path: Path, sink_options: str, why: str
+) -> None:
+    database = "verify_drop"
+    with fresh_database(server, database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(20), b INT)")
+        cur.executemany(
+            "INSERT INTO t VALUES (%s, %s, %s)", [(i, f"a{i}", i * 10) for i in range(1, 6)]
+        )
+        sink = delta_sink(tmp_path) + sink_options
+        cfg = config(
+            tmp_path, server, database, sink, pipeline="  schema.change.behavior: lenient\n"
+        )
+        run_pipeline(cfg, available_now=True, spark=spark)
+        cur.execute("ALTER TABLE t DROP COLUMN b")
+        cur.execute("INSERT INTO t VALUES (10, 'a10')")
+        cur.execute("UPDATE t SET a = 'changed' WHERE id = 1")
+    run_pipeline(cfg, available_now=True, spark=spark)
+    lake = tmp_path / "lake" / database / "t"
+    # the sink is what lenient promises: b kept, its old values, NULL in rows written since
+    assert delta_values(lake, "id, a, b") == [
+        (1, "changed", None), (2, "a2", 20), (3, "a3", 30), (4, "a4", 40), (5, "a5", 50),
+        (10, "a10", None),
+    ]  # fmt: skip
+
+    report = verify_pipeline(cfg, spark=spark, timeout_s=5)
+    assert report.equal, report.text()
+    (table,) = report.tables
+    assert table.columns == 2
+    assert [(n["column"], n["side"]) for n in table.not_compared] == [("b", "sink")]
+    assert why in table.not_compared[0]["why"], table.not_compared
+    assert "not compared: sink column b" in report.text()
+
+    # a real difference in a column the source has is still found
+    spark.sql(f"UPDATE delta.`{lake}` SET a = 'wrong' WHERE id = 3")
+    report = verify_pipeline(cfg, spark=spark, timeout_s=5)
+    different = found(report, f"{database}.t", "different")
+    assert [(d["key"], d["columns"]) for d in different] == [({"id": "3"}, ["a"])], report.text()
+
+
+def test_a_source_column_that_never_reached_the_sink_is_listed_with_why(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    database = "verify_excluded"
+    with fresh_database(server, database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(20))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"a{i}") for i in range(1, 4)])
+        sink = delta_sink(tmp_path) + "\n  exclude.schema.changes: [add.column]"
+        cfg = config(tmp_path, server, database, sink)
+        run_pipeline(cfg, available_now=True, spark=spark)
+        cur.execute("ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 7")
+        cur.execute("INSERT INTO t VALUES (4, 'a4', 8)")
+    run_pipeline(cfg, available_now=True, spark=spark)
+    assert delta_values(tmp_path / "lake" / database / "t", "*")[-1] == (4, "a4")  # no c
+
+    report = verify_pipeline(cfg, spark=spark, timeout_s=5)
+    assert report.equal, report.text()
+    (table,) = report.tables
+    assert table.not_compared == [
+        {
+            "column": "c",
+            "side": "source",
+            "why": "not in the sink: add.column is in the sink's exclude.schema.changes",
+        }
+    ]
+    assert "not compared: source column c: not in the sink" in report.text()
+
+
+# -- the command: quick, quiet, its own local Spark -------------------------------------------
+
+SPARK_LINES = ("log4j", "NativeCodeLoader", "WARN Utils", "Setting default log level", "WARN ")
+
+
+def sparkcdc_verify(file: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``sparkcdc verify`` in a process of its own, and its wall time."""
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkcdc.cli.main", "verify", str(file), *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
+    return done, time.monotonic() - began
+
+
+def test_cli_verify_of_a_small_table_takes_seconds_and_prints_no_spark_lines(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    database = "verify_quick"
+    with fresh_database(server, database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(20), d DOUBLE, at DATETIME(6))")
+        cur.executemany(
+            "INSERT INTO t VALUES (%s, %s, %s, NOW(6))", [(i, f"a{i}", i / 3) for i in range(7)]
+        )
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(pipeline_text(tmp_path, server, database, delta_sink(tmp_path)))
+    cfg = parse_pipeline(file.read_text(), env=ENV, base_dir=tmp_path)
+    run_pipeline(cfg, available_now=True, spark=spark)
+
+    done, took = sparkcdc_verify(file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verify: EQUAL" in done.stdout
+    console = done.stdout + done.stderr
+    assert not [line for line in console.splitlines() if any(s in line for s in SPARK_LINES)]
+    assert "Spark used" not in done.stdout  # a Delta table on a local disk: no Spark at all
+    assert took < 30, f"verify of a 7-row table took {took:.0f}s (a guard, not a benchmark)"
+
+
+def test_cli_verify_of_a_transform_uses_its_own_local_session_not_the_files_master(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    """A running pipeline holds its cluster's cores: verify takes none of them. The file
+    names a master nobody answers at; verify's Spark (for the transform) runs locally under
+    an application name of its own, its start-up lines in its log file."""
+    database = "verify_local"
+    with fresh_database(server, database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(20))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"a{i}") for i in range(5)])
+    transform = 'transform:\n  - source-table: {database}.t\n    projection: "*, UPPER(a) AS up"'
+    file = tmp_path / "pipeline.yaml"
+    text = pipeline_text(tmp_path, server, database, delta_sink(tmp_path), transform)
+    cfg = parse_pipeline(text, env=ENV, base_dir=tmp_path)
+    run_pipeline(cfg, available_now=True, spark=spark)
+    file.write_text(text + "  spark.master: spark://127.0.0.1:9\n")  # discard: nobody there
+
+    done, _ = sparkcdc_verify(file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verify: EQUAL" in done.stdout
+    assert "Spark used: master local[" in done.stdout
+    assert f"application verify-{database}-verify" in done.stdout
+    console = done.stdout + done.stderr
+    assert not [line for line in console.splitlines() if any(s in line for s in SPARK_LINES)]

@@ -180,9 +180,15 @@ def _verify(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.config import load_pipeline
     from sparkcdc.pipeline.verify import verify_pipeline
 
-    if not args.verbose:
+    config = load_pipeline(args.file)
+    spark_log = None
+    if not args.verbose:  # Spark's lines, if verify starts it, to a file of verify's own
+        spark_log = _spark_log_path(None, config).removesuffix(".log") + "-verify.log"
+        _log_py4j_to(spark_log)
         _quiet_pyspark()
-    report = verify_pipeline(load_pipeline(args.file), timeout_s=args.timeout)
+    report = verify_pipeline(
+        config, timeout_s=args.timeout, master=args.master, spark_log=spark_log
+    )
     if args.json:
         print(json.dumps(report.to_json(args.max_keys), default=str))
     else:
@@ -324,6 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument(
         "--max-keys", type=int, default=20, help="keys shown per kind of difference"
+    )
+    verify.add_argument(
+        "--master",
+        default=None,
+        help="the Spark master verify uses where it needs Spark (a transform in Spark SQL, "
+        "a sink it cannot read without it); default local[n], never the pipeline's: a "
+        "running pipeline holds its cluster's cores",
     )
     verify.set_defaults(func=_verify)
     return parser

@@ -58,6 +58,9 @@ _TWO_52 = "4503599627370496"
 _TWO_53 = "9007199254740992"
 _EPOCH = "'1970-01-01 00:00:00'"
 _MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_ARROW_OTHER = frozenset(
+    {"BOOLEAN", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "STRING", "BINARY"}
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -222,6 +225,10 @@ def arrow_values(values: pa.Array | pa.ChunkedArray, spark_type: str) -> list[st
 
     t = spark_type.upper()
     kind = values.type
+    if not arrow_supported(t):
+        return None
+    if pa.types.is_null(kind):
+        return [None] * len(values)
     if pa.types.is_timestamp(kind):
         if kind.unit not in _MICROS and kind.unit != "ns":
             return None
@@ -246,6 +253,12 @@ def arrow_values(values: pa.Array | pa.ChunkedArray, spark_type: str) -> list[st
     if t == "BINARY":
         return [None if v is None else bytes(v).hex().upper() for v in python]
     return None
+
+
+def arrow_supported(spark_type: str) -> bool:
+    """Whether :func:`arrow_values` covers a sink column of ``spark_type``."""
+    t = spark_type.upper()
+    return t in _INTEGRAL or t.startswith("DECIMAL") or t in _ARROW_OTHER
 
 
 def _decimal_text(value: Decimal) -> str:

@@ -392,12 +392,7 @@ class ArrowSide:
 
     def readable(self) -> bool:
         """Whether every compared column's type has an Arrow form."""
-        import pyarrow as pa
-
-        return all(
-            cn.arrow_values(pa.array([], pa.null()), c.column.spark_type) is not None
-            for c in self.plan.compared
-        )
+        return all(cn.arrow_supported(c.column.spark_type) for c in self.plan.compared)
 
     def buckets(self, n: int) -> Sums:
         sums: Sums = {}
@@ -589,6 +584,7 @@ class VerifyReport:
     position: str | None = None  # the source position after the source pass
     waited: list[str] = field(default_factory=list)  # what the waits for the pipeline said
     seconds: float = 0.0
+    spark: str | None = None  # the Spark session verify used, if any: master and application
 
     @property
     def equal(self) -> bool:
@@ -600,6 +596,7 @@ class VerifyReport:
             "position": self.position,
             "waited": self.waited,
             "seconds": round(self.seconds, 3),
+            "spark": self.spark,
             "tables": [t.to_json(max_keys) for t in self.tables],
         }
 
@@ -608,6 +605,8 @@ class VerifyReport:
         for t in self.tables:
             lines.extend(t.text(max_keys))
         lines.extend(f"note: {w}" for w in self.waited)
+        if self.spark is not None:
+            lines.append(f"note: Spark used: {self.spark}")
         lines.append(
             f"verify: {'EQUAL' if self.equal else 'DIFFERENCES FOUND'} in {self.seconds:.1f}s"
         )
@@ -776,6 +775,7 @@ def verify_pipeline(
     timeout_s: float = 300.0,
     tables: Iterable[str] | None = None,
     master: str | None = None,
+    spark_log: str | None = None,
 ) -> VerifyReport:
     """Compare every sink table of ``config`` with its source tables, as the pipeline
     promises them (:func:`column_plan`).
@@ -784,7 +784,7 @@ def verify_pipeline(
     database cannot compute, a sink without a reader of its own (``Sink.arrow_reader``).
     Then the session is verify's own (``<pipeline>-verify``) on ``master``, else local
     (never the pipeline's cluster, whose cores a running pipeline holds); ``spark``: use
-    that one instead.
+    that one instead. ``spark_log``: the file a session verify starts logs to.
 
     >>> report = verify_pipeline(load_pipeline("p.yaml"))  # doctest: +SKIP
     >>> report.equal, report.to_json()["tables"][0]["counts"]  # doctest: +SKIP
@@ -806,7 +806,7 @@ def verify_pipeline(
         )
     options, settings = source_settings(config)
     capture = plan_capture(options, settings)
-    session = VerifySession(config, spark, master)
+    session = VerifySession(config, spark, master, spark_log)
     hadoop = session.hadoop()
     root = config.checkpoint_location(hadoop)
     history = SchemaHistory(root).states()
@@ -875,6 +875,7 @@ def verify_pipeline(
         compare(checks, caught_up)
     finally:
         session.close()
+    report.spark = session.describe()
     report.seconds = time.monotonic() - started
     return report
 
@@ -892,10 +893,13 @@ def _transformed(
 class VerifySession:
     """verify's SparkSession and Spark sink, started at their first use (if any)."""
 
-    def __init__(self, config: PipelineConfig, spark: Any, master: str | None) -> None:
-        self.config, self.master = config, master
+    def __init__(
+        self, config: PipelineConfig, spark: Any, master: str | None, log_file: str | None
+    ) -> None:
+        self.config, self.master, self.log_file = config, master, log_file
         self._spark: SparkSession | None = spark
         self._sink: Sink | None = None
+        self._used = False
 
     def hadoop(self) -> dict[str, str]:
         """The Hadoop settings sparkcdc's own files are read with (the session's, when one
@@ -908,7 +912,10 @@ class VerifySession:
 
     def get(self) -> SparkSession:
         if self._spark is None:
-            self._spark = verify_session(self.config, self.master)
+            if self.log_file is not None:
+                log.info("Spark's own log: %s", self.log_file)
+            self._spark = verify_session(self.config, self.master, self.log_file)
+        self._used = True
         return self._spark
 
     def sink(self) -> Sink:
@@ -934,6 +941,13 @@ class VerifySession:
         read = partial(_sink_frame, self, plan.table)
         return SparkSide(read, plan, older=True), "Spark"
 
+    def describe(self) -> str | None:
+        """Where the session runs (None: verify used no Spark)."""
+        if self._spark is None or not self._used:
+            return None
+        context = self._spark.sparkContext
+        return f"master {context.master}, application {context.appName}"
+
     def close(self) -> None:
         if self._sink is not None:
             self._sink.close()
@@ -943,7 +957,9 @@ def _sink_frame(session: VerifySession, table: SinkTable) -> DataFrame:
     return session.sink().read_table(table)
 
 
-def verify_session(config: PipelineConfig, master: str | None) -> SparkSession:
+def verify_session(
+    config: PipelineConfig, master: str | None, log_file: str | None = None
+) -> SparkSession:
     """verify's own session: application ``<pipeline>-verify``, on ``master``, else local
     with at most this machine's cores (the pipeline's master is not taken: on a cluster a
     running pipeline holds its cores, and verify would wait for them), the sink's and the
@@ -962,6 +978,7 @@ def verify_session(config: PipelineConfig, master: str | None) -> SparkSession:
         master or f"local[{cores}]",
         connectors=True,
         conf=conf,
+        log_file=log_file,
     )
 
 

@@ -157,3 +157,15 @@ def test_arrow_row_text_hash_and_bucket_are_the_sql_ones() -> None:
     assert text == "N0:2:é2:12"
     assert cn.arrow_hash(text) == int(hashlib.md5(text.encode()).hexdigest()[:15], 16)
     assert cn.arrow_bucket("1:7", 10) == zlib.crc32(b"1:7") % 10
+
+
+@pytest.mark.parametrize(
+    "spark_type",
+    ["BOOLEAN", "TINYINT", "BIGINT", "DECIMAL(38,10)", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP",
+     "TIMESTAMP_NTZ", "STRING", "BINARY"],
+)  # fmt: skip
+def test_every_type_the_pipeline_writes_has_an_arrow_form(spark_type: str) -> None:
+    import pyarrow as pa
+
+    assert cn.arrow_supported(spark_type)
+    assert cn.arrow_values(pa.array([None, None], pa.null()), spark_type) == [None, None]
