@@ -62,7 +62,7 @@ STDOUT = [
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO "
 STDERR = [
     rf"{STAMP}sparkcdc: Spark's own log: \S+/logs/spark\.log",
-    rf"{STAMP}sparkcdc\.pipeline\.runner: (batch \d+|first batch running) \| \d+ rows.*",
+    rf"{STAMP}sparkcdc\.pipeline\.runner: (batch \d+|first batch running) \| [\d,]+ rows.*",
 ]
 
 
