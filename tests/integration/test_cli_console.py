@@ -293,3 +293,58 @@ def test_a_failure_inside_the_query_is_one_line_with_what_to_do(
     verbose = run_once(pipeline, "-v")
     assert verbose.returncode == code
     assert "\tat " in verbose.stderr or "Traceback" in verbose.stderr, verbose.stderr[-3000:]
+
+
+def test_a_multi_batch_snapshot_shows_totals_a_rate_and_an_eta_in_a_terminal(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """Issue 58's proof of the progress line: a snapshot of 3,000 rows in chunks of 100,
+    three chunks a batch (ten batches), run in a terminal: while it runs, the rewritten line
+    shows rows with separators and a rate, tables and chunks done of their totals, and an
+    ETA; after it, the binlog position."""
+    with fresh_database(server, DATABASE) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(5))")
+        cur.executemany("INSERT INTO t VALUES (%s, %s, 'x')", [(i, i) for i in range(1, 3001)])
+    template = PIPELINE.replace(
+        "  server-id: 5880-5889\n",
+        "  server-id: 5880-5889\n"
+        "  scan.incremental.snapshot.chunk.size: 100\n"
+        "  scan.incremental.snapshot.chunks-per-batch: 3\n",
+    )
+    assert template != PIPELINE
+    pipeline = write_pipeline(template, tmp_path, server, DATABASE)
+    command = [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline), "--available-now"]
+    seen = bytearray()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the run, on the terminal
+        try:
+            os.execve(sys.executable, command, ENV)
+        finally:
+            os._exit(127)
+    try:
+        read_until(fd, r"(?!)", seen, time.monotonic() + 600)  # to the end
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    text = seen.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text[-4000:]
+    # each rewrite of the line begins with "\r\033[K"
+    lines = [part.strip() for part in re.split(r"\r\x1b\[K|\r?\n", text) if part.strip()]
+    during = [
+        line
+        for line in lines
+        if re.fullmatch(
+            r"batch \d+ \| [\d,]+ rows, [\d,]+ rows/s \| snapshot: 0/1 tables, "
+            r"chunks \d+/~?\d+, ETA ~?(\d+s|\d+m\d\ds)( \| binlog \S+:\d+, lag [\d,]+ bytes)?",
+            line,
+        )
+    ]
+    assert during, text[-4000:]
+    chunks = [re.search(r"chunks (\d+)/~?(\d+)", line) for line in during]
+    assert all(m is not None and 0 < int(m[1]) < int(m[2]) for m in chunks), during
+    assert any(
+        re.fullmatch(
+            r"batch \d+ \| 3,000 rows \| snapshot: 1/1 tables, chunks 30/30 \| binlog .*", x
+        )
+        for x in lines
+    ), text[-4000:]
