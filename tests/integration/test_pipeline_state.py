@@ -19,7 +19,10 @@ from typing import Any
 import pytest
 from pipelines import fresh_database
 
+from sparkcdc.cli.inspect import status
+from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
+from sparkcdc.pipeline.resnapshot import request_resnapshot
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
@@ -62,8 +65,13 @@ def source(server: DevServer) -> Any:
 
 
 def config(tmp_path: Path, server: DevServer) -> PipelineConfig:
+    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
+    return parse_pipeline(pipeline_text(tmp_path, server), base_dir=tmp_path, env=env)
+
+
+def pipeline_text(tmp_path: Path, server: DevServer) -> str:
     settings = server.start()
-    text = PIPELINE.format(
+    return PIPELINE.format(
         host=settings.host,
         port=settings.port,
         database=DATABASE,
@@ -71,8 +79,6 @@ def config(tmp_path: Path, server: DevServer) -> PipelineConfig:
         lake=tmp_path / "lake",
         checkpoint=tmp_path / "checkpoint",
     )
-    env = {**os.environ, "SPARKCDC_TEST_PASSWORD": DEV_PASSWORD}
-    return parse_pipeline(text, base_dir=tmp_path, env=env)
 
 
 def source_rows(conn: Any) -> list[tuple[Any, ...]]:
@@ -109,3 +115,34 @@ def test_a_new_stream_does_not_go_on_from_an_old_streams_state(
     again = run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
     assert sink_rows(spark, tmp_path) == source_rows(source)
     assert again.total_rows == len(source_rows(source))  # a whole new snapshot
+
+
+def test_a_sink_table_removed_while_stopped_stops_the_run_until_copied_again(
+    spark: Any, server: DevServer, source: Any, tmp_path: Path, capsys: Any
+) -> None:
+    run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
+    change(source, 101)
+    run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
+    assert sink_rows(spark, tmp_path) == source_rows(source)
+
+    shutil.rmtree(tmp_path / "lake" / DATABASE / "accounts")  # while the pipeline is stopped
+    change(source, 201)
+    with pytest.raises(SinkError, match=r"--resnapshot pipe_state\.accounts"):
+        run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(pipeline_text(tmp_path, server))
+    capsys.readouterr()
+    status(str(file))
+    assert "DIVERGES: sink table pipe_state.accounts is missing" in capsys.readouterr().out
+
+    # the way out: the table's snapshot taken again while the stream goes on
+    request_resnapshot(config(tmp_path, server), ["pipe_state.accounts"])
+    change(source, 301)
+    again = run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
+    assert sink_rows(spark, tmp_path) == source_rows(source)
+    assert again.rows["pipe_state.accounts"] >= len(source_rows(source))
+    status(str(file))
+    assert "DIVERGES" not in capsys.readouterr().out
+    change(source, 401)  # and the stream goes on from there
+    run_pipeline(config(tmp_path, server), available_now=True, spark=spark)
+    assert sink_rows(spark, tmp_path) == source_rows(source)

@@ -40,6 +40,10 @@ def _run(args: argparse.Namespace) -> int:
     from sparkcdc.pipeline.runner import run_pipeline
 
     config = load_pipeline(args.file)
+    if args.resnapshot:
+        from sparkcdc.pipeline.resnapshot import request_resnapshot
+
+        request_resnapshot(config, args.resnapshot)
     spark_log = _spark_log(config, verbose=args.verbose)
     py_files = [p for p in (args.py_files or "").split(",") if p]
     summary = run_pipeline(
@@ -266,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated .zip/.egg/.py files for the executors, added to "
         "spark.submit.pyFiles (sparkcdc package builds sparkcdc's)",
+    )
+    run.add_argument(
+        "--resnapshot",
+        action="append",
+        metavar="SINK_TABLE",
+        help="copy this sink table again from its source tables (a snapshot of them taken "
+        "again while the stream goes on), e.g. after it was removed; may be repeated",
     )
     run.set_defaults(func=_run)
     prepare = _command(

@@ -160,6 +160,9 @@ class SourceOptions(BaseModel):
         None, alias="scan.incremental.snapshot.chunks-per-partition", ge=1
     )
     newly_added_table: bool = Field(False, alias="scan.newly-added-table.enabled")
+    # tables (db.table, comma-separated) whose snapshot is taken again, once per query start,
+    # as pending chunks (spark/source.py _resnapshot); `sparkcdc run --resnapshot` sets it
+    resnapshot_tables: str | None = Field(None, alias="scan.resnapshot.tables")
     # Spark partitions that decode one batch's binlog range: a number, or "auto" (by the
     # range's size and the session's parallelism; spark/source.py binlog_shares)
     binlog_partitions: str = Field("1", alias="scan.binlog.partitions")

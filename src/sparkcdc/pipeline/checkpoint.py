@@ -133,10 +133,10 @@ class WrittenTables:
 
     def add(self, names: Iterable[str]) -> None:
         """Record ``names`` as written (a file write only when one is new)."""
-        known = self.names()
-        if set(names) <= known:
+        known, new = self.names(), set(names)
+        if new <= known:
             return
-        self._names = known | set(names)
+        self._names = known | new
         self.path.write(json.dumps({"written": sorted(self._names)}) + "\n")
 
 

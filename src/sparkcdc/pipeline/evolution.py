@@ -326,6 +326,13 @@ class Divergences:
         ]
         self.path.write(json.dumps([*known, entry], indent=1))
 
+    def forget(self, sink_table: str, column: str) -> None:
+        """Remove what was recorded of ``column`` of ``sink_table`` (it was repaired)."""
+        entries = self.all()
+        kept = [e for e in entries if (e["sink_table"], e["column"]) != (sink_table, column)]
+        if len(kept) != len(entries):
+            self.path.write(json.dumps(kept, indent=1))
+
 
 # ---------------------------------------------------------------------------- segments
 

@@ -39,12 +39,19 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.mysql.server_ids import ServerIdClaim
-from sparkcdc.pipeline.checkpoint import logged_end, open_checkpoint, spark_checkpoint
+from sparkcdc.pipeline.checkpoint import (
+    WrittenTables,
+    claim_state,
+    logged_end,
+    open_checkpoint,
+    spark_checkpoint,
+)
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
-from sparkcdc.pipeline.evolution import SchemaHistory, SchemaState
+from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
 from sparkcdc.pipeline.lease import CheckpointLease
 from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
+from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
 from sparkcdc.spark.streams import query_error
 
@@ -598,6 +605,7 @@ def _run_leased(
     if not str(spark.sparkContext.master).startswith("local"):
         _check_shared(spark, state, state_hadoop)
     identity = open_checkpoint(root, state)
+    claim_state(state, root, identity, hadoop)
     history = SchemaHistory(root)
     saved = history.latest()
     schemas = capture.tables
@@ -616,6 +624,19 @@ def _run_leased(
             ),
         )
     opened = [t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))]
+    written = WrittenTables(root)
+    resnapshots = Resnapshots(root)
+    restart: list[str] = []  # source tables whose snapshot the source takes again
+    if not identity.new_stream:
+        requested = set(resnapshots.pending())
+        _refuse_lost_tables(
+            sink, [t for t in opened if t.name not in requested], written, config, root
+        )
+        logged = last_logged(root)[1].get("snapshot") or {}
+        restart = resnapshots.sources(
+            plan.sink_tables, lambda s: s not in logged or table_snapshot_done(logged[s])
+        )
+    sink_of = {source: t.name for t in plan.sink_tables for source in t.sources}
     sink.begin_open(opened)  # absent tables may be created while the first batch reads
     try:
         if identity.new_stream:
@@ -631,6 +652,7 @@ def _run_leased(
             for table, count in rows.items():
                 summary.rows[table] = summary.rows.get(table, 0) + count
             progress.count(sum(rows.values()))
+            written.add(sink_of[t] for t, count in rows.items() if count and t in sink_of)
             if on_batch is not None:
                 on_batch(batch_id, rows)
 
@@ -668,10 +690,12 @@ def _run_leased(
         reader = spark.readStream.format("mysql-cdc")
         for key, value in {**state_options(state_hadoop), **config.source_options()}.items():
             reader = reader.option(key, value)
+        if restart:
+            reader = reader.option("scan.resnapshot.tables", ",".join(restart))
         query = (
             reader.load()
             .writeStream.queryName(_query_name(config.pipeline.name))
-            .foreachBatch(progress.timed(writer))
+            .foreachBatch(progress.timed(resnapshots.wrap(writer, sink, plan.sink_tables)))
             .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
             .trigger(**_trigger(config, available_now))
             .start()
@@ -836,6 +860,50 @@ def _meet_existing_rows(sink: Sink, tables: Sequence[SinkTable], config: Pipelin
     for table in holding:
         log.info("emptying sink table %s before the new stream's snapshot", table.name)
         sink.truncate_table(table)
+
+
+def _refuse_lost_tables(
+    sink: Sink,
+    tables: Sequence[SinkTable],
+    written: WrittenTables,
+    config: PipelineConfig,
+    root: Location,
+) -> None:
+    """A stream that goes on: a sink table it wrote rows to that is gone now (a Delta
+    directory removed, an Iceberg or JDBC table dropped while the pipeline was stopped)
+    stops the run, recorded where ``sparkcdc status`` shows it. Created again it would hold
+    only the changes from now on, and nothing would say so."""
+    divergences = Divergences(root)
+    if not written.path.exists():  # a checkpoint from before the record: the tables with rows
+        written.add(t.name for t in tables if sink.exists(t) and sink.has_rows(t))
+        return
+    recorded = written.names()
+    lost = [t for t in tables if t.name in recorded and not sink.exists(t)]
+    for table in tables:
+        if table not in lost:
+            divergences.forget(table.name, LOST_TABLE)  # put back, or copied again
+    if not lost:
+        return
+    names = ", ".join(t.name for t in lost)
+    for table in lost:
+        divergences.record(
+            table.name,
+            LOST_TABLE,
+            -1,
+            f"sink table {table.name} is missing: this pipeline wrote it, and it was removed "
+            "while the pipeline was stopped; runs refuse to go on until it is copied again "
+            f"(sparkcdc run FILE --resnapshot {table.name}) or put back",
+        )
+    raise SinkError(
+        f"the {config.sink.type} sink table(s) {names}, which this pipeline wrote, are gone "
+        "(removed or dropped while it was stopped): created again, they would hold only the "
+        "changes from now on, not the rows they held. Copy them again from their source "
+        f"tables while the stream goes on: sparkcdc run FILE "
+        f"{' '.join(f'--resnapshot {t.name}' for t in lost)}; or start a new stream: delete "
+        f"the checkpoint {redacted_uri(config.checkpoint)} (with "
+        "pipeline.existing-sink-rows: truncate for the sink tables still there); or put the "
+        "tables back as they were"
+    )
 
 
 class StopRequests:

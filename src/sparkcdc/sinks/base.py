@@ -281,6 +281,12 @@ class Sink(ABC):
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
 
+    def exists(self, table: SinkTable) -> bool:
+        """Whether the sink table is there (asked before :meth:`open` of a stream that goes
+        on: a table it wrote that is gone was removed behind its back). A sink whose
+        targets are made by writing to them (a topic, the console) says True."""
+        return True
+
     def has_rows(self, table: SinkTable) -> bool:
         """Whether the sink table holds rows already (a new stream's snapshot would land on
         them). A sink that only appends (a topic, the console) has none to collide with.

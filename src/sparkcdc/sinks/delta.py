@@ -244,6 +244,15 @@ class DeltaSink(Sink):
                 f"{location or 'the session catalog'}: {spark_error_text(exc)}"
             ) from None
 
+    def exists(self, table: SinkTable) -> bool:
+        directory = self._directory(table)
+        with self._opening_errors(table, directory):
+            if directory is not None:
+                return self._exists(table)
+            if not self.spark.catalog.databaseExists(table.namespace or "default"):
+                return False
+            return self._exists(table) or self._adopt(table)
+
     def _exists(self, table: SinkTable) -> bool:
         """Whether the table is there already (its directory has a Delta log)."""
         directory = self._directory(table)

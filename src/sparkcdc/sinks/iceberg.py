@@ -281,6 +281,20 @@ class IcebergSink(Sink):
                 ) from None
             self._check_location(table)
 
+    def exists(self, table: SinkTable) -> bool:
+        options = self._options
+        self._configure(self.spark)
+        namespace = ".".join(quote_spark(p) for p in (options.catalog_name, *self.namespace(table)))
+        try:
+            return self._listed(namespace, table)
+        except Exception as exc:  # the namespace is gone too (or the catalog does not answer)
+            if "NAMESPACE_NOT_FOUND" in str(exc) or "NoSuchNamespace" in str(exc):
+                return False
+            raise SinkError(
+                f"iceberg sink: cannot look up table {table.name} in the catalog "
+                f"{options.catalog_name!r}: {options.redact(_reason(exc))}"
+            ) from None
+
     def _listed(self, namespace: str, table: SinkTable) -> bool:
         """Whether the namespace lists the table, in any case (a catalog's table lookup may
         ask for views too, which a JDBC catalog without view support refuses)."""

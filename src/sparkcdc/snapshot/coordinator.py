@@ -114,6 +114,11 @@ class SnapshotCoordinator:
             self._splitters[table] = splitter
         return splitter
 
+    def forget(self, table: str) -> None:
+        """Drop what this process knows of ``table``'s chunk plan (its snapshot restarts)."""
+        self._splitters.pop(table, None)
+        self._collations.pop(table, None)
+
     def key_column(self, table: str) -> str:
         return chunk_key_column(self.schemas[table], self.settings.chunk_key_column)
 

@@ -101,6 +101,10 @@ class StateStore:
         self._at(directory).make_dirs()
         return directory
 
+    def remove_table(self, area: str, table: str) -> None:
+        """A table's directory under ``area`` and everything in it (nothing if absent)."""
+        self._at(self.table_path(area, table)).remove_tree()
+
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(path)

@@ -165,6 +165,19 @@ MAX_CHUNKS_PER_TASK = 128  # by default (tasks_per_table): ~1M rows at the defau
 READ_GROUP_ROWS = 32_768
 
 
+RESTART = "restart"  # a table's progress in the offset of the batch its snapshot restarts
+
+
+def restarted(snapshot: dict[str, Any], table: str) -> bool:
+    """Whether ``table``'s snapshot starts over in the batch that ends at ``snapshot`` (a
+    re-snapshot: its chunks are pending again, from chunk 0, as a newly added table's).
+
+    >>> restarted({"a.t": {"next": 2, "prev": 0, "total": None, "restart": True}}, "a.t")
+    True
+    """
+    return bool(snapshot.get(table, {}).get(RESTART))
+
+
 def check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
     """``end`` must have been planned from ``start``; else the state belongs to another query."""
     before, after = start.get("snapshot"), end.get("snapshot")
@@ -174,6 +187,8 @@ def check_successor(start: dict[str, Any], end: dict[str, Any]) -> None:
     def planned_from(table: str) -> bool:
         assert before is not None and after is not None
         previous = before.get(table, {"next": 0, "prev": 0})  # a newly added table
+        if restarted(after, table):
+            previous = {"next": 0, "prev": 0}
         return bool(
             SnapshotProgress.from_offset(after[table]).prev
             == SnapshotProgress.from_offset(previous).next

@@ -65,6 +65,7 @@ from sparkcdc.spark.compat import (
 )
 from sparkcdc.spark.offsets import (
     READ_GROUP_ROWS,
+    RESTART,
     AvailableNowTarget,
     BinlogRangePartition,
     ChunkPartition,
@@ -78,6 +79,7 @@ from sparkcdc.spark.offsets import (
     offset_identity,
     offset_position,
     offset_tables,
+    restarted,
     same_server,
     snapshot_running,
     spread,
@@ -266,6 +268,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._initial: dict[str, Any] | None = None
         self._discovered_at = 0.0
         self._added: dict[str, TableSchema] = {}  # tables that joined while the query ran
+        # scan.resnapshot.tables: tables whose snapshot starts over once their first one is
+        # done (as pending chunks, from chunk 0); each leaves the set when its restart is planned
+        self._resnapshot = {
+            t.strip() for t in (options.resnapshot_tables or "").split(",") if t.strip()
+        }
         # driver-side continuity memory: file tags per (server, file), offsets checked in
         # full (with their file's tag) and where offsets of a failed-over server land
         self._tags: dict[tuple[str, str], str | None] = {}
@@ -505,6 +512,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def _caught_up(self, base: dict[str, Any], target: AvailableNowTarget) -> bool:
         """Everything the AvailableNow run started with is read once ``base`` is read."""
+        if self._resnapshot and base.get("snapshot") is not None:
+            return False  # a snapshot to take again
         if self._chunks_pending(base) and not self._snapshot_read_at(base):
             return False
         if self.options.scan_startup_mode == "snapshot":
@@ -586,7 +595,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # typed: one fixed table; AvailableNow: the tables found when the run started
         if self.options.newly_added_table and not self.plan.typed and self._target is None:
             self._discover()
+        snapshot, restarting = self._restart(snapshot)
         advanced = self.coordinator.advance(snapshot, chunks)
+        for table in restarting:
+            advanced[table][RESTART] = True
         if any(not SnapshotProgress.from_offset(p).pure_binlog for p in advanced.values()):
             log.info(
                 "mysql-cdc progress: %s; binlog at %s (%s behind the server)",
@@ -596,6 +608,38 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
         self._planned = make_offset(position, advanced, identity, failover)
         return self._planned
+
+    def _restart(
+        self, snapshot: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """``snapshot`` with the tables of ``scan.resnapshot.tables`` whose snapshot is done
+        (read in batches before the last: no batch of the old plan is left to replay or
+        commit) back at chunk 0, and those tables. Their chunk plans and staged chunks are
+        removed: the restart plans the table as it is now. The batch that restarts a table
+        drops its binlog events (``partitions``), as for a newly added table: its chunks,
+        read after that batch's binlog end, hold them (DESIGN.md, "A sink table removed
+        behind the pipeline's back")."""
+        restarting = []
+        for table in sorted(self._resnapshot):
+            if table not in self.coordinator.schemas:
+                raise SourceError(
+                    f"scan.resnapshot.tables names {table}, which this query does not capture "
+                    f"(it captures {', '.join(sorted(self.coordinator.schemas))}): name "
+                    "captured tables as database.table"
+                )
+            raw = snapshot.get(table)
+            if raw is None or not SnapshotProgress.from_offset(raw).pure_binlog:
+                continue  # its first snapshot is still running: restarted once it is done
+            self.coordinator.forget(table)
+            self.store.remove_table("plan", table)
+            self.store.remove_table("chunks", table)
+            restarting.append(table)
+            self._resnapshot.discard(table)
+            log.info("mysql-cdc: the snapshot of %s starts again (scan.resnapshot.tables)", table)
+        if not restarting:
+            return snapshot, []
+        fresh = SnapshotProgress().to_offset()
+        return {**snapshot, **{t: fresh for t in restarting}}, restarting
 
     def _bounded(
         self,
@@ -690,7 +734,11 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             flt, keys = "", ""
             if snapshot is not None:
                 coordinator = self.coordinator
-                flt = json.dumps(coordinator.filter_state(snapshot, begin))
+                # a table whose snapshot starts over in this batch: its events are dropped,
+                # the chunks read after this batch's binlog end hold them (``_restart``)
+                fresh = SnapshotProgress().to_offset()
+                again = {t: fresh for t in end["snapshot"] if restarted(end["snapshot"], t)}
+                flt = json.dumps(coordinator.filter_state({**snapshot, **again}, begin))
                 keys = json.dumps({t: coordinator.key_column(t) for t in coordinator.schemas})
             tables = ""
             if self._added:  # executors know the tables of the query's start only

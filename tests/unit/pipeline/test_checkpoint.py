@@ -12,6 +12,7 @@ from sparkcdc.pipeline.checkpoint import (
     RUN_ID_FILE,
     STATE_OWNER_FILE,
     CheckpointIdentity,
+    WrittenTables,
     claim_state,
     open_checkpoint,
 )
@@ -115,3 +116,17 @@ def test_a_state_location_another_pipeline_holds_is_refused(tmp_path: Path) -> N
     shutil.rmtree(first)  # that pipeline is over: its state is the new stream's to clear
     claim_state(str(state), str(second), open_checkpoint(str(second), str(state)))
     assert str(second) in (state / STATE_OWNER_FILE).read_text()
+
+
+def test_the_sink_tables_written_are_kept_until_a_new_stream(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt"
+    open_checkpoint(str(checkpoint))
+    WrittenTables(str(checkpoint)).add(name for name in ["app.a", "app.b"])
+    WrittenTables(str(checkpoint)).add(iter(["app.a"]))
+    assert WrittenTables(str(checkpoint)).names() == {"app.a", "app.b"}
+    plan_batch(checkpoint, 0)
+    open_checkpoint(str(checkpoint))
+    assert WrittenTables(str(checkpoint)).names() == {"app.a", "app.b"}
+    shutil.rmtree(checkpoint / "spark")  # a new stream
+    open_checkpoint(str(checkpoint))
+    assert WrittenTables(str(checkpoint)).names() == set()

@@ -101,6 +101,21 @@ class JdbcSink(Sink):
     def open(self, tables: Sequence[SinkTable]) -> None:
         self._prepare_tables(tables, commit_table=True)
 
+    def exists(self, table: SinkTable) -> bool:
+        with self._lock:
+            conn = self._connection()
+            try:
+                with open_cursor(conn) as cur:
+                    found = self._existing_columns(cur, self.jdbc.namespace, table.short_name)
+                conn.rollback()
+            except DRIVER_ERRORS as exc:
+                self._discard(conn)
+                raise SinkError(
+                    f"jdbc sink: cannot look up {self.jdbc.namespace}.{table.short_name} in "
+                    f"{self.url}: {self._clean(exc)}"
+                ) from None
+        return found is not None
+
     def has_rows(self, table: SinkTable) -> bool:
         d = self._dialect
         # run without parameters: no '%' doubling
