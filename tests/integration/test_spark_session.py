@@ -165,3 +165,13 @@ def test_no_connector_jar_replaces_a_class_of_sparks_own_unnoticed() -> None:
         if name in sparks and sparks[name] != code
     }
     assert shadowing <= SHADOWING_CHECKED, sorted(shadowing - SHADOWING_CHECKED)[:20]
+
+
+def test_a_running_jvm_is_asked_whether_it_loads_a_connectors_class(spark: Any) -> None:
+    """How a session on a JVM that runs already (spark-submit's, a platform's) finds the
+    connectors it has, whatever their jars are called."""
+    from sparkcdc.spark.connectors import LINES, SPARK_LINE
+    from sparkcdc.spark.session import _jvm_loads
+
+    assert _jvm_loads(LINES[SPARK_LINE]["delta"].probe_class)
+    assert not _jvm_loads("io.example.NoSuchConnector")

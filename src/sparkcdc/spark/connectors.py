@@ -16,7 +16,7 @@ A session sparkcdc starts gets each connector a pipeline needs in the first of t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,18 +25,22 @@ from sparkcdc.spark.compat import SPARK_LINE
 
 @dataclass(frozen=True)
 class Connector:
-    """One connector: Maven coordinates, and the jar file name it is known by on a class
-    path (``<prefix><version>.jar``, as Maven and Ivy name files)."""
+    """One connector: Maven coordinates, the jar file name it is known by on a class path
+    (``<prefix><version>.jar``, as Maven and Ivy name files), and a class of it that a
+    running JVM loads when it has the connector under another name (Databricks' Delta)."""
 
     name: str
     packages: tuple[str, ...]
     jar_prefix: str
+    probe_class: str
 
 
 _MARIADB_JDBC = "org.mariadb.jdbc:mariadb-java-client:3.5.6"
 _POSTGRESQL_JDBC = "org.postgresql:postgresql:42.7.8"
 _DELTA = "4.4.0"
 _ICEBERG = "1.11.0"
+_DELTA_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
+_KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 
 def _s3a(hadoop: str, aws_sdk: str, *extra: str) -> Connector:
@@ -49,11 +53,14 @@ def _s3a(hadoop: str, aws_sdk: str, *extra: str) -> Connector:
             *extra,
         ),
         "hadoop-aws-",
+        "org.apache.hadoop.fs.s3a.S3AFileSystem",
     )
 
 
 def _line(*connectors: Connector) -> dict[str, Connector]:
-    jdbc = Connector("jdbc", (_MARIADB_JDBC, _POSTGRESQL_JDBC), "postgresql-")
+    jdbc = Connector(
+        "jdbc", (_MARIADB_JDBC, _POSTGRESQL_JDBC), "postgresql-", "org.postgresql.Driver"
+    )
     return {c.name: c for c in (*connectors, jdbc)}
 
 
@@ -62,9 +69,14 @@ def _line(*connectors: Connector) -> dict[str, Connector]:
 # Hadoop, with the AWS SDK modules S3A uses (not the 640 MB SDK bundle: EXCLUDES).
 LINES: dict[str, dict[str, Connector]] = {
     "4.2": _line(
-        Connector("delta", (f"io.delta:delta-spark_4.2_2.13:{_DELTA}",), "delta-spark_"),
         Connector(
-            "kafka", ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",), "spark-sql-kafka-0-10_"
+            "delta", (f"io.delta:delta-spark_4.2_2.13:{_DELTA}",), "delta-spark_", _DELTA_CLASS
+        ),
+        Connector(
+            "kafka",
+            ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",),
+            "spark-sql-kafka-0-10_",
+            _KAFKA_CLASS,
         ),
         _s3a(
             "3.5.0",
@@ -74,14 +86,20 @@ LINES: dict[str, dict[str, Connector]] = {
         ),
     ),
     "4.1": _line(
-        Connector("delta", (f"io.delta:delta-spark_4.1_2.13:{_DELTA}",), "delta-spark_"),
+        Connector(
+            "delta", (f"io.delta:delta-spark_4.1_2.13:{_DELTA}",), "delta-spark_", _DELTA_CLASS
+        ),
         Connector(
             "iceberg",
             (f"org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:{_ICEBERG}",),
             "iceberg-spark-runtime-",
+            "org.apache.iceberg.spark.SparkCatalog",
         ),
         Connector(
-            "kafka", ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1",), "spark-sql-kafka-0-10_"
+            "kafka",
+            ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1",),
+            "spark-sql-kafka-0-10_",
+            _KAFKA_CLASS,
         ),
         _s3a("3.4.2", "2.29.52"),
     ),
@@ -156,8 +174,15 @@ def class_path_jars(
     return names
 
 
-def missing(needs: Iterable[str], jar_names: Sequence[str], line: str = SPARK_LINE) -> list[str]:
-    """The connectors of ``needs`` (pinned for ``line``) that no jar of ``jar_names`` is.
+def missing(
+    needs: Iterable[str],
+    jar_names: Sequence[str],
+    line: str = SPARK_LINE,
+    loadable: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """The connectors of ``needs`` (pinned for ``line``) that no jar of ``jar_names`` is,
+    and whose probe class ``loadable`` (a running JVM's class loader, if there is one) does
+    not load.
 
     >>> missing(["delta", "kafka"], ["delta-spark_4.2_2.13-4.4.0.jar"], "4.2")
     ['kafka']
@@ -166,7 +191,9 @@ def missing(needs: Iterable[str], jar_names: Sequence[str], line: str = SPARK_LI
     return [
         name
         for name in dict.fromkeys(needs)
-        if name in pinned and not any(j.startswith(pinned[name].jar_prefix) for j in jar_names)
+        if name in pinned
+        and not any(j.startswith(pinned[name].jar_prefix) for j in jar_names)
+        and not (loadable is not None and loadable(pinned[name].probe_class))
     ]
 
 

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -365,6 +365,7 @@ def plan_session(
     defaults: Mapping[str, str] | None = None,
     starts_jvm: bool = True,
     spark_home: Path | None = None,
+    loadable: Callable[[str], bool] | None = None,
 ) -> SessionPlan:
     """The master and settings of a session (pure: nothing starts, nothing is written).
 
@@ -378,11 +379,12 @@ def plan_session(
     ...; True: every one pinned for this Spark line) and the Delta / Iceberg SQL extensions
     of those named. From a folder of jars if there is one (``connector_folder``), else those
     not on the class path already (``spark_home``'s jars, ``spark.jars``, the extra class
-    path) by their Maven coordinates (``spark.jars.packages``, resolved by Spark when the
-    JVM starts). A folder's jars go in ``spark.jars``, which ships them to the executors;
-    but where this process is yet to start the JVM (``starts_jvm``, and no spark-submit
-    started one) on a master whose executor is that JVM (``local``, ``local[n]``), they go on
-    its class path (``spark.driver.extraClassPath``) instead: a local executor fetches every jar of
+    path; in a JVM that runs already, ``loadable`` classes) by their Maven coordinates
+    (``spark.jars.packages``, resolved by Spark when the JVM starts). A folder's jars go in
+    ``spark.jars``, which ships them to the executors; but where this process is yet to
+    start the JVM (``starts_jvm``, and no spark-submit started one) on a master whose
+    executor is that JVM (``local``, ``local[n]``), they go on its class path
+    (``spark.driver.extraClassPath``) instead: a local executor fetches every jar of
     ``spark.jars`` when it starts, a copy and a ``chmod`` process each (Hadoop's, without
     its native library), ~1 s of every run's start here for the 52 jars; on the class path
     the JVM reads them where they are, and the class-data archive holds their classes.
@@ -418,7 +420,7 @@ def plan_session(
     fetched: list[str] = []
     if needs and folder is None:
         present = class_path_jars(spark_home, {**configured, **conf}, _LIST_SEPARATORS)
-        fetched = packages(missing(needs, present))
+        fetched = packages(missing(needs, present, loadable=loadable))
     extensions = [_CONNECTOR_CONF["spark.sql.extensions"]] if "delta" in needs else []
     if "iceberg" in needs and (has_iceberg_runtime(pinned) if folder else has_connector("iceberg")):
         extensions.append(_ICEBERG_EXTENSIONS)
@@ -548,6 +550,23 @@ def spark_home() -> Path | None:
         return None
 
 
+def _jvm_loads(name: str) -> bool:
+    """Whether the running JVM (spark-submit's, a platform's, this process's) loads class
+    ``name``: a connector its platform ships under a jar name of its own counts as there."""
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(name, False, loader)
+    except Py4JError:
+        return False
+    return True
+
+
 def _new_entries(key: str, settings: Mapping[str, str], configured: Mapping[str, str]) -> list[str]:
     """The entries of list setting ``key`` in ``settings`` that ``configured`` lacks."""
     have = set(list_entries(key, configured.get(key)))
@@ -628,6 +647,7 @@ def spark_session(
         defaults=defaults,
         starts_jvm=not jvm_running(),
         spark_home=spark_home(),
+        loadable=_jvm_loads if jvm_running() else None,
     )
     check_master(plan.master)
     wanted = _new_entries("spark.jars.packages", plan.settings, configured)

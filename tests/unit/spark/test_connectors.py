@@ -139,3 +139,22 @@ def test_a_console_pipeline_needs_no_connector(no_folder: None, tmp_path: Path) 
     assert "spark.jars.packages" not in plan.settings
     assert "spark.jars.excludes" not in plan.settings
     assert "spark.jars.ivySettings" not in plan.settings
+
+
+def test_a_running_jvm_that_loads_a_connector_gets_none_fetched(
+    no_folder: None, tmp_path: Path
+) -> None:
+    """Databricks ships Delta under jar names of its own: the class is what counts there."""
+    loads = {LINES[connectors.SPARK_LINE]["delta"].probe_class}
+    plan = plan_session(
+        "p",
+        "local[2]",
+        connectors=["delta", "kafka"],
+        configured={"spark.master": "local[2]"},
+        environ={},
+        starts_jvm=False,
+        spark_home=_spark_home(tmp_path),
+        loadable=loads.__contains__,
+    )
+    kafka = LINES[connectors.SPARK_LINE]["kafka"].packages
+    assert plan.settings["spark.jars.packages"].split(",") == list(kafka)
