@@ -210,7 +210,7 @@ def _refuse_unproven_statement(
         what = "a data change to " + ", ".join(f"{d}.{t}" for d, t in captured)
         why = ""
     else:
-        what = "a statement that may change rows of captured tables"
+        what = "a change that may reach captured tables"
         why = effect.unprovable or ""
         for database, table in effect.tables if not why else ():
             written = (database, table) in effect.writes
