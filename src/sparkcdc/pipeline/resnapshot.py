@@ -130,6 +130,7 @@ class Resnapshots:
                         batch_id,
                         name,
                     )
+                    sink.ready()  # a table this run creates (begin_open) exists by now
                     sink.truncate_table(table)
                     entry["emptied"] = batch_id
                     self._save(entries)

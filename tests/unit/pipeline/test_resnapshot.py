@@ -30,6 +30,9 @@ class Truncates:
     def __init__(self) -> None:
         self.emptied: list[str] = []
 
+    def ready(self) -> None:
+        pass
+
     def truncate_table(self, table: SinkTable) -> None:
         self.emptied.append(table.name)
 
