@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes the decoders of bytes from the network with atheris (libFuzzer for Python;
-# tests/fuzz/targets.py): the binlog decoder with the compiled row kernel, and the text-row
-# splitter. The C kernels are built here with AddressSanitizer, UBSan and libFuzzer's
+# tests/fuzz/targets.py): the binlog decoder with the compiled row kernel, the range reader
+# over it (statements, DDL, column completion), and the text-row splitter. The C kernels are built here with AddressSanitizer, UBSan and libFuzzer's
 # coverage counters, and loaded instead of the package's (tests/fuzz/run.py).
 #
-#   bash scripts/fuzz.sh [SECONDS per target, default 60] [TARGET ...]   (binlog textrows)
+#   bash scripts/fuzz.sh [SECONDS per target, default 60] [TARGET ...]   (binlog range textrows)
 #
 # A long campaign: `nice -n 19 bash scripts/fuzz.sh 3600 binlog`. New inputs go to
 # $SPARKCDC_FUZZ_DIR/corpus/TARGET (the seeds in tests/fuzz/corpus stay as committed); a
@@ -18,7 +18,7 @@ PYTHON="${PYTHON:-python3}"
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(binlog textrows)
+[ "${#TARGETS[@]}" -gt 0 ] || TARGETS=(binlog range textrows)
 WORK="${SPARKCDC_FUZZ_DIR:-${TMPDIR:-/tmp}/sparkcdc-fuzz-$(id -u)}"
 BUILD="$WORK/build"
 mkdir -p "$BUILD"
@@ -56,7 +56,7 @@ done
 status=0
 for target in "${TARGETS[@]}"; do
   mkdir -p "$WORK/corpus/$target" "$WORK/crashes"
-  seeds=(tests/fuzz/corpus/"$target")
+  seeds=(tests/fuzz/corpus/"${target/range/binlog}")  # range reads the binlog seeds
   [ -d tests/fuzz/regressions/"$target" ] && seeds+=(tests/fuzz/regressions/"$target")
   echo "fuzz: $target for ${SECONDS_EACH}s"
   LD_PRELOAD="$RUNTIME" \

@@ -3,10 +3,10 @@ the cases change): ``SPARKCDC_DEV_DIR=... SPARKCDC_DEV_PORT=... python -m tests.
 
 binlog seeds: for each column type of the decoder's table-driven tests
 (tests/integration/test_decoder_types.py ``CASES``), each transaction of its inserts,
-updates and deletes as the server's binlog file holds it (the FORMAT_DESCRIPTION first,
-checksums stripped), under binlog_row_metadata FULL, MINIMAL and NO_LOG and with
-log_bin_compress on; and MySQL 8's TRANSACTION_PAYLOAD and PARTIAL_UPDATE_ROWS events,
-which no server here writes, from the unit tests' byte fixtures.
+updates and deletes as the server's binlog file holds it (the FORMAT_DESCRIPTION first;
+checksums stripped, and the header's size with them), under binlog_row_metadata FULL,
+MINIMAL and NO_LOG and with log_bin_compress on; and MySQL 8's TRANSACTION_PAYLOAD and
+PARTIAL_UPDATE_ROWS events, which no server here writes, from the unit tests' byte fixtures.
 
 textrows seeds: the bytes MariaDB sends after the column definitions of ``SELECT * FROM t``
 of each case's rows, behind the three set-up bytes of ``targets.textrows_input``.
@@ -33,6 +33,7 @@ CORPUS = Path(__file__).parent / "corpus"
 MAX_SEED = 6 << 10
 _TRANSACTION_START = (EventType.MARIA_GTID, EventType.GTID)
 _DATABASE = "fuzz_corpus"
+_SIZE, _SIZE_AT = struct.Struct("<I"), 9  # the event header's event_size
 
 
 def save(target: str, seed: bytes) -> None:
@@ -47,7 +48,11 @@ def transactions(server: DevServer, start: tuple[str, int], end: tuple[str, int]
     """The FORMAT_DESCRIPTION, then each transaction's events, of one file's range."""
     assert start[0] == end[0], "the range crossed a binlog rotation; capture again"
     data = _file_slice(server.datadir / start[0], start[1], end[1])
-    events = list(split_binlog_file(data))
+    # each event's header says its size without the checksum it no longer has
+    events = [
+        raw[:_SIZE_AT] + _SIZE.pack(len(raw)) + raw[_SIZE_AT + _SIZE.size :]
+        for raw in split_binlog_file(data)
+    ]
     fde, rest = events[0], events[1:]
     out: list[bytes] = []
     current: list[bytes] = []

@@ -10,6 +10,10 @@ file holds after its magic, without checksums), decoded by :class:`BinlogDecoder
 ROWS event's images are decoded in Python and, where the compiled kernel takes the table
 shape, by the kernel too (``_rowkernel.c``), which must give the Python decoder's values.
 
+``range``: the same inputs read as a stream reads a binlog range
+(``binlog_range.changes_of_events``): statements classified, DDL parsed, TABLE_MAPs without
+metadata completed from a schema version.
+
 ``textrows``: three bytes of set-up (columns, first sequence id, read size), then what a
 connection delivers after a result set's column definitions, split by the compiled splitter
 (``_textrows.c``) block by block as ``snapshot.textrows.select_text`` feeds it, checked
@@ -31,14 +35,29 @@ from pymysql import converters
 from pymysql.constants import FIELD_TYPE
 
 from sparkcdc.errors import ProtocolError, SourceError
-from sparkcdc.model.events import RowsKind
-from sparkcdc.model.schema import Column
+from sparkcdc.model.events import RowChanges, RowsKind
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.binlog_range import changes_of_events
 from sparkcdc.mysql.constants import EVENT_HEADER_SIZE
 from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
 from sparkcdc.mysql.events import BinlogEvent, ColumnInfo, RowsEvent, TransactionPayloadEvent
+from sparkcdc.mysql.tablemeta import TableVersions
 from sparkcdc.snapshot import textrows
 
+_RANGE_START = BinlogPosition("binlog.000001", 4)
+_RANGE_END = BinlogPosition("binlog.999999", 4)
+# the seeds' tables are t (id INT, c <one type>); a version for one of them
+_RANGE_SCHEMA = TableSchema(
+    "fuzz_corpus",
+    "t",
+    (
+        Column.from_mysql("id", "int", "int(11)", False),
+        Column.from_mysql("c", "bigint", "bigint(20) unsigned", True),
+    ),
+    ("id",),
+)
 # what an input may end in: the stream stops with one of these, and says why
 CLEAN = (ProtocolError, SourceError)
 _EVENT_SIZE = struct.Struct("<I")  # the header's event_size, at byte 9
@@ -73,6 +92,24 @@ def binlog(data: bytes) -> None:
         for inner in _events(event):
             if isinstance(inner, RowsEvent) and isinstance(inner.rows, EventRows):
                 check_rows(inner.rows, inner.kind)
+
+
+def binlog_range(data: bytes) -> None:
+    """``data``'s events read as a stream reads a range (``changes_of_events``): statements
+    classified and DDL parsed, TABLE_MAPs completed from a schema version where they lack
+    metadata, every change's rows decoded; the read stops at the first clean error."""
+    events = [raw for raw in split_events(data) if len(raw) >= EVENT_HEADER_SIZE]
+    if not events:
+        return
+    versions = TableVersions.of([_RANGE_SCHEMA])
+    try:
+        for change in changes_of_events(
+            events, _RANGE_START, _RANGE_END, lambda _d, _t: True, versions
+        ):
+            if isinstance(change, RowChanges):
+                assert len(change.rows) > 0
+    except CLEAN:
+        pass
 
 
 def _events(event: BinlogEvent) -> tuple[BinlogEvent, ...]:
@@ -337,4 +374,10 @@ def _row(payload: bytes, ncols: int) -> tuple[bytes | None, ...] | None:
     return tuple(values) if at == len(payload) else None
 
 
-TARGETS: dict[str, Callable[[bytes], None]] = {"binlog": binlog, "textrows": text_rows}
+# the seed corpus of each target (tests/fuzz/corpus/...)
+SEEDS = {"binlog": "binlog", "range": "binlog", "textrows": "textrows"}
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "binlog": binlog,
+    "range": binlog_range,
+    "textrows": text_rows,
+}
