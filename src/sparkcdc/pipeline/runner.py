@@ -495,7 +495,13 @@ def pipeline_session(
     it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
     (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
     ``available_now`` (``spark/jit.py``)."""
-    from sparkcdc.spark.session import configured_master, register, spark_session
+    from sparkcdc.spark.session import (
+        configured_master,
+        connect_refusal,
+        is_connect_session,
+        register,
+        spark_session,
+    )
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
     user_conf = config.pipeline.session_conf()
@@ -516,6 +522,8 @@ def pipeline_session(
             available_now=available_now,
         )
         spark.sparkContext.setLogLevel("WARN")
+    elif is_connect_session(spark):
+        raise connect_refusal("the session given is a Spark Connect client's")
     else:
         register(spark)
         for key, value in conf.items():

@@ -518,6 +518,58 @@ def _shown_host(part: str) -> str:
     return part.rpartition("@")[2]
 
 
+def connect_request(
+    master: str, settings: Mapping[str, str], environ: Mapping[str, str]
+) -> str | None:
+    """What asks for a Spark Connect session instead of a classic one, shown without
+    credentials (an ``sc://`` URL's parameters may hold a token), or None: a master
+    ``sc://...``, ``spark.remote``, ``spark.api.mode=connect`` (Spark 4: a local Connect
+    server) or the ``SPARK_REMOTE`` variable.
+
+    >>> connect_request("local[2]", {}, {"SPARK_REMOTE": "sc://h:15002/;token=x"})
+    'SPARK_REMOTE=sc://h:15002'
+    >>> connect_request("local[2]", {"spark.api.mode": "classic"}, {}) is None
+    True
+    """
+    if master.startswith("sc://"):
+        return f"the master {_shown_remote(master)}"
+    if settings.get("spark.remote"):
+        return f"spark.remote={_shown_remote(settings['spark.remote'])}"
+    if settings.get("spark.api.mode", "classic").strip().lower() == "connect":
+        return "spark.api.mode=connect"
+    if environ.get("SPARK_REMOTE"):
+        return f"SPARK_REMOTE={_shown_remote(environ['SPARK_REMOTE'])}"
+    return None
+
+
+def _shown_remote(url: str) -> str:
+    """A Spark Connect URL as ``sc://host:port`` (its ``/;key=value`` parameters, which
+    may hold a token, and any user part left out)."""
+    if "://" not in url:
+        return url  # "local[2]": Spark starts a Connect server of its own
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}" if parts.scheme and host else "a Spark Connect URL"
+
+
+def connect_refusal(received: str) -> ConfigError:
+    """The error of a Spark Connect session where sparkcdc needs a classic one
+    (``received`` says what asked for it); DESIGN.md "Spark Connect" says why."""
+    return ConfigError(
+        f"{received}, but sparkcdc needs a classic one: a pipeline drives its sinks, its "
+        "checkpoint lease and its location checks through the Spark driver's JVM, which a "
+        "Connect client cannot reach. Unset it and run sparkcdc where a Spark driver may "
+        "run, with --master (or pipeline.spark.master) naming the cluster; a Connect session "
+        'reads the source itself: sparkcdc.register(spark), then spark.readStream.format("'
+        'mysql-cdc") (docs/connect.md)'
+    )
+
+
+def is_connect_session(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect client's session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def check_master(master: str, timeout_s: float = 5.0) -> None:
     """Raise SparkMasterError when no endpoint of ``master`` accepts a TCP connection.
 
@@ -649,6 +701,9 @@ def spark_session(
         spark_home=spark_home(),
         loadable=_jvm_loads if jvm_running() else None,
     )
+    connect = connect_request(plan.master, {**configured, **plan.settings}, os.environ)
+    if connect is not None:
+        raise connect_refusal(f"{connect} asks for a Spark Connect session")
     check_master(plan.master)
     wanted = _new_entries("spark.jars.packages", plan.settings, configured)
     if connectors and (wanted or "PYSPARK_GATEWAY_PORT" in os.environ) and jvm_running():
