@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcdc.errors import SparkMasterError
+from sparkcdc.errors import ConfigError, SparkMasterError
 from sparkcdc.spark import session
 from sparkcdc.spark.session import (
     check_master,
@@ -292,3 +292,38 @@ def test_the_connector_jars_go_on_the_class_path_of_a_local_jvm_about_to_start(
     else:
         assert class_path == ["/user/first.jar"]
         assert shipped[: len(jars)] == jars
+
+
+@pytest.mark.parametrize(
+    ("master", "settings", "environ", "shown"),
+    [
+        ("local[2]", {}, {}, None),
+        ("local[2]", {"spark.api.mode": "classic"}, {}, None),
+        ("sc://h:15002", {}, {}, "the master sc://h:15002"),
+        ("local[2]", {"spark.remote": "sc://h:1/;token=t"}, {}, "spark.remote=sc://h:1"),
+        ("local[2]", {"spark.remote": "local[2]"}, {}, "spark.remote=local[2]"),
+        ("local[2]", {"spark.api.mode": " Connect"}, {}, "spark.api.mode=connect"),
+        ("local[2]", {}, {"SPARK_REMOTE": "sc://u:p@h:1/;token=t"}, "SPARK_REMOTE=sc://h:1"),
+    ],
+)
+def test_what_asks_for_spark_connect_is_named_without_its_credentials(
+    master: str, settings: dict[str, str], environ: dict[str, str], shown: str | None
+) -> None:
+    assert session.connect_request(master, settings, environ) == shown
+
+
+def test_spark_session_refuses_spark_connect_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:1/;token=secret")
+    monkeypatch.setattr(session, "jvm_running", lambda: False)
+    monkeypatch.setattr(session, "configured_conf", dict)
+
+    def started(settings: object) -> None:
+        raise AssertionError("a JVM was started")
+
+    monkeypatch.setattr(session, "start_jvm", started)
+    with pytest.raises(ConfigError, match=r"SPARK_REMOTE=sc://127\.0\.0\.1:1 asks") as raised:
+        session.spark_session("a", "local[2]")
+    assert "secret" not in str(raised.value)
+    assert "sparkcdc.register(spark)" in str(raised.value)
