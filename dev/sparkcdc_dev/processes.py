@@ -1,11 +1,11 @@
 """Process facts the private dev servers share.
 
 Their fixed ports (MariaDB 23306, PostgreSQL 25432, Kafka 29092 and its controller 29093,
-MinIO 29000 and its console 29001, and the ports the tests that stop a server use) lie
-below Linux's ephemeral range (32768-60999 by default). A port inside it can be taken at
-any moment by a program's random listening port (a Spark driver's, a block manager's) or by
-a connection's own source port; a CI run once found the private Kafka's controller port
-taken that way.
+MinIO 29000 and its console 29001, Spark Connect 29150, and the ports the tests that stop a
+server use) lie below Linux's ephemeral range (32768-60999 by default). A port inside it can
+be taken at any moment by a program's random listening port (a Spark driver's, a block
+manager's) or by a connection's own source port; a CI run once found the private Kafka's
+controller port taken that way.
 """
 
 from __future__ import annotations
