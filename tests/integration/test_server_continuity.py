@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import pymysql
 import pytest
 from test_stream import changelog, options, start_collecting
-from workload import ITEMS_DDL, Workload, source_state
+from workload import ITEMS_DDL, Workload, random_row, source_state
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql import server
@@ -153,7 +155,11 @@ class Forwarder:
 
 
 def run_query(
-    spark: Any, opts: dict[str, str], checkpoint: Path, batches: dict[int, list[dict[str, Any]]]
+    spark: Any,
+    opts: dict[str, str],
+    checkpoint: Path,
+    batches: dict[int, list[dict[str, Any]]],
+    every: str = "200 milliseconds",
 ) -> Any:
     """Start (or restart from ``checkpoint``) a query collecting into ``batches``."""
     reader = spark.readStream.format("mysql-cdc")
@@ -167,7 +173,7 @@ def run_query(
         reader.load()
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="200 milliseconds")
+        .trigger(processingTime=every)
         .start()
     )
 
@@ -321,15 +327,20 @@ def test_a_binlog_that_went_back_is_detected(
     ), message[:3000]
 
 
-def test_failover_to_a_replica_is_followed_by_gtid_exactly(
-    spark: Any, dev_server: DevServer, tmp_path: Path
-) -> None:
+def fresh_replica() -> DevServer:
+    """The replica server, started empty: one kept from an earlier run holds GTIDs that the
+    primary, after a RESET MASTER (another test), hands out again for other transactions."""
     replica = DevServer(REPLICA_DIR, REPLICA_PORT, server_id=3)
-    # a fresh replica: one kept from an earlier run holds GTIDs that the primary, after a
-    # RESET MASTER (another test), hands out again for other transactions
     replica.stop()
     shutil.rmtree(replica.base_dir, ignore_errors=True)
     replica.start()
+    return replica
+
+
+def test_failover_to_a_replica_is_followed_by_gtid_exactly(
+    spark: Any, dev_server: DevServer, tmp_path: Path
+) -> None:
+    replica = fresh_replica()
     database = f"failover_{os.getpid()}"
     vip = Forwarder(dev_server.port)
     try:
@@ -380,6 +391,183 @@ def test_failover_to_a_replica_is_followed_by_gtid_exactly(
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
         root(replica, "STOP SLAVE")
         replica.stop()
+
+
+# --------------------------------------- a failover right after the batch that read the snapshot
+
+ROWS = 1500
+ROTATIONS = 3  # more binlog files than a fresh replica has: seq must still grow
+
+
+def snapshot_under_a_lock(
+    spark: Any,
+    primary: DevServer,
+    replica: DevServer,
+    database: str,
+    opts: dict[str, str],
+    checkpoint: Path,
+    batches: dict[int, list[dict[str, Any]]],
+    replicate_all: bool,
+) -> None:
+    """Batch 0 of a query that reads the whole snapshot of ``items`` (chunks-per-batch 0),
+    its chunks read after changes to ``items`` and ``ROTATIONS`` binlog rotations that
+    follow the batch's binlog end: a session holds ``LOCK TABLES items WRITE`` until the
+    driver, planning the batch (its end taken), waits for the table; that session writes,
+    then lets go. The chunks' HWs are then past those changes, files after the batch's
+    end. Then the query stops (its next trigger is an hour away) with batch 0 committed.
+    The replica has applied everything, or (``replicate_all`` False) stops replicating
+    right before those changes: it holds the batch's end but not the chunks' HWs."""
+    rows = [random_row(random.Random(key), key) for key in range(1, ROWS + 1)]
+    with primary.connection(database) as conn, conn.cursor() as cur:
+        cur.executemany("INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", rows)
+    replica.wait_replicated(primary)
+    with primary.root_connection() as lock, lock.cursor() as held:
+        held.execute(f"USE `{database}`")
+        held.execute("LOCK TABLES items WRITE")
+        query = run_query(spark, opts, checkpoint, batches, every="1 hour")
+        try:
+            deadline = time.monotonic() + 120
+            while not waiting_for_items(primary, database):
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, processlist(primary)
+                time.sleep(0.1)
+            replica.wait_replicated(primary)
+            if not replicate_all:
+                root(replica, "STOP SLAVE")
+            # autocommit statements: a transaction would end the lock; key-changing too
+            for statement in (
+                "UPDATE items SET qty = qty + 1 WHERE id % 7 = 0",
+                "FLUSH BINARY LOGS",
+                "DELETE FROM items WHERE id % 11 = 0",
+                "UPDATE items SET id = id + 5000 WHERE id % 13 = 0",
+                "FLUSH BINARY LOGS",
+                "INSERT INTO items (id, name) VALUES (9001, 'new'), (9002, 'newer')",
+                "FLUSH BINARY LOGS",
+                "UPDATE items SET name = 'late' WHERE id % 5 = 0",
+            ):
+                held.execute(statement)
+            held.execute("UNLOCK TABLES")
+            while not query.recentProgress:  # batch 0 committed
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, "the first batch did not commit"
+                time.sleep(0.2)
+        finally:
+            query.stop()
+    assert query.exception() is None
+    # the set-up is what it says: batch 0 read every chunk, HWs files after its end
+    first = offsets(checkpoint)[0]
+    progress = first["snapshot"][f"{database}.items"]
+    assert progress["next"] == progress["total"] > 1 and progress["prev"] == 0, progress
+    highs = [
+        BinlogPosition.from_offset(json.loads(p.read_text())["high"])
+        for p in Path(opts["state.location"]).rglob("*.meta.json")
+    ]
+    end = BinlogPosition.from_offset(first["binlog"])
+    assert highs and all(h.file_number == end.file_number + ROTATIONS for h in highs), (
+        end,
+        highs,
+    )
+
+
+def processlist(dev: DevServer) -> list[Any]:
+    with dev.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("SELECT USER, DB, COMMAND, STATE, INFO FROM information_schema.PROCESSLIST")
+        return list(cur.fetchall())
+
+
+def waiting_for_items(dev: DevServer, database: str) -> bool:
+    with dev.root_connection() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE "
+            "STATE LIKE 'Waiting for table metadata lock%%' AND INFO LIKE %s",
+            (f"%{database}%items%",),
+        )
+        (count,) = cur.fetchone()
+    return bool(count)
+
+
+def snapshot_options(dev: DevServer, database: str, port: int, tmp_path: Path) -> dict[str, str]:
+    return {
+        **options(dev, database, "items"),
+        "port": str(port),
+        "scan.startup.mode": "initial",
+        "scan.incremental.snapshot.chunk.size": "200",
+        "scan.incremental.snapshot.chunks-per-batch": "0",
+        "state.location": str(tmp_path / "state"),
+    }
+
+
+def test_a_failover_right_after_the_batch_that_completed_the_snapshot_is_followed(
+    spark: Any, dev_server: DevServer, tmp_path: Path
+) -> None:
+    replica = fresh_replica()
+    database = f"snapfail_{os.getpid()}"
+    vip = Forwarder(dev_server.port)
+    try:
+        replica.replicate(dev_server)
+        make_items(dev_server, database)
+        opts = snapshot_options(dev_server, database, vip.port, tmp_path)
+        batches: dict[int, list[dict[str, Any]]] = {}
+        checkpoint = tmp_path / "cp"
+        snapshot_under_a_lock(
+            spark, dev_server, replica, database, opts, checkpoint, batches, replicate_all=True
+        )
+        replica.wait_replicated(dev_server)
+        dev_server.stop()  # the primary goes away right after the snapshot's batch ...
+        vip.switch(replica.port)  # ... and its replica takes over the address
+        root(replica, "STOP SLAVE")
+        workload = Workload(replica.connection(database), seed=9, key_space=ROWS)
+        for _ in range(150):
+            workload.step()
+        query = run_query(spark, opts, checkpoint, batches)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        result = replay(changelog(batches), ["id"])
+        assert result.violations == []
+        expected = source_state(replica.connection(database), "items")
+        assert compare(result.state, expected) == []
+        logged = offsets(checkpoint)
+        assert [o["server"]["server_id"] for o in logged][:2] == [1, 3], logged
+        assert logged[1]["failover"]["from"]["server_id"] == 1
+    finally:
+        vip.close()
+        dev_server.start()
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        root(replica, "STOP SLAVE")
+        replica.stop()
+
+
+def test_a_failover_to_a_server_without_the_chunks_transactions_is_refused(
+    spark: Any, dev_server: DevServer, tmp_path: Path
+) -> None:
+    replica = fresh_replica()
+    database = f"snaplost_{os.getpid()}"
+    vip = Forwarder(dev_server.port)
+    try:
+        replica.replicate(dev_server)
+        make_items(dev_server, database)
+        opts = snapshot_options(dev_server, database, vip.port, tmp_path)
+        checkpoint = tmp_path / "cp"
+        snapshot_under_a_lock(
+            spark, dev_server, replica, database, opts, checkpoint, {}, replicate_all=False
+        )
+        dev_server.stop()
+        vip.switch(replica.port)
+        message = failure(spark, opts, checkpoint)
+    finally:
+        vip.close()
+        dev_server.start()
+        with dev_server.connection() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        root(replica, "STOP SLAVE")
+        replica.stop()
+    assert "DifferentServerError" in message, message[:3000]
+    assert "right after the batch that read the snapshot's last chunks" in message
+    assert "were lost in the failover" in message and "new checkpoint" in message
+    assert len(offsets(checkpoint)) == 1  # nothing planned on the replica
 
 
 # ------------------------------------------- an AvailableNow run: checked whatever the position

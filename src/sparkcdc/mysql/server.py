@@ -224,7 +224,8 @@ def _mariadb_position_with_gtids(conn: Any, info: ServerInfo) -> BinlogPosition:
             return BinlogPosition(file, pos, MariaDbGtidSet.parse(after))
     log.warning(
         "the binlog of %s kept moving while its GTID position was read (%d tries); this "
-        "offset goes on by file/position without a GTID set",
+        "position (an offset or a chunk's high watermark) goes on by file/position without "
+        "a GTID set, and a failover cannot be followed from it",
         info.version_text,
         _GTID_PAIR_TRIES,
     )
@@ -259,8 +260,8 @@ def current_position(conn: Any, info: ServerInfo, *, with_gtids: bool = True) ->
     """The end of the binlog now, a transaction boundary, with its GTID set.
 
     MySQL: ``Executed_Gtid_Set`` when ``gtid_mode=ON``; MariaDB: ``@@gtid_binlog_pos`` read
-    consistently with the status (``_mariadb_position_with_gtids``). Chunk watermarks need
-    only the place and pass ``with_gtids=False`` (one statement instead of three).
+    consistently with the status (``_mariadb_position_with_gtids``). Positions that need
+    only the place pass ``with_gtids=False`` (one statement instead of three).
     """
     if with_gtids and info.flavor == "mariadb":
         return _mariadb_position_with_gtids(conn, info)

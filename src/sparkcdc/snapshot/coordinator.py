@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +172,12 @@ class SnapshotCoordinator:
         it read none, or none is staged yet). The next batch's binlog must end at or past it
         (DESIGN.md §2: every chunk's HW is at or before the binlog end of the batch after
         its own, which ``filter_state`` and ``pure_binlog`` count on)."""
+        return max(self.last_highs(snapshot), default=None)
+
+    def last_highs(self, snapshot: dict[str, dict[str, Any]]) -> list[BinlogPosition]:
+        """The HWs of the chunks the batch that ends at ``snapshot`` read (those staged):
+        the only HWs the next batch's filter compares events with (older chunks' are at or
+        before its start)."""
         highs = []
         for table in self.schemas:
             if table not in snapshot:
@@ -180,7 +187,7 @@ class SnapshotCoordinator:
                 meta = self.staging.metadata(chunk)
                 if meta is not None:
                     highs.append(meta.high)
-        return max(highs, default=None)
+        return highs
 
     def read_as_of(
         self, snapshot: dict[str, dict[str, Any]], position: BinlogPosition | None
@@ -210,9 +217,17 @@ class SnapshotCoordinator:
         return True
 
     def filter_state(
-        self, start: dict[str, dict[str, Any]], batch_start: BinlogPosition
+        self,
+        start: dict[str, dict[str, Any]],
+        batch_start: BinlogPosition,
+        place: Callable[[BinlogPosition], BinlogPosition] | None = None,
     ) -> dict[str, Any]:
-        """The InterleavingFilter state for the binlog partition of the batch after ``start``."""
+        """The InterleavingFilter state for the binlog partition of the batch after ``start``.
+
+        ``place`` maps a staged HW to the server the batch reads, when that is not the one
+        the chunk was read on (a failover right after the snapshot's last chunks: the HW's
+        GTID set placed on the new server, ``MySqlCdcStreamReader._high_on``); ``batch_start``
+        is a place there already."""
         tables: dict[str, dict[str, Any]] = {}
         for table in self.schemas:
             # a table new to the stream (the pattern widened on restart) starts unread
@@ -239,10 +254,9 @@ class SnapshotCoordinator:
                         "alike), not a local disk; or it was changed or cleaned. Start the "
                         "query again with a new checkpoint"
                     )
+                high = meta.high if place is None else place(meta.high)
                 chunks.append(
-                    completed_chunks(
-                        chunk.start, chunk.end, meta.high, chunk.index, chunk.index + 1
-                    )
+                    completed_chunks(chunk.start, chunk.end, high, chunk.index, chunk.index + 1)
                 )
             tables[table] = tracked_table(
                 self.collation(table), progress.next, progress.total, chunks

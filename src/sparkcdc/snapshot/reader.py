@@ -455,7 +455,10 @@ def read_chunk(
             except pymysql.MySQLError as exc:
                 raise _changed_shape(current, chunk, exc) from None
             select_seconds = time.perf_counter() - started
-            high = current_position(conn, info, with_gtids=False)
+            # with its GTID set: a failover right after the batch that read this chunk
+            # places the HW on the new server by it (DESIGN.md, "A failover right after
+            # the snapshot")
+            high = current_position(conn, info)
             pending = prepared_xa(conn) if info.is_mariadb else None
             if pending:
                 _xa_wait(schema, chunk, pending, deadline)

@@ -138,6 +138,18 @@ def snapshot_running(offset: dict[str, Any]) -> bool:
     )
 
 
+def snapshot_read(offset: dict[str, Any]) -> bool:
+    """Whether every chunk of the snapshot ``offset`` names is read (some perhaps in the
+    batch that ends at it): what is left of the snapshot is the filter of the next batch.
+
+    >>> snapshot_read({"snapshot": {"a.t": {"next": 3, "prev": 0, "total": 3}}})
+    True
+    """
+    return all(
+        SnapshotProgress.from_offset(p).read_all for p in (offset.get("snapshot") or {}).values()
+    )
+
+
 def same_server(a: ServerIdentity | None, b: ServerIdentity | None) -> bool:
     return a == b or (a is not None and b is not None and a.same_server(b))
 

@@ -27,8 +27,15 @@ from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from sparkcdc.errors import ConfigError, SnapshotError, SourceError, SparkCdcError
+from sparkcdc.errors import (
+    ConfigError,
+    DifferentServerError,
+    SnapshotError,
+    SourceError,
+    SparkCdcError,
+)
 from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
@@ -81,6 +88,7 @@ from sparkcdc.spark.offsets import (
     offset_tables,
     restarted,
     same_server,
+    snapshot_read,
     snapshot_running,
     spread,
     tasks_per_table,
@@ -278,6 +286,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._tags: dict[tuple[str, str], str | None] = {}
         self._checked: set[str] = set()
         self._located: dict[str, BinlogPosition] = {}
+        self._highs: dict[tuple[str, str], BinlogPosition] = {}  # chunk HWs' sets followed
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: TableVersions | None = None  # binlog without column metadata only
@@ -388,15 +397,25 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if verdict is not Continuity.FAILOVER:
             return position, False
         assert position.gtids is not None and identity is not None  # judge's FAILOVER
+        highs: list[BinlogPosition] = []
         if snapshot_running(offset):
-            raise SourceError(
-                f"the source failed over from {identity} to {view.where()} while a snapshot "
-                f"is running (offset {position}): its chunks' watermarks are places on the old "
-                "server and cannot be followed by GTID. Start the query over with a new "
-                "checkpoint and an empty state.location (scan.startup.mode=initial)"
-            )
+            if not snapshot_read(offset):
+                raise SourceError(
+                    f"the source failed over from {identity} to {view.where()} while a "
+                    f"snapshot is running (offset {position}): chunks are left to read, and "
+                    "the plan and watermarks of those read are places on the old server. "
+                    "Start the query over with a new checkpoint and an empty state.location "
+                    "(scan.startup.mode=initial)"
+                )
+            # every chunk is read; the last batch's HWs (after the offset) are followed
+            # by their GTID sets: each is checked here, before anything is planned
+            highs = self.coordinator.last_highs(offset["snapshot"])
+            for high in highs:
+                self._high_on(view, identity, high)
         found = server.position_after_gtids(self.settings, position.gtids, view.end)
-        found = self._stamp(view, found).after_failover(position)
+        # the chunk rows carry their HW's seq: new events sort after the latest of them
+        latest = max([position, *highs], key=lambda p: p.seq())
+        found = self._stamp(view, found).after_failover(latest)
         log.warning(
             "mysql-cdc: followed failover from server %s to %s at GTID %s: offset %s there is "
             "%s here",
@@ -408,6 +427,39 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         )
         self._located[key + json.dumps(view.identity.to_offset())] = found
         return found, True
+
+    def _high_on(
+        self, view: ServerView, old: ServerIdentity, high: BinlogPosition
+    ) -> BinlogPosition:
+        """A chunk's HW, taken on the server ``old`` we failed over from, as a place on the
+        server of ``view``: right after the transactions of its GTID set, as an offset is
+        followed. The chunk saw those transactions; a server that lacks one of them lost
+        a change the chunk's rows hold, and the query stops (DESIGN.md, "A failover right
+        after the snapshot")."""
+        # chunks read while the server was idle share a set: one dump each set
+        key = (json.dumps(view.identity.to_offset(), sort_keys=True), str(high.gtids))
+        found = self._highs.get(key)
+        if found is not None:
+            return found
+        if high.gtids is None or not server.gtid_state_contains(view.gtid_state, high.gtids):
+            have = (
+                "has no GTID set to follow it by (read before sparkcdc kept one, or while "
+                "the binlog kept moving)"
+                if high.gtids is None
+                else f"has GTID set {high.gtids}, which the GTID state of the new server "
+                f"({view.gtid_state or 'empty'}) does not hold: transactions the chunk's "
+                "rows hold were lost in the failover"
+            )
+            raise DifferentServerError(
+                f"the source failed over from {old} to {view.where()} right after the batch "
+                f"that read the snapshot's last chunks; a chunk's high watermark {high} "
+                f"{have}. The rows already delivered may hold changes the new server does "
+                "not have. Start the query over with a new checkpoint and an empty "
+                "state.location (scan.startup.mode=initial) on the new server"
+            )
+        found = server.position_after_gtids(self.settings, high.gtids, view.end)
+        self._highs[key] = found
+        return found
 
     def _base(self) -> dict[str, Any]:
         if self._last_end is None and self.snapshot:
@@ -583,7 +635,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 position = min(position, self._target_on(view))  # the run's binlog ends there
             position = replace(position, seq_file_base=here.seq_file_base)
             position = max(position, here)
-            position = self._bounded(here, position, view, limit, base.get("snapshot"))
+            place = self._placer(base, view) if moved else None
+            position = self._bounded(here, position, view, limit, base.get("snapshot"), place)
             identity = view.identity
             if moved and identity != offset_identity(base):
                 # the batch that crosses over says so in the checkpoint's offset log
@@ -648,6 +701,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         view: ServerView,
         limit: Any,
         snapshot: dict[str, Any] | None,
+        place: Callable[[BinlogPosition], BinlogPosition] | None = None,
     ) -> BinlogPosition:
         """The batch's binlog end: ``end``, or a transaction boundary before it when the
         range is more than the batch's binlog budget (``scan.binlog.max-bytes-per-batch``,
@@ -661,7 +715,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         runs, at or past the HWs of the chunks the previous batch read (DESIGN.md §2: every
         chunk's HW is at or before the binlog end of the batch after its own, which the
         next filter and the snapshot's end count on); the chunks of this batch have LWs at
-        or past the server's end, so past any end before it.
+        or past the server's end, so past any end before it. ``place`` maps those HWs to
+        this server after a failover (``_high_on``).
         """
         budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
         waiting = server.binlog_bytes(here, end, view.files)
@@ -669,6 +724,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return end
         # the HWs are staged metadata (a read each, a GET on an object store): only now
         high = None if snapshot is None else self.coordinator.last_high(snapshot)
+        if high is not None and place is not None:
+            high = place(high)
         if high is not None:
             budget = max(budget, server.binlog_bytes(here, high, view.files))
         if waiting <= budget:
@@ -692,8 +749,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def _binlog_range(
         self, start: dict[str, Any], end: dict[str, Any]
-    ) -> tuple[BinlogPosition, BinlogPosition]:
-        """The batch's binlog range as places on the server that answers now.
+    ) -> tuple[BinlogPosition, BinlogPosition, Callable[[BinlogPosition], BinlogPosition] | None]:
+        """The batch's binlog range as places on the server that answers now, and how
+        ``start``'s chunk HWs map there (None: they are places there already).
 
         A batch latestOffset just planned on one server is known good. Any other (a replay
         after a restart, or the batch of a failover) is checked here, before any row is
@@ -702,21 +760,31 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         """
         begin, stop = offset_position(start), offset_position(end)
         if self.options.scan_startup_mode == "snapshot":
-            return begin, stop
+            return begin, stop, None
         fresh = self._planned is not None and end == self._planned
         before, after = offset_identity(start), offset_identity(end)
         same = before == after or (
             before is not None and after is not None and before.same_server(after)
         )
         if fresh and same:
-            return begin, stop
+            return begin, stop, None
         view = self._observe()
         if not fresh:
             stop, _ = self._locate(end, view)
         begin, moved = self._locate(start, view)
-        if moved:
-            stop = replace(stop, seq_file_base=begin.seq_file_base)
-        return begin, stop
+        if not moved:
+            return begin, stop, None
+        return begin, replace(stop, seq_file_base=begin.seq_file_base), self._placer(start, view)
+
+    def _placer(
+        self, offset: dict[str, Any], view: ServerView
+    ) -> Callable[[BinlogPosition], BinlogPosition] | None:
+        """How the HWs staged for ``offset``'s batch map to the server of ``view``, which
+        ``offset`` was followed to by GTID (None: they need no mapping, or have none)."""
+        identity = offset_identity(offset)
+        if identity is None or same_server(identity, view.identity):
+            return None
+        return partial(self._high_on, view, identity)
 
     @message_first
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -726,7 +794,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             self._remember(end)
             return []
         check_successor(start, end)
-        begin, stop = self._binlog_range(start, end)  # raises before anything is read
+        begin, stop, place = self._binlog_range(start, end)  # raises before anything is read
         self._remember(end)
         parts: list[InputPartition] = []
         snapshot = start.get("snapshot")
@@ -738,7 +806,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 # the chunks read after this batch's binlog end hold them (``_restart``)
                 fresh = SnapshotProgress().to_offset()
                 again = {t: fresh for t in end["snapshot"] if restarted(end["snapshot"], t)}
-                flt = json.dumps(coordinator.filter_state({**snapshot, **again}, begin))
+                flt = json.dumps(coordinator.filter_state({**snapshot, **again}, begin, place))
                 keys = json.dumps({t: coordinator.key_column(t) for t in coordinator.schemas})
             tables = ""
             if self._added:  # executors know the tables of the query's start only
