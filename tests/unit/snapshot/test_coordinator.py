@@ -155,6 +155,24 @@ def test_filter_state_merges_older_chunks_and_reads_the_staged_hws(tmp_path: Any
     }
 
 
+def test_filter_state_places_the_last_batchs_hws_on_the_server_read(tmp_path: Any) -> None:
+    """After a failover the batch start is a place on the new server already; the staged
+    HWs (places on the old one) go through ``place``, the merged older entry does not."""
+    coordinator = MemoryCoordinator(list(range(1, 13)), 2, StateStore.open(str(tmp_path), "s"))
+    plan = coordinator.plan()
+    coordinator.stage(plan[3], 2040, 2100)
+    coordinator.stage(plan[4], 2050, 5300)
+    snapshot = {"db.t": {"next": 5, "prev": 3}}
+    assert coordinator.last_highs(snapshot) == [pos(2100), pos(5300)]
+    placed = {pos(2100): pos(70), pos(5300): pos(90)}
+    state = coordinator.filter_state(snapshot, pos(40), placed.__getitem__)
+    assert [c[2:4] for c in state["tables"]["db.t"]["chunks"]] == [
+        ["mysql-bin.000001", 40],  # chunks 0..2: the batch start
+        ["mysql-bin.000001", 70],
+        ["mysql-bin.000001", 90],
+    ]
+
+
 def test_filter_state_of_a_table_read_whole_before_the_batch_is_pure(tmp_path: Any) -> None:
     coordinator = MemoryCoordinator([1, 2, 3], 2, StateStore.open(str(tmp_path), "s"))
     state = coordinator.filter_state({"db.t": {"next": 2, "prev": 2, "total": 2}}, pos(10))
