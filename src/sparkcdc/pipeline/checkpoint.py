@@ -167,7 +167,12 @@ def claim_state(
     record = _read_owner(root / STATE_OWNER_FILE)
     owner_run = None if record is None else record.get("run_id")
     owner_checkpoint = None if record is None else str(record.get("checkpoint"))
-    if owner_run == identity.run_id and owner_checkpoint == mine.uri:
+    # a run id names one stream wherever its checkpoint is now (moved, or spelled another
+    # way); a checkpoint from before run ids is known by its place
+    same_stream = owner_run is not None or owner_checkpoint == mine.uri
+    if record is not None and owner_run == identity.run_id and same_stream:
+        if owner_checkpoint != mine.uri:
+            _write_owner(root, mine, identity)
         return
     if not identity.new_stream:
         if record is not None:

@@ -130,3 +130,12 @@ def test_the_sink_tables_written_are_kept_until_a_new_stream(tmp_path: Path) -> 
     shutil.rmtree(checkpoint / "spark")  # a new stream
     open_checkpoint(str(checkpoint))
     assert WrittenTables(str(checkpoint)).names() == set()
+
+
+def test_a_stream_whose_checkpoint_moved_keeps_its_state(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    claim_state(str(state), str(tmp_path / "old"), CheckpointIdentity("r", new_stream=True))
+    (state / "mysql-cdc_db_3306").mkdir()
+    claim_state(str(state), str(tmp_path / "new"), CheckpointIdentity("r", new_stream=False))
+    assert (state / "mysql-cdc_db_3306").exists()
+    assert str(tmp_path / "new") in (state / STATE_OWNER_FILE).read_text()
