@@ -8,8 +8,9 @@ Loads the table of bench/snapshot.py (``--rows`` rows, 8 mixed columns), copies 
 with a pipeline (``--available-now``: the snapshot, then the binlog), then, in the same run
 with ``local[2]``: sparkcdc's snapshot of the same table into Spark's no-op sink (the
 reference: reading the source, nothing written), and ``verify`` of the pipeline (the source
-aggregated in the database, the Delta table by Spark). The last line printed is one JSON
-object; the target is ``verify_vs_snapshot`` >= 1 (verify no slower than the snapshot).
+aggregated in the database, the Delta table read by delta-rs and hashed in Python: no
+Spark). The last line printed is one JSON object; the target is ``verify_vs_snapshot`` >= 1
+(verify no slower than the snapshot).
 """
 
 from __future__ import annotations

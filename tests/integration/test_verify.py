@@ -397,6 +397,37 @@ def test_a_dropped_column_the_sink_keeps_is_not_compared_and_real_differences_ar
     assert [(d["key"], d["columns"]) for d in different] == [({"id": "3"}, ["a"])], report.text()
 
 
+def test_a_lenient_type_change_is_judged_with_the_column_it_replaced(
+    spark: Any, server: DevServer, tmp_path: Path
+) -> None:
+    """lenient gives a changed type a new column b_bigint: rows written since hold the
+    value there, older rows still in b (b_bigint NULL). Each row is judged where lenient
+    put its value; a wrong value in the old column is still found."""
+    database = "verify_retype"
+    with fresh_database(server, database) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, b INT)")
+        cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i * 10) for i in range(1, 5)])
+        cfg = config(tmp_path, server, database, delta_sink(tmp_path))
+        run_pipeline(cfg, available_now=True, spark=spark)
+        cur.execute("ALTER TABLE t MODIFY b BIGINT")
+        cur.execute("INSERT INTO t VALUES (5, 5000000000)")
+        cur.execute("UPDATE t SET b = 11 WHERE id = 1")
+    run_pipeline(cfg, available_now=True, spark=spark)
+    lake = tmp_path / "lake" / database / "t"
+    assert delta_values(lake, "id, b, b_bigint") == [
+        (1, None, 11), (2, 20, None), (3, 30, None), (4, 40, None), (5, None, 5000000000),
+    ]  # fmt: skip
+
+    report = verify_pipeline(cfg, spark=spark, timeout_s=5)
+    assert report.equal, report.text()
+    assert report.tables[0].not_compared == []  # b holds older rows' values: it is used
+
+    spark.sql(f"UPDATE delta.`{lake}` SET b = 31 WHERE id = 3")
+    report = verify_pipeline(cfg, spark=spark, timeout_s=5)
+    different = found(report, f"{database}.t", "different")
+    assert [(d["key"], d["columns"]) for d in different] == [({"id": "3"}, ["b_bigint"])]
+
+
 def test_a_source_column_that_never_reached_the_sink_is_listed_with_why(
     spark: Any, server: DevServer, tmp_path: Path
 ) -> None:

@@ -220,39 +220,71 @@ def arrow_values(values: pa.Array | pa.ChunkedArray, spark_type: str) -> list[st
     >>> arrow_values(pa.array([1.5, None, 0.0]), "DOUBLE")
     ['6755399441055744p-52', None, '0']
     """
+    texts = arrow_texts(values, spark_type)
+    return None if texts is None else texts.to_pylist()
+
+
+def arrow_texts(values: pa.Array | pa.ChunkedArray, spark_type: str) -> pa.Array | None:
+    """:func:`arrow_values` as a string array, computed by Arrow's kernels where they give
+    Spark's text (decimals and binary values go through Python)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     t = spark_type.upper()
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     kind = values.type
     if not arrow_supported(t):
         return None
     if pa.types.is_null(kind):
-        return [None] * len(values)
+        return pa.nulls(len(values), pa.string())
     if pa.types.is_timestamp(kind):
-        if kind.unit not in _MICROS and kind.unit != "ns":
-            return None
-        ticks = pc.cast(values, pa.int64()).to_pylist()
-        if kind.unit == "ns":  # Spark keeps microseconds: a whole number of them
-            return [None if v is None else str(v // 1000) for v in ticks]
-        scale = _MICROS[kind.unit]
-        return [None if v is None else str(v * scale) for v in ticks]
-    python = values.to_pylist()
+        if kind.unit not in _MICROS:  # nanoseconds: Spark keeps whole microseconds
+            ticks = pc.cast(values, pa.int64()).to_pylist()
+            return pa.array([None if v is None else str(v // 1000) for v in ticks], pa.string())
+        micros = pc.multiply(pc.cast(values, pa.int64()), _MICROS[kind.unit])
+        return pc.cast(micros, pa.string())
     if t == "BOOLEAN":
-        return [None if v is None else ("true" if v else "false") for v in python]
+        return pc.if_else(pc.cast(values, pa.bool_()), "true", "false")
     if t in _INTEGRAL:
-        return [None if v is None else str(int(v)) for v in python]
-    if t.startswith("DECIMAL"):
-        return [None if v is None else _decimal_text(v) for v in python]
+        return pc.cast(pc.cast(values, pa.int64()), pa.string())
     if t in ("FLOAT", "DOUBLE"):
-        return [None if v is None else _float_python(float(v)) for v in python]
-    if t == "DATE":
-        return [None if v is None else v.isoformat() for v in python]
-    if t == "STRING":
-        return [None if v is None else str(v) for v in python]
+        return _float_arrow(pc.cast(values, pa.float64()))
+    if t in ("DATE", "STRING"):  # a date32 cast to string is ISO, the year in four digits
+        return pc.cast(values, pa.string())
+    python = values.to_pylist()
     if t == "BINARY":
-        return [None if v is None else bytes(v).hex().upper() for v in python]
-    return None
+        return pa.array([None if v is None else bytes(v).hex().upper() for v in python])
+    # DECIMAL: Arrow writes some (zero among them) with an exponent, Spark never does
+    return pa.array([None if v is None else _decimal_text(v) for v in python], pa.string())
+
+
+def _float_arrow(values: pa.Array) -> pa.Array:
+    """:func:`_float_python` over a float64 array (numpy's ``frexp``, exact)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    x = values.to_numpy(zero_copy_only=False)
+    finite = np.isfinite(x) & (x != 0)
+    exponent = np.frexp(np.where(finite, x, 1.0))[1].astype(np.int64)
+    k = np.maximum(exponent - 53, -1074)
+    m = np.ldexp(np.where(finite, x, 0.0), -k).astype(np.int64)
+    text = pc.binary_join_element_wise(
+        pc.cast(pa.array(m), pa.string()), pc.cast(pa.array(k), pa.string()), "p"
+    )
+    other = pc.if_else(pa.array(x == 0), "0", pc.cast(values, pa.string()))  # 0, NaN, inf
+    text = pc.if_else(pa.array(finite), text, other)
+    return pc.if_else(pc.is_null(values), pa.nulls(len(values), pa.string()), text)
+
+
+def arrow_fields(texts: pa.Array) -> pa.Array:
+    """:func:`arrow_field` over a string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lengths = pc.cast(pc.binary_length(pc.cast(texts, pa.binary())), pa.string())
+    return pc.fill_null(pc.binary_join_element_wise(lengths, texts, ":"), "N")
 
 
 def arrow_supported(spark_type: str) -> bool:

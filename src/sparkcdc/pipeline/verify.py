@@ -143,9 +143,10 @@ class ColumnPlan:
         """The sink columns :meth:`arrow_values` reads."""
         return [c.name for compared in self.compared for c in (compared.column, *compared.older)]
 
-    def arrow_values(self, batch: pa.RecordBatch) -> list[list[str | None]] | None:
-        """Canonical values of a batch of :meth:`arrow_columns` (older columns as in
-        :meth:`spark_values`); None where a type has no Arrow form."""
+    def arrow_fields(self, batch: pa.RecordBatch) -> list[pa.Array] | None:
+        """The fields (``canonical.arrow_fields``) of a batch of :meth:`arrow_columns`, one
+        array per compared column (older columns as in :meth:`spark_values`); None where a
+        type has no Arrow form."""
         import pyarrow.compute as pc
 
         out = []
@@ -153,10 +154,10 @@ class ColumnPlan:
             values = batch.column(compared.column.name)
             for older in compared.older:
                 values = pc.coalesce(values, cn.arrow_cast(batch.column(older.name), values))
-            texts = cn.arrow_values(values, compared.column.spark_type)
+            texts = cn.arrow_texts(values, compared.column.spark_type)
             if texts is None:
                 return None
-            out.append(texts)
+            out.append(cn.arrow_fields(texts))
         return out
 
     def key_index(self) -> list[int]:
@@ -379,16 +380,18 @@ class ArrowSide:
         self._read = read
         self.plan = plan
 
-    def rows(self) -> Iterable[tuple[str, int, list[str | None]]]:
-        """Per row: its key text, row hash and canonical values (the table as it is now)."""
+    def batches(self) -> Iterable[tuple[list[str], list[str], list[pa.Array]]]:
+        """Per batch of the table as it is now: its rows' key texts, row texts and fields."""
+        import pyarrow.compute as pc
+
         keys = self.plan.key_index()
         for batch in self._read(self.plan.arrow_columns()):
-            columns = self.plan.arrow_values(batch)
-            if columns is None:
+            fields = self.plan.arrow_fields(batch)
+            if fields is None:
                 raise ValueError("a column type without an Arrow form")
-            for values in zip(*columns, strict=True):
-                key = cn.arrow_row_text([values[i] for i in keys])
-                yield key, cn.arrow_hash(cn.arrow_row_text(values)), list(values)
+            key_texts = pc.binary_join_element_wise(*[fields[i] for i in keys], "")
+            row_texts = pc.binary_join_element_wise(*fields, "")
+            yield key_texts.to_pylist(), row_texts.to_pylist(), fields
 
     def readable(self) -> bool:
         """Whether every compared column's type has an Arrow form."""
@@ -396,28 +399,43 @@ class ArrowSide:
 
     def buckets(self, n: int) -> Sums:
         sums: Sums = {}
-        for key, row_hash, _ in self.rows():
-            bucket = cn.arrow_bucket(key, n)
-            rows, hashes = sums.get(bucket, (0, 0))
-            sums[bucket] = (rows + 1, hashes + row_hash)
+        for keys, texts, _ in self.batches():
+            for key, text in zip(keys, texts, strict=True):
+                bucket = cn.arrow_bucket(key, n)
+                rows, hashes = sums.get(bucket, (0, 0))
+                sums[bucket] = (rows + 1, hashes + cn.arrow_hash(text))
         return sums
 
     def digests(self, n: int, buckets: set[int]) -> dict[str, Digest]:
-        keys = self.plan.key_index()
-        return {
-            key: Digest(tuple(values[i] for i in keys), row_hash)
-            for key, row_hash, values in self.rows()
-            if cn.arrow_bucket(key, n) in buckets
-        }
+        out: dict[str, Digest] = {}
+        for keys, texts, fields in self.batches():
+            for index, key in enumerate(keys):
+                if cn.arrow_bucket(key, n) in buckets:
+                    values = self._row(fields, index, self.plan.key_index())
+                    out[key] = Digest(
+                        tuple(_field_value(v) for v in values), cn.arrow_hash(texts[index])
+                    )
+        return out
 
     def fields(self, digests: dict[str, Digest]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
         if not digests:
-            return {}
-        return {
-            key: tuple(cn.arrow_field(v) for v in values)
-            for key, _, values in self.rows()
-            if key in digests
-        }
+            return out
+        everything = range(len(self.plan.compared))
+        for keys, _, fields in self.batches():
+            for index, key in enumerate(keys):
+                if key in digests:
+                    out[key] = self._row(fields, index, everything)
+        return out
+
+    @staticmethod
+    def _row(fields: list[pa.Array], index: int, columns: Iterable[int]) -> tuple[str, ...]:
+        return tuple(str(fields[i][index].as_py()) for i in columns)
+
+
+def _field_value(field: str) -> str | None:
+    """A field's canonical text ('N': NULL; else after '<length>:')."""
+    return None if field == "N" else field.partition(":")[2]
 
 
 class UnionSide:
