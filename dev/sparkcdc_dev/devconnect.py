@@ -6,7 +6,10 @@ It runs ``SparkConnectServer`` from the pyspark install (whose ``jars/`` holds
 29150 by default). Its Python workers (the source's partitions, a ``foreachBatch``
 function) run this interpreter (``PYSPARK_PYTHON``), which imports sparkcdc from its own
 installation as a server's Python must (docs/connect.md): the server gets no
-``PYTHONPATH`` of this process. Its log, pid file and empty ``conf/`` live under
+``PYTHONPATH`` of this process. Or, as on a server where sparkcdc is not installed, another
+``python`` and the zip ``sparkcdc package`` writes in ``py_files``: on the server's
+``PYTHONPATH`` (its own Python workers: the source's planning, ``foreachBatch``) and given
+with ``--py-files`` (the executors'). Its log, pid file and empty ``conf/`` live under
 ``$SPARKCDC_DEV_DIR/spark-connect-<port>``. Starting it twice is safe: a running server
 is reused.
 
@@ -25,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from sparkcdc.errors import SparkMasterError
@@ -50,9 +54,17 @@ _NOT_INHERITED = (
 class DevConnect:
     """Start, reuse and stop the private Spark Connect server."""
 
-    def __init__(self, base_dir: Path = DEFAULT_DIR, port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        base_dir: Path = DEFAULT_DIR,
+        port: int = DEFAULT_PORT,
+        python: str | None = None,
+        py_files: Sequence[str] = (),
+    ) -> None:
         self.base_dir = base_dir / f"spark-connect-{port}"
         self.port = port
+        self.python = python or sys.executable
+        self.py_files = tuple(py_files)
         self.pid_file = self.base_dir / "server.pid"
         self.log_file = self.base_dir / "server.log"
         self.url = f"sc://127.0.0.1:{port}"
@@ -135,8 +147,10 @@ class DevConnect:
             SPARK_CONF_DIR=str(self.base_dir / "conf"),
             SPARK_LOG_DIR=str(self.base_dir),
             SPARK_LOCAL_IP="127.0.0.1",
-            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_PYTHON=self.python,
         )
+        if self.py_files:
+            environ["PYTHONPATH"] = os.pathsep.join(self.py_files)
         settings = {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
@@ -147,6 +161,8 @@ class DevConnect:
         command = [str(submit), "--class", SERVER_CLASS, "--master", "local[2]"]
         command += ["--name", f"sparkcdc-dev-connect-{self.port}"]
         command += ["--driver-memory", DRIVER_MEMORY]
+        if self.py_files:
+            command += ["--py-files", ",".join(self.py_files)]
         for key, value in settings.items():
             command += ["--conf", f"{key}={value}"]
         command.append("spark-internal")  # no application jar: the server's own class

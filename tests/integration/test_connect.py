@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 from pipelines import fresh_database, write_pipeline
 from test_snapshot_stream import check_against_source, ordered, prepare, snapshot_options
-from test_stream import wait_for
-from workload import MultiWorkload, background_writes
+from test_stream import options, wait_for
+from workload import ITEMS_DDL, MultiWorkload, Workload, background_writes, source_state
 
-from sparkcdc_dev.devconnect import DevConnect
+from sparkcdc_dev.devconnect import DEFAULT_DIR, DevConnect
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
+from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +91,88 @@ def test_the_snapshot_under_concurrent_writes_through_a_connect_client_equals_th
     snapshot_batches = [b for b, rs in batches.items() if any(r["op"] == "r" for r in rs)]
     assert len(snapshot_batches) >= 2, sorted(batches)  # the snapshot took several batches
     check_against_source(rows, dev_server, database)
+
+
+def python_without_sparkcdc(folder: Path) -> str:
+    """A virtual environment's Python that sees this interpreter's packages (pyspark,
+    pyarrow, ...) but not sparkcdc: the site-packages folders are put on its path by a
+    ``.pth`` line, which does not run the ``.pth`` files inside them (among them the one
+    that puts this checkout's ``src/`` on the path)."""
+    import site
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    inner = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(inner, "outer.pth").write_text("".join(f"{p}\n" for p in site.getsitepackages()))
+    probe = subprocess.run([str(python), "-c", "import pyspark, sparkcdc"], capture_output=True)
+    assert b"No module named 'sparkcdc'" in probe.stderr, probe.stderr[-2000:]
+    return str(python)
+
+
+def test_a_server_without_sparkcdc_installed_runs_the_zip_sparkcdc_package_writes(
+    dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """The server's Python lacks sparkcdc; the zip is on the server's PYTHONPATH and given
+    with --py-files, as docs/connect.md says: the typed changelog of a snapshot and the
+    changes after it replays to the source."""
+    from pyspark.sql import SparkSession
+
+    import sparkcdc
+
+    packaged = subprocess.run(
+        [sys.executable, "-m", "sparkcdc.cli.main", "package", "--output", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert packaged.returncode == 0, packaged.stderr[-2000:]
+    (zip_file,) = tmp_path.glob("sparkcdc-*.zip")
+    port = DevConnect.from_env().port + 1  # beside the module's server, which has sparkcdc
+    python = python_without_sparkcdc(tmp_path / "venv")
+    server = DevConnect(DEFAULT_DIR, port, python=python, py_files=[str(zip_file)])
+    server.start()
+    try:
+        spark = SparkSession.builder.remote(server.url).create()
+        sparkcdc.register(spark)
+        sql.execute(ITEMS_DDL)
+        workload = Workload(dev_server.connection(database), seed=71, key_space=100)
+        for _ in range(150):
+            workload.step()
+        opts = options(
+            dev_server,
+            database,
+            "items",
+            **{
+                "server-id": "5980-5989",
+                "scan.startup.mode": "initial",
+                "state.location": str(tmp_path / "state"),
+            },
+        )
+        reader = spark.readStream.format("mysql-cdc")
+        for key, value in opts.items():
+            reader = reader.option(key, value)
+        query = reader.load().writeStream.format("memory").queryName("items_changes").start()
+        try:
+            query.processAllAvailable()
+            for _ in range(150):
+                workload.step()
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        log = [r.asDict() for r in spark.table("items_changes").collect()]
+        spark.stop()
+    finally:
+        server.stop()
+    log.sort(key=lambda r: r["_seq"])  # the snapshot's rows, then the binlog's in order
+    assert {r["_op"] for r in log} == {"+I", "-U", "+U", "-D"}
+    result = replay(log, ["id"])
+    assert result.violations == []
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
 
 
 PIPELINE = """
