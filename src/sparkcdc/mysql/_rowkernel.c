@@ -114,11 +114,13 @@ static long long days_from_civil(long long y, long long m, long long d) {
     return era * 146097 + doe - 719468;
 }
 
-/* binary DECIMAL (MySQL strings/decimal.cc decimal2bin) into its unscaled integer */
+/* binary DECIMAL (MySQL strings/decimal.cc decimal2bin) into its unscaled integer; with
+ * out NULL only judged (every digit group in range), which any precision allows: a value of
+ * more than 38 digits does not fit the __int128 it would be summed in */
 static int decode_decimal(const uint8_t *src, int size, int precision, int scale,
                           __int128 *out) {
     uint8_t raw[64];
-    if (size > (int)sizeof raw) return -1;
+    if (size > (int)sizeof raw || (out && precision > 38)) return -1;
     memcpy(raw, src, (size_t)size);
     int negative = !(raw[0] & 0x80);
     if (negative)
@@ -139,21 +141,22 @@ static int decode_decimal(const uint8_t *src, int size, int precision, int scale
     for (int i = 0; i < int_groups; i++, pos += 4) {
         uint64_t g = read_be(raw + pos, 4);
         if (g >= 1000000000u) return -1;
-        ival = ival * 1000000000 + g;
+        if (out) ival = ival * 1000000000 + g;
     }
     for (int i = 0; i < frac_groups; i++, pos += 4) {
         uint64_t g = read_be(raw + pos, 4);
         if (g >= 1000000000u) return -1;
-        fval = fval * 1000000000 + g;
+        if (out) fval = fval * 1000000000 + g;
     }
     if (frac_left) {
         int n = LEFTOVER_BYTES[frac_left];
         uint64_t g = read_be(raw + pos, n);
         if (g >= (uint64_t)POW10[frac_left]) return -1;
-        fval = fval * POW10[frac_left] + g;
+        if (out) fval = fval * POW10[frac_left] + g;
         pos += n;
     }
     if (pos != size) return -1;
+    if (!out) return 0;
     __int128 v = ival * pow10_128(scale) + fval;
     *out = negative ? -v : v;
     return 0;
@@ -314,9 +317,9 @@ static int decode_value(const Spec *s, Out *o, Py_ssize_t row, const uint8_t *bu
     case R_DECIMAL: {
         NEED(size);
         *ppos = pos + size;
+        __int128 v; /* judged even when not wanted: an event is read whole or refused */
+        if (decode_decimal(buf + pos, size, (int)s->a, (int)s->b, o ? &v : NULL) < 0) return -1;
         if (!o) return 0;
-        __int128 v;
-        if (decode_decimal(buf + pos, size, (int)s->a, (int)s->b, &v) < 0) return -1;
         __int128 limit = pow10_128(o->precision);
         if (v >= limit || -v >= limit) return -1;
         return out_fixed(o, row, &v, 16);
@@ -376,9 +379,10 @@ static int decode_value(const Spec *s, Out *o, Py_ssize_t row, const uint8_t *bu
         NEED(size);
         Py_ssize_t index = (Py_ssize_t)read_le(buf + pos, size);
         *ppos = pos + size;
+        /* an index without a label is refused even when not wanted, as Python refuses it */
+        if (index > PyTuple_GET_SIZE(s->labels)) return -1;
         if (!o) return 0;
         if (index == 0) return out_bytes(o, row, (const uint8_t *)"", 0, 0);
-        if (index > PyTuple_GET_SIZE(s->labels)) return -1;
         PyObject *label = PyTuple_GET_ITEM(s->labels, index - 1);
         return out_bytes(o, row, (const uint8_t *)PyBytes_AS_STRING(label),
                          PyBytes_GET_SIZE(label), 0);

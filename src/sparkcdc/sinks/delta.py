@@ -37,11 +37,20 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
 from sparkcdc.errors import SinkError
-from sparkcdc.locations import Location, open_location, session_hadoop_settings, supported_location
+from sparkcdc.files import uri_scheme
+from sparkcdc.locations import (
+    S3_SCHEMES,
+    Location,
+    open_location,
+    s3_options,
+    session_hadoop_settings,
+    supported_location,
+)
 from sparkcdc.model.identifiers import path_segment, quote_spark
 from sparkcdc.sinks.base import (
     Sink,
@@ -152,17 +161,23 @@ class DeltaSink(Sink):
     def arrow_reader(
         cls, options: SinkOptions, table: SinkTable, hadoop: Mapping[str, str]
     ) -> Callable[[Sequence[str]], Iterator[pa.RecordBatch]] | None:
-        """delta-rs reads a table of ``path`` mode on a local filesystem, deletion vectors
-        applied (DataFusion's scan); a catalog's table or an object store's: Spark."""
+        """delta-rs reads a table of ``path`` mode on a local filesystem or S3 (reached with
+        the pipeline's S3A settings), deletion vectors applied (DataFusion's scan); a
+        catalog's table, or one on another store: Spark."""
         assert isinstance(options, DeltaOptions)
         if options.path is None or importlib.util.find_spec("deltalake") is None:
             return None
         directory = open_location(options.path, hadoop)
-        if not directory.is_local:
-            return None
         for part in table.name.split("."):
             if part:
                 directory = directory / path_segment(part)
+        uri, storage = directory.uri, None
+        if not directory.is_local:
+            parts = urlsplit(uri)
+            if (uri_scheme(uri) or "").lower() not in S3_SCHEMES or parts.query:
+                return None
+            uri = "s3" + uri[len(uri_scheme(uri) or "") :]
+            storage = delta_rs_s3(s3_options(parts.netloc, hadoop))
 
         def read(columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
             import deltalake
@@ -170,7 +185,7 @@ class DeltaSink(Sink):
             from deltalake.exceptions import TableNotFoundError
 
             try:
-                delta = deltalake.DeltaTable(directory.uri)
+                delta = deltalake.DeltaTable(uri, storage_options=storage)
             except TableNotFoundError:
                 raise SinkError(
                     f"delta sink: {table.name}: no Delta table at {directory}. Has the "
@@ -642,3 +657,31 @@ def _mark_of(metadata: str | None, app_id: str) -> tuple[str, int] | None:
     if not isinstance(write, str) or not isinstance(batch, int):
         return None
     return write, batch
+
+
+def delta_rs_s3(options: Mapping[str, Any]) -> dict[str, str]:
+    """delta-rs's storage options for pyarrow ``S3FileSystem`` arguments (``s3_options``).
+
+    >>> delta_rs_s3({"endpoint_override": "127.0.0.1:9000", "scheme": "http"})["AWS_ENDPOINT_URL"]
+    'http://127.0.0.1:9000'
+    """
+    storage: dict[str, str] = {}
+    if "endpoint_override" in options:
+        scheme = options.get("scheme", "https")
+        storage["AWS_ENDPOINT_URL"] = f"{scheme}://{options['endpoint_override']}"
+    if options.get("scheme") == "http":
+        storage["AWS_ALLOW_HTTP"] = "true"
+    # an endpoint of one's own (MinIO) takes any region; S3 itself finds the bucket's
+    storage["AWS_REGION"] = str(options.get("region", "us-east-1"))
+    if options.get("force_virtual_addressing"):
+        storage["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+    for key, name in (
+        ("access_key", "AWS_ACCESS_KEY_ID"),
+        ("secret_key", "AWS_SECRET_ACCESS_KEY"),
+        ("session_token", "AWS_SESSION_TOKEN"),
+    ):
+        if key in options:
+            storage[name] = str(options[key])
+    if options.get("anonymous"):
+        storage["AWS_SKIP_SIGNATURE"] = "true"
+    return storage
