@@ -671,8 +671,10 @@ def delta_rs_s3(options: Mapping[str, Any]) -> dict[str, str]:
         storage["AWS_ENDPOINT_URL"] = f"{scheme}://{options['endpoint_override']}"
     if options.get("scheme") == "http":
         storage["AWS_ALLOW_HTTP"] = "true"
-    # an endpoint of one's own (MinIO) takes any region; S3 itself finds the bucket's
-    storage["AWS_REGION"] = str(options.get("region", "us-east-1"))
+    if "region" in options:
+        storage["AWS_REGION"] = str(options["region"])
+    elif "endpoint_override" in options:  # a store of one's own (MinIO) takes any region
+        storage["AWS_REGION"] = "us-east-1"
     if options.get("force_virtual_addressing"):
         storage["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
     for key, name in (
