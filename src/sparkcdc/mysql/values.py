@@ -24,6 +24,8 @@ import datetime as dt
 from collections.abc import Callable
 from decimal import Context, Decimal
 
+from sparkcdc.errors import ProtocolError
+
 # ---------------------------------------------------------------------------- DECIMAL
 
 # decimal2bin packs 9 decimal digits in 4 bytes; a leftover of k digits takes this many bytes
@@ -77,6 +79,7 @@ def decimal_decoder(precision: int, scale: int) -> tuple[int, Callable[[bytes], 
     flip = ((1 << (8 * size)) - 1) ^ top
     simple = int_groups == 0 and frac_groups == 0
     scale_radix = 10**scale
+    limit = 10**precision
     exponent = -scale
     context = _EXACT
 
@@ -104,6 +107,11 @@ def decimal_decoder(precision: int, scale: int) -> tuple[int, Callable[[bytes], 
                 f >>= _GROUP_BITS
                 mult *= _GROUP_RADIX
             unscaled = ival * scale_radix + fval
+        if unscaled >= limit:  # a digit group out of range: bytes MySQL never writes
+            raise ProtocolError(
+                f"binary DECIMAL({precision},{scale}) bytes {raw.hex()} hold more than "
+                f"{precision} digits: they are not a value of the column"
+            )
         if negative:
             unscaled = -unscaled
         if exponent:

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from sparkcdc.errors import ProtocolError
 from sparkcdc.mysql import values
 
 _LEFTOVER = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -182,3 +183,21 @@ def test_set_decoder_definition_order() -> None:
     assert decode(0) == ""
     assert decode(0b1010) == "b,d"
     assert decode(0b1111) == "a,b,c,d"
+
+
+@pytest.mark.parametrize(
+    ("precision", "scale", "raw"),
+    [
+        (10, 2, b"\xff" * 5),  # the integer groups at their bit maximum
+        (5, 2, bytes([0x80 | 0x7F, 0xFF, 0x63])),  # 3 integer digits in 2 bytes: 32767
+    ],
+)
+def test_decimal_bytes_of_more_digits_than_the_column_are_refused(
+    precision: int, scale: int, raw: bytes
+) -> None:
+    """Digit groups out of range (bytes no server writes) that make more digits than the
+    column has are not read as some number."""
+    size, decode = values.decimal_decoder(precision, scale)
+    assert len(raw) == size
+    with pytest.raises(ProtocolError, match=f"DECIMAL[(]{precision},{scale}[)]"):
+        decode(raw)
