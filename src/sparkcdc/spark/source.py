@@ -9,7 +9,8 @@ captures and where it starts is ``spark/capture.py``'s; this module is the Spark
 Before a batch is planned the offsets are checked against the server that answers
 (``mysql/continuity.py``): another server, a reset or restored binlog, or a binlog behind
 the offset stops the query with a clear error; a failover to a server whose GTID state
-holds the offset's GTID set is followed by GTID.
+holds the offset's GTID set (and, right after a snapshot's last chunks, their HWs' sets) is
+followed by GTID.
 """
 
 from __future__ import annotations
