@@ -17,9 +17,12 @@ created, from its own record), not by Delta's ``txnAppId``: Delta looks an appId
 table's whole state (a state reconstruction of ~1 s, three Spark jobs, on every append),
 where the marks are a few commit files away.
 
-Tables the sink creates have deletion vectors on (``delta.enableDeletionVectors``): a MERGE
-that updates or deletes a few rows of a file marks them deleted instead of rewriting it; and
-a checkpoint of their log every 100 commits (``delta.checkpointInterval``), not Delta's 10.
+Tables the sink creates are readable by every Delta reader, delta-rs's Arrow reader and
+polars' ``read_delta`` among them: deletion vectors stay off unless
+``table.properties.delta.enableDeletionVectors: true`` asks for them (a MERGE that updates or
+deletes a few rows of a file then marks them deleted instead of rewriting the file, but
+delta-rs's ``to_pyarrow_table`` and polars refuse such a table). Their log is checkpointed
+every 100 commits (``delta.checkpointInterval``), not Delta's 10.
 
 Tables live under ``path`` (``<path>/<database>/<table>``, created when missing), or, without
 ``path``, in the session catalog as ``<database>.<table>``.
@@ -81,11 +84,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Delta 3.1+ merges, updates and deletes with deletion vectors (delta-spark 4.x here); a
-# table written with them needs reader 3 / writer 7, which delta-rs 1.x reads. A pipeline
-# commits once per micro-batch; Delta's default checkpoint every 10 commits, written inside
-# the commit, made every tenth batch ~8 s longer here (a 1.5 s batch at 1,000 changes/s)
-TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true", "delta.checkpointInterval": "100"}
+# Deletion vectors off (said explicitly: a session's defaults may turn them on): a table
+# with them needs reader 3 / writer 7 and the deletionVectors reader feature, which
+# delta-rs's Arrow reader and polars refuse. A pipeline commits once per micro-batch;
+# Delta's default checkpoint every 10 commits is written inside every tenth commit.
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "false", "delta.checkpointInterval": "100"}
 # Delta refuses these characters in column names unless the table maps columns by name
 _UNMAPPED_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
 COLUMN_MAPPING_PROPERTIES = {

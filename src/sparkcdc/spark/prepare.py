@@ -85,7 +85,7 @@ def _exercise(spark: Any, folder: Path) -> None:
     table = f"delta.`{folder / 'table'}`"
     spark.sql(
         f"CREATE TABLE {table} (id BIGINT NOT NULL, v STRING, amount DOUBLE, at TIMESTAMP) "
-        "USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+        "USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
     )
 
     def batch(frame: Any, batch_id: int) -> None:

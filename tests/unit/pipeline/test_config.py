@@ -593,9 +593,9 @@ def test_object_store_locations_are_kept_as_written() -> None:
     ("sink", "defaults", "clause"),
     [
         (
-            {"type": "delta", "table.properties.delta.enableDeletionVectors": False},
-            {"delta.enableDeletionVectors": "true"},
-            "'delta.enableDeletionVectors' = 'false'",
+            {"type": "delta", "table.properties.delta.enableDeletionVectors": True},
+            {"delta.enableDeletionVectors": "false"},
+            "'delta.enableDeletionVectors' = 'true'",
         ),
         (
             {
