@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import ValidationError
 
 from sparkcdc.errors import SinkError
@@ -383,6 +383,7 @@ def test_options_follow_flink_cdc_names() -> None:
         }
     )
     assert options.value_format == "debezium-json"
+    assert options.message_order == "commit"  # a partition's messages follow the binlog
     assert options.properties == {"linger.ms": "5", "enable.idempotence": "true"}
     # the user's properties over the sink's throughput defaults
     assert options.client_properties() == {
@@ -407,6 +408,7 @@ def test_options_follow_flink_cdc_names() -> None:
         ({"topik": "x"}, "topik"),
         ({"sink.tableId-to-topic.mapping": "app_db.orders"}, "sink.tableId-to-topic.mapping"),
         ({"topic": "no spaces"}, "topic"),
+        ({"sink.message-order": "by-key"}, "sink.message-order"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, Any], named: str) -> None:
@@ -480,13 +482,21 @@ def test_messages_are_built_per_partition(spark: Any) -> None:
     assert "Window" not in plan
     assert messages.rdd.getNumPartitions() == inserts.rdd.getNumPartitions() == 3
 
-    paired = _plan(kafka_messages(change_frame(spark, CHANGES), table, kafka_options()))
+    per_key = kafka_options(**{"sink.message-order": "per-key"})
+    paired = _plan(kafka_messages(change_frame(spark, CHANGES), table, per_key))
     # one shuffle, by key (it takes the place of change_frame's own repartition(3)), below
     # the JSON: the text is made by the tasks after it, whatever the batch's partitions
     assert paired.count("Exchange") == 1, paired
     assert "Exchange hashpartitioning(struct(id, id#" in paired, paired
     assert paired.index(" AS image#") < paired.index("Exchange"), paired
     assert "Window" in paired
+
+    # commit order: the same, then the messages made go to one task, which sends them
+    ordered = _plan(kafka_messages(change_frame(spark, CHANGES), table, kafka_options()))
+    assert ordered.count("Exchange") == 2, ordered
+    single = ordered.index("Exchange SinglePartition")
+    assert ordered.index("Exchange hashpartitioning(struct(id, id#") > single, ordered
+    assert ordered.index(" AS value#") > single, ordered  # made below it, by every task
 
 
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "no-key"])
@@ -746,3 +756,114 @@ def test_shards_merged_into_one_table_keep_commit_order(spark: Any, keyed: bool)
     seqs = [int(dict(m["headers"])["sparkcdc.seq"]) for m in messages]
     kinds = [json.loads(m["value"])["op"] for m in messages]
     assert (seqs, kinds) == ([100, 201, 300, 400], ["c", "u", "d", "c"])
+
+
+# -- commit order across keys ------------------------------------------------------------
+
+
+def key_changing_workload(keys: int, seed: int) -> tuple[list[tuple[Any, ...]], dict[int, Any]]:
+    """A batch of changes over ``keys`` keys as the binlog reader numbers them (a row image's
+    seq is its event's plus its index: an update's '+U' at its '-U' + 1), a third of the
+    updates moving a row to a new key, and the rows the batch leaves."""
+    rng = random.Random(seed)
+    rows: list[tuple[Any, ...]] = []
+    state: dict[int, Any] = {}
+    seq = itertools.count(1000, 10)
+    fresh = itertools.count(1)
+    for _ in range(keys):
+        k = next(fresh)
+        state[k] = (f"n{k}", D("1.00"))
+        rows.append(("+I", T1, next(seq), "app_db", "orders", k, f"n{k}", D("1.00")))
+    for _ in range(keys * 4):
+        k = rng.choice(sorted(state))
+        name, amount = state[k]
+        s = next(seq)
+        choice = rng.random()
+        if choice < 0.3:  # the key changes: delete the old key, insert the new one
+            new = next(fresh) + keys
+            rows.append(("-U", T1, s, "app_db", "orders", k, name, amount))
+            rows.append(("+U", T1, s + 1, "app_db", "orders", new, name, amount))
+            state[new] = state.pop(k)
+        elif choice < 0.85:
+            now = amount + 1
+            rows.append(("-U", T1, s, "app_db", "orders", k, name, amount))
+            rows.append(("+U", T1, s + 1, "app_db", "orders", k, name, now))
+            state[k] = (name, now)
+        elif len(state) > keys // 2:
+            rows.append(("-D", T1, s, "app_db", "orders", k, name, amount))
+            del state[k]
+    return rows, state
+
+
+def going_back(messages: Sequence[Message]) -> list[tuple[int, int, int]]:
+    """(partition, seq, next seq) of every neighbour pair of a partition whose seq decreases."""
+    out = []
+    for first, second in itertools.pairwise(messages):
+        if first.partition == second.partition and second.seq < first.seq:
+            out.append((first.partition, first.seq, second.seq))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("value_format", "strategy", "size"),
+    [
+        ("debezium-json", "all-to-zero", None),  # spread over tasks by key, then one sends
+        ("changelog-json", "hash-by-key", None),  # three partitions
+        ("canal-json", "all-to-zero", 100),  # a small batch: one task from the start
+    ],
+)
+def test_a_partition_holds_the_changes_in_commit_order_across_keys(
+    spark: Any, servers: str, tmp_path: Any, value_format: str, strategy: str, size: int | None
+) -> None:
+    """A plain consumer of one partition sees ``sparkcdc.seq`` never go back, across keys:
+    a key-changing update's delete of the old key comes before the insert of the new one,
+    and every key's story is whole."""
+    table = orders_table()
+    partitions = 3 if strategy == "hash-by-key" else 1
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(table.name, partitions, 1)])[table.name].result(30)
+    options = {
+        "properties.bootstrap.servers": servers,
+        "value.format": value_format,
+        "partition.strategy": strategy,
+    }
+    sink = make_sink(spark, tmp_path, **options)
+    sink.open([table])
+    rows, state = key_changing_workload(300, seed=57)
+    sink.write(table, change_frame(spark, rows), 1, size=size)
+
+    messages = consume(servers, table.name)
+    assert {m.partition for m in messages} == set(range(partitions))
+    assert not going_back(messages), going_back(messages)[:10]
+    # and nothing is lost: replayed in topic order, the messages leave the batch's rows
+    final: dict[int, Any] = {}
+    for m in messages:
+        if value_format == "changelog-json":
+            after = m.value["data"] if m.value["op"] in ("+I", "+U") else None
+        elif value_format == "canal-json":
+            after = None if m.value["type"] == "DELETE" else m.value["data"][0]
+        else:
+            after = m.value["after"]
+        if after is None:
+            del final[m.key["id"]]
+        else:
+            final[m.key["id"]] = (after["name"], D(str(after["amount"])))
+    assert final == state
+
+
+def test_per_key_order_is_the_option_that_keeps_order_within_keys(
+    spark: Any, servers: str, tmp_path: Any
+) -> None:
+    """``sink.message-order: per-key``: the tasks of the key partitions send their keys'
+    messages, each key's in order (a partition's seq goes back between keys)."""
+    table = orders_table()
+    options = {"properties.bootstrap.servers": servers, "sink.message-order": "per-key"}
+    sink = make_sink(spark, tmp_path, **options)
+    sink.open([table])
+    rows, _ = key_changing_workload(300, seed=58)
+    sink.write(table, change_frame(spark, rows), 1)
+
+    messages = consume(servers, table.name)
+    assert going_back(messages), "per-key order sent the batch in commit order"
+    for key, sent in by_key(messages).items():
+        assert [s for s, _ in sent] == sorted(s for s, _ in sent), key

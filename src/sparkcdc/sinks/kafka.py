@@ -77,7 +77,10 @@ Deletes are not followed by tombstones: set ``cleanup.policy=compact`` on a topi
 consumers can live with deleted keys staying until a tombstone-writing job compacts them.
 
 Every message has the header ``sparkcdc.seq``: the change's ``_seq`` in decimal (of the
-``+U`` half for an update), which orders the changes of one key. With
+``+U`` half for an update), which orders the changes. ``sink.message-order: commit`` (the
+default) sends a batch's changes of a topic in commit order, by ``sparkcdc.seq``, so that
+every partition's messages follow the binlog across keys, as Debezium's and Flink CDC's do;
+``per-key`` keeps the order only within each key (see :func:`message_steps`). With
 ``sink.add-tableId-to-header-enabled: true`` the headers ``namespace`` (three-part names only),
 ``schemaName`` and ``tableName`` name the sink table, as in Flink CDC.
 """
@@ -122,6 +125,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ValueFormat = Literal["debezium-json", "canal-json", "changelog-json"]
+# commit: a topic's messages of a batch in _seq order (one task sends them); per-key: each
+# key's in _seq order, keys spread over tasks (DESIGN.md, "Kafka: commit order")
+MessageOrder = Literal["commit", "per-key"]
 FORMATS: tuple[str, ...] = ("debezium-json", "canal-json", "changelog-json")
 # Flink's JsonFormatOptions 'timestamp-format.standard'
 TimestampStandard = Literal["SQL", "ISO-8601"]
@@ -209,6 +215,7 @@ class KafkaOptions(SinkOptions):
     delivery_guarantee: Literal["at-least-once", "none", "exactly-once"] = Field(
         "at-least-once", alias="sink.delivery-guarantee"
     )
+    message_order: MessageOrder = Field("commit", alias="sink.message-order")
     add_table_id_to_header: bool = Field(False, alias="sink.add-tableId-to-header-enabled")
     custom_headers: tuple[tuple[str, str], ...] = Field((), alias="sink.custom-header")
     json_format: JsonFormatOptions = Field(JsonFormatOptions.model_validate({}), alias="format")
@@ -326,8 +333,9 @@ class KafkaSink(SchemalessSink):
     after a crash (its messages were sent, its commit was not) is sent again. Every message
     carries its change's ``_seq`` in the ``sparkcdc.seq`` header: a consumer that keeps, per
     key, the highest seq it applied, and skips messages at or below it, sees every change once.
-    Within a batch the messages of one key are sent in ``_seq`` order by one producer, so with
-    Kafka's default idempotent producer they land in one partition in that order.
+    Within a batch the messages of one topic (``sink.message-order: commit``), or of one key
+    (``per-key``), are sent in ``_seq`` order by one producer, so with Kafka's default
+    idempotent producer they land in each partition in that order.
 
     Snapshot rows of keys no earlier batch wrote (``append``) are sent the same way, before
     the batch's other changes, straight from the frame's partitions: one message per key,
@@ -447,11 +455,16 @@ def message_steps(
     :func:`kafka_messages`), with their column expressions built now.
 
     The frame is partitioned by key and sorted by key, then ``_seq`` (``-U`` first), within
-    partitions, so that one Spark task sends all messages of a key, in order (a table
+    partitions, where a window pairs an update's halves and the messages are made. In commit
+    order (``sink.message-order: commit``) the messages then go to one partition, sorted by
+    ``_seq`` (``-U`` first), and one Spark task sends them all: a Kafka partition's messages
+    follow the binlog across keys, whichever tasks made them (several tasks writing to one
+    Kafka partition interleave their messages as they come). In ``per-key`` order the tasks
+    of the key partitions send their messages, each key's by one task in order (a table
     without a key: all in one task, by ``_seq``). With ``one_task`` the frame's partitions
-    are joined into one, without a shuffle, and that task sends every message, sorted the
-    same way. With ``inserts`` (every row a ``+I`` of its own key: snapshot rows) the
-    messages stay in the frame's partitions.
+    are joined into one, without a shuffle, and that task makes and sends every message in
+    the same order. With ``inserts`` (every row a ``+I`` of its own key: snapshot rows) the
+    messages stay in the frame's partitions: one message per key, of one snapshot point.
 
     The expressions depend on the table's shape and the options alone, never on a batch:
     building them is hundreds of calls into the JVM (a third of a small batch's time, measured
@@ -509,15 +522,27 @@ def message_steps(
         value.alias("value"),
         F.array(*headers).cast(_HEADERS_TYPE).alias("headers"),
     ]
+    names = ["key", "value", "headers"]
     if options.partition_strategy == "all-to-zero":  # Flink CDC's default
         columns.append(F.lit(0).alias("partition"))
-    # a sink key's messages in commit order, whichever source table they come from. With
-    # one source, db and tbl are the same in every row: the order the pairing window of the
-    # debezium and canal formats sorts in already, so the rows are sorted once. The key's
-    # hash goes first: Spark compares sorted rows by a 64-bit prefix of their first column
-    # and reads the whole row only where prefixes tie, and a table's name (the same in every
-    # row) or a struct key (no prefix) made every comparison read the rows; with the hash
-    # first, building the messages took a fifth less time (600,000 updates, warm session)
+        names.append("partition")
+    if not inserts and options.message_order == "commit":
+        # made by the tasks of the key partitions, sent by one in commit order ('-U' before
+        # its '+U': a key-changing update deletes the old key, then inserts the new one)
+        steps.append(_selected(*columns, "seq", "rank"))
+        if not one_task and pk is not None:
+            steps.append(lambda frame: frame.repartition(1))
+        steps.append(lambda frame: frame.sortWithinPartitions("seq", "rank"))
+        steps.append(_selected(*names))
+        return tuple(steps)
+    # per-key order: a sink key's messages in commit order, whichever source table they
+    # come from. With one source, db and tbl are the same in every row: the order the
+    # pairing window of the debezium and canal formats sorts in already, so the rows are
+    # sorted once. The key's hash goes first: Spark compares sorted rows by a 64-bit prefix
+    # of their first column and reads the whole row only where prefixes tie, and a table's
+    # name (the same in every row) or a struct key (no prefix) made every comparison read
+    # the rows; with the hash first, building the messages took a fifth less time (600,000
+    # updates, warm session)
     order = ["key_hash", "db", "tbl"] if len(table.sources) == 1 else ["key_hash"]
     order += ["pk", "seq", "rank"]
     if not inserts:
