@@ -16,8 +16,10 @@ that stops while the pipeline runs. The last one stops and starts a Kafka of its
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -581,3 +583,64 @@ def test_a_broker_that_stops_mid_stream_is_reported_as_a_sink_error(
     assert message.startswith("writing batch "), message
     assert f"at {servers} failed: TimeoutException: " in message, message
     assert message.endswith("The batch is written again when the pipeline restarts (at-least-once)")
+
+
+def test_a_plain_consumer_sees_the_binlog_order_across_keys(
+    spark: Any, server: DevServer, shared_kafka: str, tmp_path: Path
+) -> None:
+    """Two tables' changes (orders and their lines, a foreign key's two ends), with updates
+    that change keys, in multi-row statements and transactions: a consumer of the one
+    partition sees ``sparkcdc.seq`` never go back, across keys, and a key-changing update's
+    delete of the old key before the insert of the new one (as Debezium's order is)."""
+    conn = fresh_database(server, DATABASE)
+    rng = random.Random(57)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(20), n INT)")
+        cur.executemany(
+            "INSERT INTO accounts VALUES (%s, %s, 0)", [(i, f"o{i}") for i in range(1, 201)]
+        )
+    topics = topics_for(["accounts"])
+    config = pipeline_config(
+        tmp_path, server, shared_kafka, topics, name="kafka-order", value_format="debezium-json"
+    )
+    run_pipeline(config, available_now=True, spark=spark)  # the snapshot: reads, no order
+    snapshot_end = end_offset(shared_kafka, topics["accounts"])
+    moved = 0
+    with conn.cursor() as cur:
+        for _ in range(60):
+            ids = [r[0] for r in source_rows(conn, "SELECT id FROM accounts")]
+            a, b = rng.sample(ids, 2)
+            cur.execute("UPDATE accounts SET n = n + 1 WHERE id IN (%s, %s)", (a, b))
+            new = max(ids) + rng.randint(1, 50)
+            cur.execute("UPDATE accounts SET id = %s WHERE id = %s", (new, rng.choice(ids)))
+            moved += 1
+            cur.execute("INSERT INTO accounts VALUES (%s, 'fresh', 0)", (new + 1000,))
+            cur.execute("DELETE FROM accounts WHERE id = %s", (rng.choice(ids),))
+            cur.execute("UPDATE accounts SET n = n + 1 WHERE id < 40")  # many keys, one event
+    run_pipeline(config, available_now=True, spark=spark)
+    final = {r[0]: r for r in source_rows(conn, "SELECT id, owner, n FROM accounts")}
+    conn.close()
+
+    messages = [m for m in consume(shared_kafka, topics["accounts"]) if m.offset >= snapshot_end]
+    assert len(messages) > 1_500, len(messages)
+    back = [(a.seq, b.seq) for a, b in itertools.pairwise(messages) if b.seq < a.seq]
+    assert not back, f"{len(back)} of {len(messages) - 1} pairs go back in seq: {back[:5]}"
+    # each key-changing update: the old key's delete, then (the next message) the new key's
+    # create, at the update's seq (its halves may share it, or the '+U' is one more)
+    deletes = {m.seq: m for m in messages if m.value["op"] == "d"}
+    moves = [(deletes.get(m.seq) or deletes.get(m.seq - 1), m) for m in messages]
+    moves = [(d, c) for d, c in moves if d is not None and c.value["op"] == "c"]
+    assert len(moves) == moved, (len(moves), moved)
+    for delete, create in moves:
+        assert delete.offset == create.offset - 1, (delete, create)
+        assert delete.value["before"]["owner"] == create.value["after"]["owner"]
+    # and the messages, applied in order, leave what the source holds
+    state: dict[int, tuple[Any, ...]] = {}
+    for m in consume(shared_kafka, topics["accounts"]):
+        key = json.loads(m.key)["id"]
+        after = m.value["after"]
+        if after is None:
+            state.pop(key, None)
+        else:
+            state[key] = (after["id"], after["owner"], after["n"])
+    assert state == final
