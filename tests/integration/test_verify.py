@@ -557,3 +557,20 @@ def test_a_delta_table_on_an_object_store_is_read_without_spark(minio: Any, buck
     assert read is not None
     got = pa.Table.from_batches(list(read(["id", "v"])))
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == written.to_pylist()
+
+
+def test_a_delta_table_the_store_refuses_is_a_sink_error_that_says_where(
+    minio: Any, bucket: str
+) -> None:
+    from sparkcdc.errors import SinkError
+    from sparkcdc.sinks.base import SinkColumn, SinkTable
+    from sparkcdc.sinks.delta import DeltaOptions, DeltaSink
+
+    conf = {**minio.spark_conf(), "spark.hadoop.fs.s3a.secret.key": "not-the-secret"}
+    options = DeltaOptions(type="delta", path=f"s3a://{bucket}/lake")
+    table = SinkTable("db.t", (SinkColumn("id", "BIGINT", False),), ("id",), ("db.t",))
+    read = DeltaSink.arrow_reader(options, table, conf)
+    assert read is not None
+    with pytest.raises(SinkError, match=f"delta sink: db.t: .*s3a://{bucket}/lake/db/t") as got:
+        list(read(["id"]))
+    assert "not-the-secret" not in str(got.value) and "spark.conf" in str(got.value)

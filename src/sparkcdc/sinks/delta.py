@@ -55,6 +55,7 @@ from sparkcdc.locations import (
     supported_location,
 )
 from sparkcdc.model.identifiers import path_segment, quote_spark
+from sparkcdc.model.text import redacted_uri
 from sparkcdc.sinks.base import (
     Sink,
     SinkColumn,
@@ -185,17 +186,24 @@ class DeltaSink(Sink):
         def read(columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
             import deltalake
             import pyarrow as pa
-            from deltalake.exceptions import TableNotFoundError
+            from deltalake.exceptions import DeltaError, TableNotFoundError
 
             try:
                 delta = deltalake.DeltaTable(uri, storage_options=storage)
+                names = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+                query = deltalake.QueryBuilder().register("t", delta)
+                rows = query.execute(f"SELECT {names} FROM t")
             except TableNotFoundError:
                 raise SinkError(
                     f"delta sink: {table.name}: no Delta table at {directory}. Has the "
                     "pipeline run (sparkcdc run)?"
                 ) from None
-            names = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
-            rows = deltalake.QueryBuilder().register("t", delta).execute(f"SELECT {names} FROM t")
+            except (DeltaError, OSError, ValueError) as exc:  # a store that refused, a bad key
+                raise SinkError(
+                    f"delta sink: {table.name}: delta-rs cannot read {directory}: "
+                    f"{redacted_uri(str(exc))}. verify reads the table without Spark, with the "
+                    "S3A settings of the pipeline file's spark.conf: check them there"
+                ) from None
             yield from pa.RecordBatchReader.from_stream(rows)
 
         return read
