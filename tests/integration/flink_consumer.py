@@ -107,3 +107,15 @@ def flink_rows(
         )
     rows: list[dict[str, Any]] = [json.loads(line) for line in done.stdout.splitlines()]
     return rows
+
+
+def flink_rows_of_ddl(ddl: str) -> list[dict[str, str | None]]:
+    """As :func:`flink_rows`, for a user's whole ``CREATE TABLE`` of a Kafka table (a
+    documented recipe), run as given and read to the topic's current end."""
+    command = ["java", *JVM_OPTIONS, "-cp", harness_classpath(), "MaterializeTopic", "--ddl", ddl]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=READ_TIMEOUT_S)
+    if done.returncode != 0:
+        raise FlinkReadError(
+            f"Flink could not run the DDL (exit {done.returncode}):\n{done.stderr}"
+        )
+    return [json.loads(line) for line in done.stdout.splitlines()]

@@ -27,7 +27,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  *
  * <p>Usage: {@code MaterializeTopic <bootstrap> <topic> <format> <columns> [<option>=<value>...]},
  * e.g. {@code "id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED"} and
- * {@code debezium-json.timestamp-format.standard=ISO-8601}.
+ * {@code debezium-json.timestamp-format.standard=ISO-8601}; or
+ * {@code MaterializeTopic --ddl <CREATE TABLE ...>}: a Kafka table's DDL as a user writes it
+ * (the documentation's, tests/integration/test_recipes.py), read to the topic's current end.
  *
  * <p>The changelog is applied by primary key as an upsert sink does, and every retraction
  * (-U, -D) is checked against the row it removes, so a before-image that differs from what was
@@ -41,27 +43,37 @@ public final class MaterializeTopic {
             DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSSSSSSS");
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 4) {
+        if (args.length < 4 && !(args.length == 2 && args[0].equals("--ddl"))) {
             System.err.println(
                     "usage: MaterializeTopic <bootstrap> <topic> <format> <columns> [<k>=<v>...]");
             System.exit(64);
         }
         TableEnvironment tables = TableEnvironment.create(
                 EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(settings()).build());
-        tables.executeSql(ddl(args));
-        List<String> key = tables.from("t").getResolvedSchema().getPrimaryKey()
+        String table = "t";
+        String select = "SELECT * FROM t";
+        if (args[0].equals("--ddl")) {
+            // a user's CREATE TABLE as given, read to the topic's current end by a hint
+            tables.executeSql(args[1]);
+            table = tables.listTables()[0];
+            select = "SELECT * FROM `" + table.replace("`", "``")
+                    + "` /*+ OPTIONS('scan.bounded.mode'='latest-offset') */";
+        } else {
+            tables.executeSql(ddl(args));
+        }
+        List<String> key = tables.from(table).getResolvedSchema().getPrimaryKey()
                 .orElseThrow(() -> new IllegalArgumentException("the columns need a PRIMARY KEY"))
                 .getColumns();
-        Map<List<Object>, Row> table;
+        Map<List<Object>, Row> rows;
         try {
-            table = materialize(tables.executeSql("SELECT * FROM t"), key);
+            rows = materialize(tables.executeSql(select), key);
         } catch (Exception e) {
             System.err.println("Flink failed: " + causes(e));
             System.exit(2);
             return;
         }
         ObjectMapper json = new ObjectMapper();
-        for (Row row : table.values()) {
+        for (Row row : rows.values()) {
             Map<String, String> line = new LinkedHashMap<>();
             for (String name : Objects.requireNonNull(row.getFieldNames(true))) {
                 line.put(name, text(row.getField(name)));
