@@ -6,6 +6,7 @@
 #   - the Kafka broker's jars (jars/kafka-broker) and Flink SQL (jars/flink), the tests'
 #     private Kafka and their independent reader of the Kafka sink's topics
 #   - MinIO built from the Go module proxy: the tests' private S3
+#   - clang and its sanitizer runtimes (scripts/setup_fuzz.sh): the decoders' fuzz targets
 #   - the Spark drivers' class-data archives, one per Spark line (sparkcdc prepare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,8 @@ echo "setup_tests: fetching Flink SQL for the tests that read the Kafka topics w
 bash scripts/fetch_flink.sh >/dev/null
 echo "setup_tests: building MinIO for the tests' private S3 (scripts/fetch_minio.sh; ~7 minutes the first time)"
 bash scripts/fetch_minio.sh >/dev/null
+echo "setup_tests: clang with its sanitizer and libFuzzer runtimes, for the fuzz tests (scripts/setup_fuzz.sh)"
+bash scripts/setup_fuzz.sh >/dev/null
 echo "setup_tests: writing the Spark drivers' class-data archives (sparkcdc prepare: ~40 s a line the first time)"
 # the driver of `sparkcdc run` maps it and starts seconds sooner (docs/cli.md, "A driver that
 # starts sooner"); without it every pipeline still runs. One per Spark line.
