@@ -129,7 +129,8 @@ def table(server: DevServer) -> Iterator[list[tuple[int, str]]]:
 def delta_rows(path: Path) -> list[tuple[Any, ...]]:
     import deltalake
 
-    data = deltalake.DeltaTable(str(path)).to_pyarrow_table().to_pydict()
+    table = deltalake.DeltaTable(str(path)).to_pyarrow_dataset().to_table(use_threads=False)
+    data = table.to_pydict()
     return sorted(zip(data["id"], data["v"], strict=True))
 
 
