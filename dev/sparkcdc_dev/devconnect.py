@@ -180,9 +180,25 @@ class DevConnect:
         self.pid_file.write_text(f"{process.pid}\n")
 
     def _pid(self) -> int | None:
-        """The pid in the pid file if that process is alive and is this server."""
+        """The pid in the pid file if that process is alive and is this server. While it
+        starts, the process execs four programs (env, bash for spark-submit and for
+        spark-class, java), and its command line reads empty or half-made during an exec:
+        a live process of the pid file that does not match yet is asked again for up to
+        two seconds before it counts as another program (a pid used again)."""
         port = f"spark.connect.grpc.binding.port={self.port}"
-        return recorded_pid(self.pid_file, SERVER_CLASS.encode(), port.encode())
+        deadline = time.monotonic() + 2.0
+        while True:
+            pid = recorded_pid(self.pid_file, SERVER_CLASS.encode(), port.encode())
+            if pid is not None or time.monotonic() > deadline or not self._recorded_alive():
+                return pid
+            time.sleep(0.02)
+
+    def _recorded_alive(self) -> bool:
+        """True when the pid file names a live process, whatever its program."""
+        try:
+            return alive(int(self.pid_file.read_text().strip()))
+        except (OSError, ValueError):
+            return False
 
     def _tail(self, size: int = 2000) -> str:
         try:
