@@ -487,9 +487,10 @@ def message_steps(
         # one partition (Spark's SinglePartition): the window and the sort need no shuffle
         steps.append(lambda frame: frame.coalesce(1))
     elif not inserts and pk is not None:
-        # one task sends every message of a key (its key text is its pk's). Shuffled
-        # before the JSON is made, so that the text of a batch read in one partition (a
-        # binlog range) is made by every task after the shuffle, not by that one
+        # one task pairs and makes (per-key order: sends) every message of a key (its key
+        # text is its pk's). Shuffled before the JSON is made, so that the text of a batch
+        # read in one partition (a binlog range) is made by every task after the shuffle,
+        # not by that one
         steps.append(lambda frame: frame.repartition(pk))
     steps.append(
         _selected(
