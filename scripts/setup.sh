@@ -4,7 +4,8 @@
 # run twice.
 #   - Debian packages: mariadb-server (the private quickstart/test server), a JDK for Spark;
 #     maven (by fetch_jars.sh) for the jars
-#   - the Python packages with the dev extras (pyspark from PyPI among them)
+#   - the Python packages: sparkcdc (pyspark from PyPI among its dependencies) and its dev
+#     tools (the demo's private MariaDB; deltalake, which the demo reads its result with)
 #   - the pinned connector jars from Maven Central (jars/pom.xml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +26,10 @@ if [ ${#packages[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
-echo "setup: installing the sparkcdc Python package and its dev tools (pip install -e .[dev] -e dev)"
+echo "setup: installing the sparkcdc Python package and its dev tools (pip install -e . -e dev)"
 # pyproject.toml allows both Spark lines; the main environment is on the default, 4.2, even
 # where an older pyspark is installed already (docs/install.md, "Spark lines")
-"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' -e dev \
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e . -e dev \
   'pyspark>=4.2,<4.3'
 echo "setup: fetching the pinned connector jars (jars/pom.xml)"
 bash scripts/fetch_jars.sh >/dev/null

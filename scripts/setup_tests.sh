@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what only the tests need, beside what scripts/setup.sh installs for the quickstart
 # (run that first; scripts/test.sh runs both). Safe to run twice.
+#   - the dev extras of pyproject.toml (pytest, ruff, mypy, the sinks' independent readers)
 #   - Debian's postgresql: the private jdbc-sink target (dev/sparkcdc_dev/devpostgres.py)
 #   - PySpark 4.1 in tools/spark-4.1 with its connector jars: the Iceberg tests' Spark line
 #   - the Kafka broker's jars (jars/kafka-broker) and Flink SQL (jars/flink), the tests'
@@ -12,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
+echo "setup_tests: the test tools (pip install -e .[dev]: pytest, linters, independent readers)"
+"$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]' -e dev \
+  'pyspark>=4.2,<4.3'
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   echo "setup_tests: installing Debian packages: postgresql"
   export DEBIAN_FRONTEND=noninteractive
