@@ -275,8 +275,13 @@ class DeltaSink(Sink):
         with self._opening_errors(table, directory):
             if directory is not None:
                 return self._exists(table)
-            if not self.spark.catalog.databaseExists(table.namespace or "default"):
-                return False
+            namespace = table.namespace or "default"
+            if not self.spark.catalog.databaseExists(namespace):
+                # Spark's in-memory catalog forgets its databases too when a session ends:
+                # an earlier run's table is where a database of that name puts it
+                warehouse = str(self.spark.conf.get("spark.sql.warehouse.dir"))
+                database = f"{warehouse.rstrip('/')}/{namespace.lower()}.db"
+                return self._is_delta(self._managed_path(database, table))
             return self._exists(table) or self._adopt(table)
 
     def _exists(self, table: SinkTable) -> bool:
@@ -296,13 +301,8 @@ class DeltaSink(Sink):
         database_location = next((str(r[1]) for r in info if r[0] == "Location"), None)
         if not database_location:
             return False
-        name = table.short_name
-        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() != "true":
-            name = name.lower()  # as Spark names a managed table's directory
-        path = f"{database_location.rstrip('/')}/{name}"
-        jvm = self.spark._jvm
-        assert jvm is not None
-        if not jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, path):
+        path = self._managed_path(database_location, table)
+        if not self._is_delta(path):
             return False
         self.spark.sql(
             f"CREATE TABLE {self.identifier(table)} USING delta LOCATION {sql_text(path)}"
@@ -314,6 +314,18 @@ class DeltaSink(Sink):
             path,
         )
         return True
+
+    def _managed_path(self, database_location: str, table: SinkTable) -> str:
+        """Where Spark puts ``table`` as a managed table of a database at that location."""
+        name = table.short_name
+        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() != "true":
+            name = name.lower()  # as Spark names a managed table's directory
+        return f"{database_location.rstrip('/')}/{name}"
+
+    def _is_delta(self, path: str) -> bool:
+        jvm = self.spark._jvm
+        assert jvm is not None
+        return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, path))
 
     def read_table(self, table: SinkTable) -> DataFrame:
         return self._table_frame(self.spark, table)
