@@ -26,6 +26,17 @@ from sparkcdc_dev.oracle import compare, replay
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def classic_after() -> Iterator[None]:
+    """A remote session marks the whole process as Spark Connect's (pyspark sets
+    SPARK_CONNECT_MODE_ENABLED, and every later pyspark call goes to Connect); the mark
+    goes after each test here, so the classic tests after this module run classic."""
+    marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    yield
+    if not marked:
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture(scope="module")
 def connect_server() -> Iterator[DevConnect]:
     """The private Spark Connect server, stopped after this module's tests."""
