@@ -84,7 +84,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert not [n for n in names if "sparkcdc_dev" in n or "/testing/" in n or "tests/" in n]
     assert "sparkcdc/spark/ivysettings.xml" in names
     env = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
+    # nothing of this checkout on the new environment's path, whatever the caller's has
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300, env=clean)
     python = env / "bin" / "python"
     # the pyspark of this environment's line (pip would pick the newest the range allows)
     import pyspark
@@ -92,6 +94,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     install = ["install", "-q", "--disable-pip-version-check", str(wheel)]
     subprocess.run(
         [str(python), "-m", "pip", *install, f"pyspark=={pyspark.__version__}"],
+        env=clean,
         check=True,
         capture_output=True,
         timeout=1200,
