@@ -29,6 +29,7 @@ use ``LIMIT``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -285,6 +286,11 @@ class IcebergSink(Sink):
         options = self._options
         self._configure(self.spark)
         namespace = ".".join(quote_spark(p) for p in (options.catalog_name, *self.namespace(table)))
+        with contextlib.suppress(Exception):  # not there, or a lookup the catalog refuses
+            # a table the catalog loads is there (a listing can miss one: a hadoop catalog
+            # lists a namespace with odd parts such as '/' under another directory)
+            self.spark.sql(f"DESCRIBE TABLE {self.identifier(table)}").collect()
+            return True
         try:
             return self._listed(namespace, table)
         except Exception as exc:  # the namespace is gone too (or the catalog does not answer)
