@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sparkcdc.errors import SparkMasterError
 from sparkcdc_dev.devspark import spark_home
-from sparkcdc_dev.processes import alive, port_open, recorded_pid
+from sparkcdc_dev.processes import alive, log_tail, port_open, recorded_pid
 
 DEFAULT_PORT = 29150  # below the ephemeral ports: see sparkcdc_dev.processes
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
@@ -94,7 +94,7 @@ class DevConnect:
             if self._pid() is None:
                 raise SparkMasterError(
                     f"the private Spark Connect server on port {self.port} exited while "
-                    f"starting; {self.log_file} ends with:\n{self._tail()}"
+                    f"starting; {self.log_file} ends with:\n{log_tail(self.log_file)}"
                 )
             if port_open(self.port):
                 return self.url
@@ -103,7 +103,7 @@ class DevConnect:
         raise SparkMasterError(
             f"the private Spark Connect server on port {self.port} did not accept "
             f"connections within {timeout_s:.0f}s (stopped again); {self.log_file} ends "
-            f"with:\n{self._tail()}"
+            f"with:\n{log_tail(self.log_file)}"
         )
 
     def stop(self, timeout_s: float = 60.0) -> None:
@@ -199,12 +199,6 @@ class DevConnect:
             return alive(int(self.pid_file.read_text().strip()))
         except (OSError, ValueError):
             return False
-
-    def _tail(self, size: int = 2000) -> str:
-        try:
-            return self.log_file.read_text(errors="replace")[-size:]
-        except OSError:
-            return "(no log)"
 
 
 def main() -> None:

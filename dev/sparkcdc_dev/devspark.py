@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkMasterError
-from sparkcdc_dev.processes import alive
+from sparkcdc_dev.processes import alive, log_tail
 
 DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 DEFAULT_WORKERS = 2
@@ -236,12 +236,12 @@ class DevSpark:
                     self.stop()
                     raise SparkMasterError(
                         f"the private Spark {name} exited while starting; its log "
-                        f"{self._log(name)} ends with:\n{_tail(self._log(name))}"
+                        f"{self._log(name)} ends with:\n{log_tail(self._log(name))}"
                     )
             if self.is_running():
                 return
             time.sleep(0.25)
-        tails = "\n".join(f"{n}: {_tail(self._log(n), 600)}" for n in state["pids"])
+        tails = "\n".join(f"{n}: {log_tail(self._log(n), 600)}" for n in state["pids"])
         self.stop()
         raise SparkMasterError(
             f"the private Spark cluster under {self.base_dir} did not have its "
@@ -396,13 +396,6 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
-
-
-def _tail(path: Path, size: int = 2000) -> str:
-    try:
-        return path.read_text(errors="replace")[-size:]
-    except OSError:
-        return "(no log)"
 
 
 def main() -> None:

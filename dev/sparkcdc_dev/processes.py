@@ -76,3 +76,11 @@ def terminate(pid: int, timeout_s: float, poll_s: float) -> None:
         os.kill(pid, signal.SIGKILL)
         while alive(pid):
             time.sleep(0.1)
+
+
+def log_tail(path: Path, size: int = 2000) -> str:
+    """The last ``size`` characters of a server's log, for a message that it failed."""
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError:
+        return "(no log)"
