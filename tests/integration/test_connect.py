@@ -120,7 +120,11 @@ def python_without_sparkcdc(folder: Path) -> str:
         check=True,
     ).stdout.strip()
     Path(inner, "outer.pth").write_text("".join(f"{p}\n" for p in site.getsitepackages()))
-    probe = subprocess.run([str(python), "-c", "import pyspark, sparkcdc"], capture_output=True)
+    # a sparkcdc session made earlier in this process put this checkout on PYTHONPATH
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run(
+        [str(python), "-c", "import pyspark, sparkcdc"], capture_output=True, env=environ
+    )
     assert b"No module named 'sparkcdc'" in probe.stderr, probe.stderr[-2000:]
     return str(python)
 
