@@ -1,4 +1,5 @@
-"""A private PostgreSQL, the target of the ``jdbc`` sink's tests.
+"""A private PostgreSQL, the target of the ``jdbc`` sink's tests and the source of the
+PostgreSQL replication client's (``wal_level = logical``; user ``cdc`` may replicate).
 
 It runs from Debian's ``postgresql`` binaries (``/usr/lib/postgresql/<version>/bin``) with
 its own cluster in ``$SPARKCDC_DEV_DIR/postgres-25432`` (default ``/tmp/sparkcdc-dev``),
@@ -37,6 +38,9 @@ DEV_DATABASE = "sink_db"
 SUPERUSER = "postgres"  # the cluster's bootstrap superuser (trust over the private socket)
 OS_USER = "postgres"  # who runs the server when we are root
 _BIN_ROOT = Path("/usr/lib/postgresql")
+# What logical decoding needs (initdb's pg_hba.conf already lets loopback replicate).
+_LOGICAL_DECODING = {"wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "20"}
+_LOGICAL_DECODING_CONF = "".join(f"{name} = {value}\n" for name, value in _LOGICAL_DECODING.items())
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,23 @@ class DevPostgres:
     def start(self, timeout_s: float = 60.0) -> PostgresSettings:
         """Start (or reuse) the server; make sure user ``cdc`` and database ``sink_db`` exist."""
         if self.is_running():
-            self._ensure_user_and_database()
-            self._ensure_tls()
-            return self.settings
+            return self._ready(timeout_s)
         if not (self.datadir / "PG_VERSION").exists():
             self._initdb()
+        self._start_server(timeout_s)
+        return self._ready(timeout_s)
+
+    def _ready(self, timeout_s: float) -> PostgresSettings:
+        """Logical decoding on (a restart once for a cluster made before it), then the
+        development user, its database and TLS."""
+        if self._ensure_logical_decoding():
+            self.stop(timeout_s)
+            self._start_server(timeout_s)
+        self._ensure_user_and_database()
+        self._ensure_tls()
+        return self.settings
+
+    def _start_server(self, timeout_s: float) -> None:
         self._run(
             [
                 _binary("pg_ctl"),
@@ -88,9 +104,7 @@ class DevPostgres:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.is_running():
-                self._ensure_user_and_database()
-                self._ensure_tls()
-                return self.settings
+                return
             time.sleep(0.2)
         tail = self.log_file.read_text(errors="replace")[-2000:] if self.log_file.exists() else ""
         raise SinkError(
@@ -178,8 +192,23 @@ class DevPostgres:
                 # throwaway test data: durability is not worth the fsyncs
                 "fsync = off\n"
                 "synchronous_commit = off\n"
-                "full_page_writes = off\n"
+                "full_page_writes = off\n" + _LOGICAL_DECODING_CONF
+                # the PostgreSQL source reads the WAL through a logical replication slot
             )
+
+    def _ensure_logical_decoding(self) -> bool:
+        """Set ``wal_level = logical`` on a cluster made without it; True if it needs the
+        restart that setting takes effect with."""
+        with self.superuser_connection() as conn:
+            if conn.execute("SHOW wal_level").fetchone() == ("logical",):
+                return False
+            for name, value in _LOGICAL_DECODING.items():
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        sql.Identifier(name), sql.Literal(value)
+                    )
+                )
+        return True
 
     @property
     def tls(self) -> TlsFiles:
@@ -236,7 +265,7 @@ class DevPostgres:
             verb = "ALTER" if exists.fetchone() else "CREATE"
             # utility statements take no bind parameters: the password is quoted client-side
             conn.execute(
-                sql.SQL("{} ROLE {} WITH LOGIN PASSWORD {}").format(
+                sql.SQL("{} ROLE {} WITH LOGIN REPLICATION PASSWORD {}").format(
                     sql.SQL(verb), sql.Identifier(DEV_USER), sql.Literal(DEV_PASSWORD)
                 )
             )
