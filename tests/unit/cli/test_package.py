@@ -67,7 +67,17 @@ def test_under_spark_submit_the_driver_runs_the_installed_sparkcdc(tmp_path: Pat
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
-    assert done.stdout.splitlines()[-1] == sparkcdc.__file__  # the installed one
+    # the installed one (in a git worktree, the sparkcdc under test is the checkout on
+    # PYTHONPATH, not the installed one)
+    installed = subprocess.run(
+        [sys.executable, "-c", "import sparkcdc; print(sparkcdc.__file__)"],
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    assert done.stdout.splitlines()[-1] == installed
     # no sparkcdc installed (-S: no site-packages): the zip's
     done = subprocess.run(
         [sys.executable, "-S", "-c", probe], env=env, capture_output=True, text=True
