@@ -52,7 +52,7 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
         print(f"source {settings.endpoint}: not ready for CDC")
         return 3
     print(f"source {settings.endpoint}: ready for CDC")
-    capture = plan_capture(options, settings)
+    capture = plan_capture(options)
     findings = check_pipeline(config, capture.tables, settings)
     for finding in findings:
         print(f"  pipeline {finding.severity}: {finding}")

@@ -105,7 +105,7 @@ class RunSummary:
 
 
 def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
-    from sparkcdc.spark.capture import connection_settings
+    from sparkcdc.mysql.dialect import connection_settings
 
     options = SourceOptions.from_options(config.source_options())
     return options, connection_settings(options)
@@ -553,7 +553,7 @@ def _run_once(
     runnable_sink_class(config.sink.type)  # a sink that cannot run stops before any work
     options, settings = source_settings(config)
     check_source(settings)
-    capture = plan_capture(options, settings)
+    capture = plan_capture(options)
     findings = check_pipeline(config, capture.tables, settings)
     raise_errors(findings)
     for finding in findings:

@@ -823,7 +823,7 @@ def verify_pipeline(
             "compare with the source"
         )
     options, settings = source_settings(config)
-    capture = plan_capture(options, settings)
+    capture = plan_capture(options)
     session = VerifySession(config, spark, master, spark_log)
     hadoop = session.hadoop()
     root = config.checkpoint_location(hadoop)

@@ -1,20 +1,16 @@
-"""What a query captures: the tables matched by the options, their schemas, where reading starts."""
+"""What a query captures: the tables matched by the options, their schemas, its output shape."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
-from sparkcdc.errors import ConfigError, SourceError
-from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
-from sparkcdc.model.position import BinlogPosition, GtidSet
-from sparkcdc.model.schema import TableSchema, with_tinyint1
-from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import read_range
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.validator import check_captured_databases
+from sparkcdc.errors import ConfigError
+from sparkcdc.model.dialect import SourceDialect, dialect_for
+from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
+from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.splitter import chunk_key_column
 from sparkcdc.spark.changelog import (
     ENVELOPE_DDL,
@@ -24,7 +20,6 @@ from sparkcdc.spark.changelog import (
     TypedChangelogBuilder,
     typed_ddl,
 )
-from sparkcdc.spark.offsets import is_captured
 
 
 @dataclass(frozen=True)
@@ -71,58 +66,23 @@ class CapturePlan:
         return frozenset((t.database, t.table) for t in self.tables)
 
 
-def connection_settings(options: SourceOptions) -> ConnectionSettings:
-    return ConnectionSettings(
-        host=options.hostname,
-        port=options.port,
-        user=options.username,
-        password=options.password.get_secret_value(),
-        connect_timeout_s=options.connect_timeout_s,
-        read_timeout_s=max(options.heartbeat_interval_s * 3, 60.0),
-        tls=options.tls_settings(),
-        connect_max_retries=options.connect_max_retries,
-    )
+def plan_capture(options: SourceOptions, dialect: SourceDialect[Any] | None = None) -> CapturePlan:
+    """The captured tables' schemas and the position they hold at, read through the
+    source's dialect (the options' by default)."""
+    dialect = dialect or dialect_for(options)
+    session = dialect.session()
+    try:
 
+        def matched(conn: Any) -> list[tuple[str, str]]:
+            names = dialect.match_tables(conn, options.table_filter())
+            dialect.check_databases(conn, (db for db, _ in names))
+            return names
 
-SCHEMA_READ_ATTEMPTS = 5
-
-
-def load_schema(conn: Any, database: str, table: str, options: SourceOptions) -> TableSchema:
-    """A captured table's schema, TINYINT(1) typed as the source options say."""
-    schema = catalog.load_schema(conn, database, table)
-    return with_tinyint1(schema, as_boolean=options.tinyint1_as_boolean)
-
-
-def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> CapturePlan:
-    """The captured tables' schemas and the binlog position they hold at.
-
-    The schemas are read between two positions; a DDL on a captured table between them
-    would leave it unclear which side of it they were read on, so they are read again.
-    """
-    with sql_connection(settings) as conn:
-        info = server.server_info(conn)
-        names = catalog.match_tables(conn, options.table_filter())
-        check_captured_databases(conn, info, (db for db, _ in names))
-        captured = frozenset(names)
-        for _attempt in range(SCHEMA_READ_ATTEMPTS):
-            before = server.current_position(conn, info, with_gtids=False)
-            tables = tuple(load_schema(conn, db, t, options) for db, t in names)
-            read_at = server.current_position(conn, info, with_gtids=False)
-            racing = before < read_at and any(
-                True
-                for _ in read_range(
-                    settings, ServerIdRange.parse(options.server_id, 1).pick(0), before,
-                    read_at, partial(is_captured, captured), rows=False,
-                )
-            )  # fmt: skip
-            if not racing:
-                break
-        else:
-            raise SourceError(
-                f"the captured tables' schemas changed during each of {SCHEMA_READ_ATTEMPTS} "
-                "attempts to read them (DDL running in a loop?); start the query again later"
-            )
-        metadata = server.variables(conn, "binlog_row_metadata").get("binlog_row_metadata")
+        names = session.run(matched)
+    finally:
+        session.close()
+    captured = dialect.capture_schemas(names)
+    tables = captured.tables
     if options.scan_startup_mode in SNAPSHOT_MODES:  # every table can be cut into chunks
         for schema in tables:
             chunk_key_column(schema, options.chunk_key_column)
@@ -135,41 +95,7 @@ def plan_capture(options: SourceOptions, settings: ConnectionSettings) -> Captur
     return CapturePlan(
         tables,
         options.changelog_shape,
-        read_at.seq(),
-        json.dumps(read_at.to_offset()),
-        metadata is not None and metadata.upper() == "FULL",
-    )
-
-
-def startup_position(options: SourceOptions, settings: ConnectionSettings) -> BinlogPosition:
-    """Where a new query starts reading, by ``scan.startup.mode``."""
-    mode = options.scan_startup_mode
-    with sql_connection(settings) as conn:
-        info = server.server_info(conn)
-        if mode == "latest-offset":
-            return server.current_position(conn, info)
-        if mode == "earliest-offset":
-            return server.earliest_position(conn, info)
-        if mode == "specific-offset":
-            gtids = (
-                GtidSet.parse(options.specific_offset_gtid_set)
-                if options.specific_offset_gtid_set
-                else None
-            )
-            if options.specific_offset_file and options.specific_offset_pos is not None:
-                return BinlogPosition(
-                    options.specific_offset_file, options.specific_offset_pos, gtids
-                )
-            raise ConfigError(
-                "scan.startup.specific-offset.gtid-set alone is not supported yet; give "
-                "scan.startup.specific-offset.file and .pos as well"
-            )
-        if mode == "timestamp":
-            assert options.startup_timestamp_millis is not None
-            return server.position_for_timestamp(
-                conn, settings, info, options.startup_timestamp_millis
-            )
-    raise ConfigError(
-        f"scan.startup.mode={mode} is not available in this version; use latest-offset, "
-        "earliest-offset, specific-offset or timestamp"
+        captured.position.seq(),
+        json.dumps(captured.position.to_offset()),
+        captured.rows_carry_columns,
     )

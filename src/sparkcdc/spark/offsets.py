@@ -55,16 +55,6 @@ class ChunkPartition(InputPartition):
     schema: str = ""  # the table's schema (JSON) when it was added while the query ran
 
 
-def is_captured(tables: frozenset[tuple[str, str]], database: str, table: str) -> bool:
-    return (database, table) in tables
-
-
-def captured_or(
-    captured: TablePredicate, tables: frozenset[tuple[str, str]], database: str, table: str
-) -> bool:
-    return captured(database, table) or (database, table) in tables
-
-
 def offset_position(offset: dict[str, Any]) -> BinlogPosition:
     return BinlogPosition.from_offset(offset["binlog"])
 

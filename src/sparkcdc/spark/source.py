@@ -35,19 +35,17 @@ from sparkcdc.errors import (
     SourceError,
     SparkCdcError,
 )
+from sparkcdc.model.dialect import RangeRead, dialect_for
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
-from sparkcdc.model.tables import TablePredicate
-from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
+from sparkcdc.mysql import server
 from sparkcdc.mysql.connection import KeptConnection
 from sparkcdc.mysql.continuity import Continuity, ServerView, judge
-from sparkcdc.mysql.ddl_names import with_shadows
+from sparkcdc.mysql.dialect import connection_settings
 from sparkcdc.mysql.tablemeta import TableVersions
-from sparkcdc.mysql.validator import check_captured_databases
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -55,13 +53,7 @@ from sparkcdc.snapshot.interleave import filter_changes
 from sparkcdc.snapshot.reader import read_chunks, read_together
 from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
-from sparkcdc.spark.capture import (
-    CapturePlan,
-    connection_settings,
-    load_schema,
-    plan_capture,
-    startup_position,
-)
+from sparkcdc.spark.capture import CapturePlan, plan_capture
 from sparkcdc.spark.changelog import (
     SnapshotRows,
 )
@@ -78,10 +70,8 @@ from sparkcdc.spark.offsets import (
     BinlogRangePartition,
     ChunkPartition,
     binlog_shares,
-    captured_or,
     check_successor,
     distance,
-    is_captured,
     make_offset,
     offset_databases,
     offset_identity,
@@ -270,6 +260,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self.plan = plan
         self.server_ids = server_ids
         self.parallelism = max(1, parallelism)  # the session's, for spreading chunks
+        self.dialect = dialect_for(options)
         self.settings = connection_settings(options)
         self.snapshot = options.scan_startup_mode in SNAPSHOT_MODES
         self._coordinator: SnapshotCoordinator | None = None
@@ -343,7 +334,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 position = self._stamp(view, view.end)
                 self._initial = make_offset(position, self.coordinator.initial(), view.identity)
             else:
-                position = startup_position(self.options, self.settings)
+                position = self.dialect.startup_position()
                 if position.file in dict(view.files):
                     position = self._stamp(view, position)
                 self._initial = make_offset(position, identity=view.identity, tables=self._tables())
@@ -484,12 +475,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         def new_tables(conn: Any) -> tuple[TableSchema, ...]:
             names = [
                 (db, t)
-                for db, t in catalog.match_tables(conn, self.options.table_filter())
+                for db, t in self.dialect.match_tables(conn, self.options.table_filter())
                 if (db, t) not in known
             ]
             if names:  # a new database may be one the binlog filters leave out
-                check_captured_databases(conn, server.server_info(conn), (db for db, _ in names))
-            return tuple(load_schema(conn, db, t, self.options) for db, t in names)
+                self.dialect.check_databases(conn, (db for db, _ in names))
+            return tuple(self.dialect.load_schema(conn, db, t) for db, t in names)
 
         added = self._on_server(new_tables)
         for schema in added:
@@ -928,10 +919,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         read_at = BinlogPosition.from_offset(json.loads(self.plan.schema_offset))
         ddl: dict[tuple[str, str], list[BinlogPosition]] = {}
         if start < read_at:
-            captured = self.plan.includes
-            for change in read_range(
-                self.settings, self.server_ids.pick(0), start, read_at, captured, rows=False
-            ):
+            spec = RangeRead(
+                start, read_at, self.server_ids.pick(0), frozenset(self._tables()), rows=False
+            )
+            for change in self.dialect.read_range(spec):
                 assert isinstance(change, SchemaChange) and change.position is not None
                 ddl.setdefault((change.database, change.table), []).append(change.position)
         versions: dict[tuple[str, str], list[tuple[int, TableSchema]]] = {}
@@ -976,45 +967,34 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         assert isinstance(partition, BinlogRangePartition)
         start = offset_position(json.loads(partition.start))
         end = offset_position(json.loads(partition.end))
-        includes: TablePredicate = self.plan.includes
+        captured = frozenset(self._tables())
+        if partition.tables:
+            captured = frozenset((db, t) for db, t in json.loads(partition.tables))
         # the databases of the stream's tables: those it captures now, and those its start
         # offset names (a table whose database was dropped while the query was stopped is
         # in no plan)
-        databases = {db for db, _ in self._tables()}
-        if partition.tables:
-            captured = frozenset((db, t) for db, t in json.loads(partition.tables))
-            includes = partial(is_captured, captured)
-            databases = {db for db, _ in captured}
+        databases = {db for db, _ in captured}
         if partition.vanished:
             databases |= set(json.loads(partition.vanished))
         # tables the start offset names that no longer exist for the query: their DDL is
         # delivered (a DROP TABLE made while it was stopped), their rows cannot be
         gone = frozenset((db, t) for db, t in json.loads(partition.gone or "[]"))
-        versions = (
-            TableVersions.from_json(json.loads(partition.versions)) if partition.versions else None
-        )
-        share = Share(partition.share, partition.shares)
-        # a typed stream restarts at the cut-over's own RENAME and reads the new schema then:
-        # the copies' statements would only restart it more often
-        follow = self.options.online_schema_changes and not self.plan.typed
-        refuse = self.options.ddl_row_changes == "fail"
-        ddl_of: TablePredicate = partial(captured_or, includes, gone) if gone else includes
-        ddl_filter = partial(with_shadows, ddl_of) if follow else ddl_of
-        changes: Any = read_range(
-            self.settings,
-            partition.server_id,
+        spec = RangeRead(
             start,
             end,
-            includes,
-            versions,
-            share=share,
-            ddl_filter=ddl_filter,
-            # a DROP DATABASE of captured tables drops their rows with no row image
-            stop_database=frozenset(databases).__contains__ if refuse else None,
-            stop_table=partial(is_captured, gone) if refuse and gone else None,
+            partition.server_id,
+            captured,
+            gone,
+            frozenset(databases),
+            # a typed stream restarts at the cut-over's own RENAME and reads the new schema
+            # then: the copies' statements would only restart it more often
+            follow_copies=self.options.online_schema_changes and not self.plan.typed,
+            refuse_row_changing_ddl=self.options.ddl_row_changes == "fail",
+            versions=partition.versions,
+            share=partition.share,
+            shares=partition.shares,
         )
-        if refuse:
-            changes = refuse_row_changing_ddl(changes)
+        changes: Any = self.dialect.read_range(spec)
         if gone and self.plan.typed:
             changes = _refuse_ddl_of(changes, gone, self.plan.tables[0].qualified_name)
         if not partition.filter_state:
@@ -1184,12 +1164,10 @@ class MySqlCdcDataSource(DataSource):
         """The captured tables, once the server is known to be ready for CDC: a server that
         is not (a missing grant, binlog_format) stops with the validator's message and the
         statement that fixes it, not with the first query that failed."""
-        from sparkcdc.mysql.validator import check_source
-
         if self._plan is None:
-            settings = connection_settings(self.source_options)
-            check_source(settings)
-            self._plan = plan_capture(self.source_options, settings)
+            dialect = dialect_for(self.source_options)
+            dialect.check_server()
+            self._plan = plan_capture(self.source_options, dialect)
         return self._plan
 
     @message_first

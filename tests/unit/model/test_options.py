@@ -23,7 +23,7 @@ def test_defaults_follow_flink_cdc() -> None:
 
 
 def test_connect_max_retries_reaches_the_binlog_reads() -> None:
-    from sparkcdc.spark.capture import connection_settings
+    from sparkcdc.mysql.dialect import connection_settings
 
     options = SourceOptions.from_options({**BASE, "connect.max-retries": "0"})
     assert connection_settings(options).connect_max_retries == 0

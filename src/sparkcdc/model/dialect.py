@@ -1,0 +1,210 @@
+"""The source interface: what a database implements for sparkcdc to capture it.
+
+The incremental snapshot, the Spark source and the pipelines are written once against
+:class:`SourceDialect`, as Flink CDC's incremental-snapshot framework is against its
+``JdbcDataSourceDialect``; each database implements it in its own package and is found by
+its source type name (:func:`dialect_class`, loaded on first use like the sinks). The
+MySQL/MariaDB source (``sparkcdc.mysql.dialect``) is the only implementation; what each
+method must guarantee is in DESIGN.md, "The source interface".
+
+>>> dialect_class("mysql-cdc").__name__
+'MySqlDialect'
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.options import ServerIdRange, SourceOptions
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.tables import TableFilter
+
+T = TypeVar("T")
+
+
+class Position(Protocol):
+    """A place in a source's change stream (a binlog position, a WAL LSN): totally
+    ordered, and lossless through its offset form (``from_offset(p.to_offset()) == p``)."""
+
+    def to_offset(self) -> dict[str, Any]: ...
+
+    def seq(self) -> int:
+        """A number that orders the changes of one stream (the ``_seq`` of their rows)."""
+        ...
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+    def __le__(self, other: Any, /) -> bool: ...
+
+
+P = TypeVar("P", bound=Position)
+
+
+class Session(Protocol):
+    """A SQL connection kept for reads: ``run(work)`` gives ``work`` the open connection
+    and does it again, whole, on a new one when the server dropped it."""
+
+    def run(self, work: Callable[[Any], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class ReaderClaim(Protocol):
+    """The stream's hold on its reader ids on the server (MySQL: server ids; PostgreSQL:
+    a replication slot): ``check`` while a run goes on, ``close`` at its end."""
+
+    def check(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RangeRead(Generic[P]):
+    """One read of a change range ``[start, end)``: what a binlog (WAL) partition reads.
+
+    Built once where the read is planned, picklable (it travels to the executor that reads).
+    ``tables``: the captured (database, table)s, whose row changes and DDL are yielded.
+    ``gone``: tables the stream captured before and no longer does (dropped or renamed while
+    it was stopped): their DDL is yielded; with ``refuse_row_changing_ddl`` their rows, and a
+    drop of one of ``databases``, stop the read. ``rows=False``: schema changes only.
+    ``follow_copies``: DDL on the copies an online schema change tool alters is yielded too.
+    ``versions``: the source's own JSON of the captured tables' schemas by position, for
+    rows logged without their columns' metadata ("": none needed). ``share`` of ``shares``:
+    this reader's part when several read the range.
+    """
+
+    start: P
+    end: P
+    reader_id: int
+    tables: frozenset[tuple[str, str]]
+    gone: frozenset[tuple[str, str]] = frozenset()
+    databases: frozenset[str] = frozenset()
+    rows: bool = True
+    follow_copies: bool = False
+    refuse_row_changing_ddl: bool = False
+    versions: str = ""
+    share: int = 0
+    shares: int = 1
+
+    def captures(self, database: str, table: str) -> bool:
+        return (database, table) in self.tables
+
+
+@dataclass(frozen=True)
+class CapturedSchemas(Generic[P]):
+    """The captured tables' schemas and the position they hold at."""
+
+    tables: tuple[TableSchema, ...]
+    position: P
+    # whether rows carry their columns' metadata (MySQL: binlog_row_metadata=FULL); without
+    # it they are decoded with the schemas kept by position (``RangeRead.versions``)
+    rows_carry_columns: bool
+
+
+class SourceDialect(ABC, Generic[P]):
+    """What a database implements for sparkcdc to capture it; one per source type.
+
+    An instance holds one source's settings (from the source options) and no connection:
+    it is picklable and travels to executors. Connections are opened by ``session`` (SQL
+    look-ups, each method taking the connection ``work`` is given) and by ``read_range``
+    (the change stream).
+    """
+
+    type_name: str  # the source type: the streaming format and pipeline ``source.type``
+
+    @abstractmethod
+    def __init__(self, options: SourceOptions) -> None: ...
+
+    # -- the server -------------------------------------------------------------------
+
+    @abstractmethod
+    def check_server(self) -> None:
+        """Raise ``SourceError`` naming the setting or grant to fix when the server cannot
+        be captured (its change log off or in a form not read, a privilege missing)."""
+
+    @abstractmethod
+    def session(self, database: str | None = None) -> Session:
+        """A kept SQL connection to the server (opened on first use)."""
+
+    @abstractmethod
+    def claim_readers(self, ids: ServerIdRange) -> ReaderClaim:
+        """Claim the stream's reader ids on the server, or raise saying who holds one."""
+
+    # -- tables -----------------------------------------------------------------------
+
+    @abstractmethod
+    def match_tables(self, conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
+        """The (database, table)s the server has that ``tables`` matches, sorted."""
+
+    @abstractmethod
+    def check_databases(self, conn: Any, databases: Iterable[str]) -> None:
+        """Raise ``SourceError`` when the change log leaves out one of ``databases``."""
+
+    @abstractmethod
+    def load_schema(self, conn: Any, database: str, table: str) -> TableSchema:
+        """A table's columns and primary key as the source options type them."""
+
+    @abstractmethod
+    def capture_schemas(self, names: Sequence[tuple[str, str]]) -> CapturedSchemas[P]:
+        """The schemas of ``names`` and the position they hold at: no schema change of
+        theirs between the position and the read."""
+
+    @abstractmethod
+    def unique_keys(self, conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
+        """A table's unique keys (chunk key candidates when it has no primary key)."""
+
+    @abstractmethod
+    def estimated_rows(self, conn: Any, database: str, table: str) -> int:
+        """The server's estimate of a table's row count (no scan)."""
+
+    # -- positions --------------------------------------------------------------------
+
+    @abstractmethod
+    def current_position(self, conn: Any) -> P:
+        """Where the change stream ends now: a watermark, on a transaction boundary."""
+
+    @abstractmethod
+    def startup_position(self) -> P:
+        """Where a new stream starts reading, as the options' ``scan.startup.mode`` says."""
+
+    @abstractmethod
+    def position_from_offset(self, offset: dict[str, Any]) -> P:
+        """The position of ``offset`` (the inverse of ``Position.to_offset``)."""
+
+    # -- the change stream ------------------------------------------------------------
+
+    @abstractmethod
+    def read_range(self, spec: RangeRead[P]) -> Iterator[RowChanges | SchemaChange]:
+        """Every change of ``spec.tables`` in ``[spec.start, spec.end)`` once, in stream
+        order, each row carrying the ``seq`` of its position; raise when the stream there
+        is not the one the positions were taken on."""
+
+
+SOURCE_TYPES = {
+    "mysql-cdc": "sparkcdc.mysql.dialect:MySqlDialect",
+}
+"""Source type name -> ``module:class`` of its :class:`SourceDialect`, imported on first use."""
+
+
+def dialect_class(type_name: str, *, where: str = "source.type") -> type[SourceDialect[Any]]:
+    """The SourceDialect registered for ``type_name`` (imported on first use)."""
+    target = SOURCE_TYPES.get(type_name)
+    if target is None:
+        raise ConfigError(
+            f"{where}: unknown source type {type_name!r}.{did_you_mean(type_name, SOURCE_TYPES)}"
+            f" Valid types: {', '.join(sorted(SOURCE_TYPES))}"
+        )
+    module_name, _, class_name = target.partition(":")
+    cls: type[SourceDialect[Any]] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def dialect_for(options: SourceOptions, type_name: str = "mysql-cdc") -> SourceDialect[Any]:
+    """The dialect of one source, from its options."""
+    return dialect_class(type_name)(options)

@@ -1,0 +1,184 @@
+"""The MySQL/MariaDB source behind the source interface (:mod:`sparkcdc.model.dialect`).
+
+Positions are :class:`BinlogPosition`; the change stream is the binlog, read over a
+replication connection with a server id of the stream's (claimed with named locks); the
+server's end is ``SHOW MASTER STATUS`` (with its GTID state).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from sparkcdc.errors import ConfigError, SourceError
+from sparkcdc.model.dialect import CapturedSchemas, RangeRead, SourceDialect
+from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.options import ServerIdRange, SourceOptions
+from sparkcdc.model.position import BinlogPosition, GtidSet
+from sparkcdc.model.schema import TableSchema, with_tinyint1
+from sparkcdc.model.tables import TableFilter, TablePredicate
+from sparkcdc.mysql import catalog, server
+from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
+from sparkcdc.mysql.connection import ConnectionSettings, KeptConnection, sql_connection
+from sparkcdc.mysql.ddl_names import with_shadows
+from sparkcdc.mysql.server_ids import ServerIdClaim
+from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.validator import check_captured_databases, check_source
+
+SCHEMA_READ_ATTEMPTS = 5
+
+
+def connection_settings(options: SourceOptions) -> ConnectionSettings:
+    """How the source options reach the server.
+
+    >>> from sparkcdc.model.options import SourceOptions
+    >>> options = SourceOptions.from_options(
+    ...     {"hostname": "db", "username": "u", "password": "p", "database-name": "app",
+    ...      "scan.startup.mode": "latest-offset"})
+    >>> connection_settings(options).endpoint
+    'db:3306'
+    """
+    return ConnectionSettings(
+        host=options.hostname,
+        port=options.port,
+        user=options.username,
+        password=options.password.get_secret_value(),
+        connect_timeout_s=options.connect_timeout_s,
+        read_timeout_s=max(options.heartbeat_interval_s * 3, 60.0),
+        tls=options.tls_settings(),
+        connect_max_retries=options.connect_max_retries,
+    )
+
+
+def _in(tables: frozenset[tuple[str, str]], database: str, table: str) -> bool:
+    return (database, table) in tables
+
+
+def _captured_or(
+    captured: TablePredicate, tables: frozenset[tuple[str, str]], database: str, table: str
+) -> bool:
+    return captured(database, table) or (database, table) in tables
+
+
+class MySqlDialect(SourceDialect[BinlogPosition]):
+    """The MySQL/MariaDB source: the binlog is its change stream."""
+
+    type_name = "mysql-cdc"
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = connection_settings(options)
+
+    def check_server(self) -> None:
+        check_source(self.settings)
+
+    def session(self, database: str | None = None) -> KeptConnection:
+        return KeptConnection.to(self.settings, database)
+
+    def claim_readers(self, ids: ServerIdRange) -> ServerIdClaim:
+        return ServerIdClaim.take(self.settings, ids)
+
+    def match_tables(self, conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
+        return catalog.match_tables(conn, tables)
+
+    def check_databases(self, conn: Any, databases: Iterable[str]) -> None:
+        check_captured_databases(conn, server.server_info(conn), databases)
+
+    def load_schema(self, conn: Any, database: str, table: str) -> TableSchema:
+        schema = catalog.load_schema(conn, database, table)
+        return with_tinyint1(schema, as_boolean=self.options.tinyint1_as_boolean)
+
+    def unique_keys(self, conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
+        return catalog.unique_keys(conn, database, table)
+
+    def estimated_rows(self, conn: Any, database: str, table: str) -> int:
+        return catalog.estimated_rows(conn, database, table)
+
+    def current_position(self, conn: Any) -> BinlogPosition:
+        return server.current_position(conn, server.server_info(conn))
+
+    def position_from_offset(self, offset: dict[str, Any]) -> BinlogPosition:
+        return BinlogPosition.from_offset(offset)
+
+    def capture_schemas(self, names: Sequence[tuple[str, str]]) -> CapturedSchemas[BinlogPosition]:
+        # read between two positions: a DDL on one of them between those would leave it
+        # unclear which side of it they were read on, so they are read again
+        captured = frozenset(names)
+        reader_id = ServerIdRange.parse(self.options.server_id, 1).pick(0)
+        with sql_connection(self.settings) as conn:
+            info = server.server_info(conn)
+            for _attempt in range(SCHEMA_READ_ATTEMPTS):
+                before = server.current_position(conn, info, with_gtids=False)
+                tables = tuple(self.load_schema(conn, db, t) for db, t in names)
+                read_at = server.current_position(conn, info, with_gtids=False)
+                racing = before < read_at and any(
+                    True
+                    for _ in self.read_range(
+                        RangeRead(before, read_at, reader_id, captured, rows=False)
+                    )
+                )
+                if not racing:
+                    break
+            else:
+                raise SourceError(
+                    f"the captured tables' schemas changed during each of {SCHEMA_READ_ATTEMPTS} "
+                    "attempts to read them (DDL running in a loop?); start the query again later"
+                )
+            metadata = server.variables(conn, "binlog_row_metadata").get("binlog_row_metadata")
+        full = metadata is not None and metadata.upper() == "FULL"  # binlog_row_metadata
+        return CapturedSchemas(tables, read_at, full)
+
+    def startup_position(self) -> BinlogPosition:
+        options = self.options
+        mode = options.scan_startup_mode
+        with sql_connection(self.settings) as conn:
+            info = server.server_info(conn)
+            if mode == "latest-offset":
+                return server.current_position(conn, info)
+            if mode == "earliest-offset":
+                return server.earliest_position(conn, info)
+            if mode == "specific-offset":
+                gtids = (
+                    GtidSet.parse(options.specific_offset_gtid_set)
+                    if options.specific_offset_gtid_set
+                    else None
+                )
+                if options.specific_offset_file and options.specific_offset_pos is not None:
+                    return BinlogPosition(
+                        options.specific_offset_file, options.specific_offset_pos, gtids
+                    )
+                raise ConfigError(
+                    "scan.startup.specific-offset.gtid-set alone is not supported yet; give "
+                    "scan.startup.specific-offset.file and .pos as well"
+                )
+            if mode == "timestamp":
+                assert options.startup_timestamp_millis is not None
+                return server.position_for_timestamp(
+                    conn, self.settings, info, options.startup_timestamp_millis
+                )
+        raise ConfigError(
+            f"scan.startup.mode={mode} is not available in this version; use latest-offset, "
+            "earliest-offset, specific-offset or timestamp"
+        )
+
+    def read_range(self, spec: RangeRead[BinlogPosition]) -> Iterator[RowChanges | SchemaChange]:
+        includes: TablePredicate = spec.captures
+        ddl_of = partial(_captured_or, includes, spec.gone) if spec.gone else includes
+        refuse = spec.refuse_row_changing_ddl
+        changes = read_range(
+            self.settings,
+            spec.reader_id,
+            spec.start,
+            spec.end,
+            includes,
+            TableVersions.from_json(json.loads(spec.versions)) if spec.versions else None,
+            rows=spec.rows,
+            share=Share(spec.share, spec.shares),
+            ddl_filter=partial(with_shadows, ddl_of) if spec.follow_copies else ddl_of,
+            # a DROP DATABASE of captured tables drops their rows with no row image
+            stop_database=spec.databases.__contains__ if refuse else None,
+            stop_table=partial(_in, spec.gone) if refuse and spec.gone else None,
+        )
+        return refuse_row_changing_ddl(changes) if refuse else changes

@@ -1,0 +1,65 @@
+"""The source interface's registry and the MySQL dialect's parts that need no server."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from sparkcdc.errors import ConfigError
+from sparkcdc.model.dialect import RangeRead, SourceDialect, dialect_class, dialect_for
+from sparkcdc.model.options import SourceOptions
+from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql.dialect import MySqlDialect
+
+OPTIONS = {
+    "hostname": "db",
+    "port": "3307",
+    "username": "u",
+    "password": "p",
+    "database-name": "a",
+    "scan.startup.mode": "latest-offset",
+}
+
+
+def test_the_registry_finds_the_mysql_source_by_its_type_name() -> None:
+    cls = dialect_class("mysql-cdc")
+    assert cls is MySqlDialect
+    assert issubclass(cls, SourceDialect)
+    assert cls.type_name == "mysql-cdc"
+
+
+def test_an_unknown_source_type_names_the_closest_valid_one() -> None:
+    with pytest.raises(
+        ConfigError, match=r"source.type: unknown source type 'mysql-cd'.*mysql-cdc"
+    ):
+        dialect_class("mysql-cd")
+
+
+def test_a_dialect_travels_to_executors_without_a_connection() -> None:
+    dialect = dialect_for(SourceOptions.from_options(OPTIONS))
+    copy = pickle.loads(pickle.dumps(dialect))
+    assert isinstance(copy, MySqlDialect)
+    assert copy.settings == dialect.settings
+    assert copy.settings.endpoint == "db:3307"
+
+
+def test_positions_round_trip_through_the_dialect() -> None:
+    dialect = dialect_for(SourceOptions.from_options(OPTIONS))
+    position = BinlogPosition("mysql-bin.000002", 1234)
+    assert dialect.position_from_offset(position.to_offset()) == position
+
+
+def test_a_range_read_is_a_picklable_spec_of_its_tables() -> None:
+    spec = RangeRead(
+        BinlogPosition("b.000001", 4),
+        BinlogPosition("b.000001", 900),
+        6401,
+        frozenset({("app", "t")}),
+        gone=frozenset({("app", "old")}),
+        share=1,
+        shares=2,
+    )
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert spec.captures("app", "t")
+    assert not spec.captures("app", "old")  # its DDL is read, its rows are not
