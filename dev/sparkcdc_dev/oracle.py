@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-METADATA_COLUMNS = ("_op", "_op_ts", "_seq", "_database", "_table")
+from sparkcdc.model.changelog import METADATA_COLUMNS, OP, SEQ, RowKind
 
 
 @dataclass
@@ -35,35 +35,35 @@ def replay(changelog: Iterable[Mapping[str, Any]], key_columns: Sequence[str]) -
     pending_before: tuple[Any, ...] | None = None
     for row in changelog:
         result.rows += 1
-        op = row["_op"]
+        op = row[OP]
         key = tuple(row[c] for c in key_columns)
         image = {k: v for k, v in row.items() if k not in METADATA_COLUMNS}
-        seq = row["_seq"]
+        seq = row[SEQ]
         if key in last_seq and seq < last_seq[key]:
             result.violations.append(f"seq went back for key {key}: {last_seq[key]} -> {seq}")
         last_seq[key] = seq
-        if pending_before is not None and op != "+U":
+        if pending_before is not None and op != RowKind.UPDATE_AFTER:
             result.violations.append(f"-U of key {pending_before} not followed by +U")
             pending_before = None
-        if op == "+I":
+        if op == RowKind.INSERT:
             if key in result.state:
                 result.violations.append(f"+I of key {key} that is already present (seq {seq})")
             result.state[key] = image
-        elif op == "-U":
+        elif op == RowKind.UPDATE_BEFORE:
             if key not in result.state:
                 result.violations.append(f"-U of key {key} that is not present (seq {seq})")
             elif result.state[key] != image:
                 result.violations.append(f"-U image of key {key} differs from its last state")
             result.state.pop(key, None)
             pending_before = key
-        elif op == "+U":
+        elif op == RowKind.UPDATE_AFTER:
             if pending_before is None:
                 result.violations.append(f"+U of key {key} without a -U before it (seq {seq})")
             pending_before = None
             if key in result.state:
                 result.violations.append(f"+U of key {key} that is already present (seq {seq})")
             result.state[key] = image
-        elif op == "-D":
+        elif op == RowKind.DELETE:
             if key not in result.state:
                 result.violations.append(f"-D of key {key} that is not present (seq {seq})")
             elif result.state[key] != image:

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from sparkcdc.model.changelog import METADATA_COLUMNS
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.pipeline.composer import _text_rows, apply_transform, sink_frame, source_changes
 from sparkcdc.pipeline.config import TransformRule
-from sparkcdc.sinks.base import METADATA_COLUMNS, spark_type_name
+from sparkcdc.sinks.base import spark_type_name
 
 pytestmark = pytest.mark.integration
 

@@ -1,39 +1,19 @@
 """The change-event vocabulary every layer speaks, from the decoder to the sinks.
 
 :class:`RowChanges` (the rows one source event changes) and :class:`SchemaChange` (a DDL
-statement on a captured table) are what a source yields; :class:`RowKind` and
-:class:`EnvelopeOp` are how the change rows spell them (Flink's RowKind, Debezium's op
-codes).
+statement on a captured table) are what a source yields; the change rows that spell them
+speak :mod:`sparkcdc.model.changelog`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 from typing import Protocol
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column
-
-
-class RowKind(StrEnum):
-    """``_op`` of the typed changelog (Flink RowKind short strings)."""
-
-    INSERT = "+I"
-    UPDATE_BEFORE = "-U"
-    UPDATE_AFTER = "+U"
-    DELETE = "-D"
-
-
-class EnvelopeOp(StrEnum):
-    """``op`` of the envelope (Debezium codes, plus schema changes)."""
-
-    READ = "r"  # snapshot row
-    CREATE = "c"
-    UPDATE = "u"
-    DELETE = "d"
-    DDL = "ddl"
 
 
 class RowsKind(Enum):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError, SinkError
+from sparkcdc.model.changelog import DATABASE, METADATA_COLUMNS, OP, OP_TS, SEQ, TABLE, RowKind
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
@@ -37,12 +38,6 @@ from sparkcdc.pipeline.evolution import (
     SinkTableState,
 )
 from sparkcdc.sinks.base import (
-    DATABASE,
-    METADATA_COLUMNS,
-    OP,
-    OP_TS,
-    SEQ,
-    TABLE,
     SinkColumn,
     SinkTable,
     session_conf,
@@ -639,11 +634,15 @@ class BatchWriter:
                 counts = (
                     batch.groupBy(DATABASE, TABLE, F.col(OP) == DDL_OP)
                     .agg(
-                        F.count(F.when(F.col(OP) != "-U", 1)),
+                        F.count(F.when(F.col(OP) != RowKind.UPDATE_BEFORE.value, 1)),
                         F.max(OP_TS),
                         F.count(F.when(F.col(OP_TS).isNull(), 1)),  # snapshot rows
                         # binlog updates and deletes
-                        F.count(F.when(F.col(OP_TS).isNotNull() & (F.col(OP) != "+I"), 1)),
+                        F.count(
+                            F.when(
+                                F.col(OP_TS).isNotNull() & (F.col(OP) != RowKind.INSERT.value), 1
+                            )
+                        ),
                     )
                     .collect()
                 )
@@ -757,7 +756,7 @@ class BatchWriter:
         ):
             return False
         snapshot_row = (
-            (F.col(OP) == "+I")
+            (F.col(OP) == RowKind.INSERT.value)
             & F.col(OP_TS).isNull()
             & (F.col(DATABASE) == schema.database)
             & (F.col(TABLE) == schema.table)
@@ -923,7 +922,8 @@ class BatchWriter:
             {n: value_text(v) for n, v in zip(names, r, strict=True) if v is not None} for r in rows
         ]
         frame = _text_rows(
-            self.sink.spark, [("+I", None, 0, database, name, None, t) for t in texts]
+            self.sink.spark,
+            [(RowKind.INSERT.value, None, 0, database, name, None, t) for t in texts],
         )
         schema = TableSchema(database, name, tuple(columns), tuple(c.name for c in keys))
         return source_changes(frame, schema).select(*[quote_spark(n) for n in names])

@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, as_location, session_hadoop_settings
+from sparkcdc.model.changelog import METADATA_COLUMNS
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType, matches_kinds
 from sparkcdc.pipeline import canonical as cn
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
-from sparkcdc.sinks.base import METADATA_COLUMNS, Sink, SinkColumn, SinkTable
+from sparkcdc.sinks.base import Sink, SinkColumn, SinkTable
 
 if TYPE_CHECKING:
     import pyarrow as pa

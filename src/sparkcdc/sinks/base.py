@@ -41,21 +41,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
+from sparkcdc.model.changelog import (
+    DELETED,
+    GONE_KINDS,
+    OP,
+    SEQ,
+    SORTS_FIRST,
+    RowKind,
+    kind_rank,
+)
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column
 from sparkcdc.model.schema_change import kinds_of_tag
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
-
-OP = "_op"
-OP_TS = "_op_ts"
-SEQ = "_seq"
-DATABASE = "_database"
-TABLE = "_table"
-METADATA_COLUMNS = (OP, OP_TS, SEQ, DATABASE, TABLE)
-DELETED = "_deleted"  # added by final_states
 
 log = logging.getLogger(__name__)
 
@@ -409,16 +411,24 @@ def final_states(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rank = F.when(F.col(OP) == "-U", 0).otherwise(1)
     window = Window.partitionBy(*[F.col(quote_spark(k)) for k in key_columns]).orderBy(
-        F.col(SEQ).desc(), rank.desc()
+        F.col(SEQ).desc(), kind_rank_column().desc()
     )
     return (
         changes.withColumn("_rn", F.row_number().over(window))
         .where(F.col("_rn") == 1)
         .drop("_rn")
-        .withColumn(DELETED, F.col(OP).isin("-D", "-U"))
+        .withColumn(DELETED, F.col(OP).isin(*[kind.value for kind in GONE_KINDS]))
     )
+
+
+def kind_rank_column() -> SparkColumn:
+    """:func:`~sparkcdc.model.changelog.kind_rank` of each row's ``_op``, as a Spark column:
+    order by ``_seq`` then this to put an update's ``-U`` before its ``+U``."""
+    from pyspark.sql import functions as F
+
+    first = F.col(OP) == SORTS_FIRST.value
+    return F.when(first, kind_rank(SORTS_FIRST)).otherwise(kind_rank(RowKind.UPDATE_AFTER))
 
 
 def key_span(changes: DataFrame, table: SinkTable) -> tuple[bool, str | None]:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from sparkcdc.model.changelog import METADATA_COLUMNS, SEQ
 from sparkcdc.model.identifiers import quote_spark
-from sparkcdc.sinks.base import METADATA_COLUMNS, OP, SEQ, SchemalessSink, SinkOptions, SinkTable
+from sparkcdc.sinks.base import SchemalessSink, SinkOptions, SinkTable, kind_rank_column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -37,11 +38,9 @@ class ConsoleSink(SchemalessSink):
     ) -> bool:
         assert isinstance(self.options, ConsoleOptions)
         print(f"--- batch {batch_id}: {table.name}")
-        from pyspark.sql import functions as F
-
         # in commit order (a batch's binlog may be decoded by several partitions); an
         # update's -U before its +U
-        shown = changes.orderBy(SEQ, F.when(F.col(OP) == "-U", 0).otherwise(1)).select(
+        shown = changes.orderBy(SEQ, kind_rank_column()).select(
             *METADATA_COLUMNS[:3], *[quote_spark(c) for c in table.column_names]
         )
         if self.options.truncate:

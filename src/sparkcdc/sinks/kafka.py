@@ -102,21 +102,18 @@ from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untype
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.changelog import DATABASE, OP, OP_TS, SEQ, TABLE, EnvelopeOp, RowKind
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import fraction_digits, spark_decimal
 from sparkcdc.mysql.tablemeta import labels as enum_labels
 from sparkcdc.sinks.base import (
-    DATABASE,
-    OP,
-    OP_TS,
-    SEQ,
-    TABLE,
     SchemalessSink,
     SinkColumn,
     SinkContext,
     SinkOptions,
     SinkTable,
     gather_prefixed,
+    kind_rank_column,
 )
 
 if TYPE_CHECKING:
@@ -502,7 +499,7 @@ def message_steps(
             encoding.image(image, table.columns, nullable=False).alias("image"),
             (pk if pk is not None else F.lit(None)).alias("pk"),
             (F.xxhash64(pk) if pk is not None else F.lit(0)).alias("key_hash"),
-            F.when(F.col(OP) == "-U", 0).otherwise(1).alias("rank"),
+            kind_rank_column().alias("rank"),
         )
     )
     if not inserts and pk is None and not one_task:  # no key: all in one task, in order
@@ -592,16 +589,19 @@ def _paired(
         pairing, after_half = _pair_halves()
         steps += pairing
         prev_image = F.col("prev_image")
+    read, create, update = EnvelopeOp.READ.value, EnvelopeOp.CREATE.value, EnvelopeOp.UPDATE.value
     kind = (
-        F.when(op == "+I", F.when(F.col("op_ts").isNull(), "r").otherwise("c"))
-        .when(op == "+U", F.when(after_half, "u").otherwise("c"))
-        .otherwise("d")  # '-D' and a lone '-U'
+        F.when(op == RowKind.INSERT.value, F.when(F.col("op_ts").isNull(), read).otherwise(create))
+        .when(op == RowKind.UPDATE_AFTER.value, F.when(after_half, update).otherwise(create))
+        .otherwise(EnvelopeOp.DELETE.value)  # '-D' and a lone '-U'
     )
     image = F.col("image")  # JSON text (message_steps)
     # expressions in the value, not columns of a step of their own: each only picks a text
     # the first step made, so naming one twice costs nothing (see message_steps' last step)
-    before = F.when(after_half, prev_image).when(op.isin("-U", "-D"), image)
-    after = F.when(op.isin("+I", "+U"), image)
+    before = F.when(after_half, prev_image).when(
+        op.isin(RowKind.UPDATE_BEFORE.value, RowKind.DELETE.value), image
+    )
+    after = F.when(op.isin(RowKind.INSERT.value, RowKind.UPDATE_AFTER.value), image)
     namespace = F.lit(json.dumps(table.namespace or None, ensure_ascii=False))
     short_name = F.lit(json.dumps(table.short_name, ensure_ascii=False))
     binlog_ms = F.unix_millis(F.col("op_ts")).cast("string")
@@ -918,8 +918,11 @@ def _pair_halves() -> tuple[list[FrameStep], Column]:
         F.lead("op").over(order).alias("next_op"),
         F.lead("seq").over(order).alias("next_seq"),
     )
-    after_half = (op == "+U") & (F.col("prev_op") == "-U") & (seq - F.col("prev_seq") <= 1)
-    before_half = (op == "-U") & (F.col("next_op") == "+U") & (F.col("next_seq") - seq <= 1)
+    before_op, after_op = RowKind.UPDATE_BEFORE.value, RowKind.UPDATE_AFTER.value
+    after_half = (op == after_op) & (F.col("prev_op") == before_op) & (seq - F.col("prev_seq") <= 1)
+    before_half = (
+        (op == before_op) & (F.col("next_op") == after_op) & (F.col("next_seq") - seq <= 1)
+    )
     kept = ~F.coalesce(before_half, F.lit(False))
     return [neighbours, lambda frame: frame.where(kept)], after_half
 

@@ -28,14 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SchemaChangedError, SourceError
-from sparkcdc.model.events import (
-    EnvelopeOp,
-    ImageColumns,
-    RowChanges,
-    RowKind,
-    RowsKind,
-    SchemaChange,
-)
+from sparkcdc.model.changelog import DATABASE, OP, OP_TS, SEQ, TABLE, EnvelopeOp, RowKind
+from sparkcdc.model.events import ImageColumns, RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import (
     Column,
@@ -50,8 +44,15 @@ from sparkcdc.mysql.decoder import EventRows
 
 BATCH_ROWS = 8192
 
-METADATA_DDL = (
-    "`_op` STRING, `_op_ts` TIMESTAMP, `_seq` BIGINT, `_database` STRING, `_table` STRING"
+METADATA_FIELDS = (
+    pa.field(OP, pa.string()),
+    pa.field(OP_TS, pa.timestamp("us", tz="UTC")),
+    pa.field(SEQ, pa.int64()),
+    pa.field(DATABASE, pa.string()),
+    pa.field(TABLE, pa.string()),
+)
+METADATA_DDL = (  # METADATA_FIELDS' types
+    f"`{OP}` STRING, `{OP_TS}` TIMESTAMP, `{SEQ}` BIGINT, `{DATABASE}` STRING, `{TABLE}` STRING"
 )
 ENVELOPE_DDL = (
     "`database` STRING, `table` STRING, `op` STRING, `before` STRING, `after` STRING, "
@@ -128,15 +129,8 @@ def typed_ddl(schema: TableSchema) -> str:
 
 
 def _typed_arrow_schema(schema: TableSchema) -> pa.Schema:
-    fields = [
-        pa.field("_op", pa.string()),
-        pa.field("_op_ts", pa.timestamp("us", tz="UTC")),
-        pa.field("_seq", pa.int64()),
-        pa.field("_database", pa.string()),
-        pa.field("_table", pa.string()),
-    ]
-    fields += [pa.field(c.name, arrow_type(c.spark_type)) for c in schema.columns]
-    return pa.schema(fields)
+    columns = [pa.field(c.name, arrow_type(c.spark_type)) for c in schema.columns]
+    return pa.schema([*METADATA_FIELDS, *columns])
 
 
 _ENVELOPE_SCHEMA = pa.schema(
@@ -332,11 +326,7 @@ def row_images(change: RowChanges) -> tuple[list[Sequence[Any]], list[str]]:
 # --------------------------------------------------------------------------- tables shape
 
 TABLES_METADATA = (
-    pa.field("_op", pa.string()),
-    pa.field("_op_ts", pa.timestamp("us", tz="UTC")),
-    pa.field("_seq", pa.int64()),
-    pa.field("_database", pa.string()),
-    pa.field("_table", pa.string()),
+    *METADATA_FIELDS,
     pa.field("_ddl", pa.string()),
     pa.field("_text", pa.map_(pa.string(), pa.string())),
 )

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 import psycopg
 import pymysql
 
-from sparkcdc.sinks.base import DELETED
+from sparkcdc.model.changelog import DELETED
 from sparkcdc.sinks.jdbc.options import (
     Family,
     JdbcUrl,

@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 
+from sparkcdc.model.changelog import DELETED
 from sparkcdc.model.identifiers import quote_ansi
-from sparkcdc.sinks.base import DELETED
 from sparkcdc.sinks.jdbc.dialect import (
     CONNECT_TIMEOUT_S,
     Connection,

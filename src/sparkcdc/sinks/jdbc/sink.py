@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from sparkcdc.errors import SinkError
+from sparkcdc.model.changelog import DELETED
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.sinks.base import (
-    DELETED,
     Sink,
     SinkColumn,
     SinkContext,
