@@ -58,6 +58,15 @@ class PositionBehindError(ServerContinuityError):
     """The server's binlog (or GTID state) ends before the offset: it went back in time."""
 
 
+class ReplicationSlotError(SourceError):
+    """A PostgreSQL replication slot is missing, of another plugin or database, in use, or
+    already past the position a read asks for."""
+
+
+class PublicationError(SourceError):
+    """A PostgreSQL publication is missing or does not publish what the source reads."""
+
+
 class ServerIdClashError(SourceError):
     """Another replica reads the source's binlog with a server id this stream would use."""
 

@@ -1,0 +1,73 @@
+"""``Lsn``: a PostgreSQL WAL position (log sequence number), a frozen, ordered value object.
+
+An LSN is an unsigned 64-bit byte position in the WAL, written as two hexadecimal halves
+``high/low`` (``16/B374D848``), as ``pg_current_wal_lsn()`` prints it
+(https://www.postgresql.org/docs/current/datatype-pg-lsn.html).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcdc.errors import PositionError
+
+_MAX = (1 << 64) - 1
+_TEXT_RE = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")
+
+
+@dataclass(frozen=True, order=True)
+class Lsn:
+    """A WAL position; ``Lsn(0)`` is PostgreSQL's InvalidXLogRecPtr.
+
+    >>> Lsn.parse("16/B374D848")
+    Lsn(value=97500059720)
+    >>> str(Lsn(97500059720))
+    '16/B374D848'
+    """
+
+    value: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.value <= _MAX:
+            raise PositionError(
+                f"an LSN is an unsigned 64-bit WAL position, not {self.value}; "
+                "pass what pg_current_wal_lsn() or a replication slot reports"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Lsn:
+        """``Lsn.parse("0/16B3748")``: the ``high/low`` hexadecimal text of pg_lsn."""
+        match = _TEXT_RE.match(text.strip())
+        if not match:
+            raise PositionError(
+                f"{text!r} is not an LSN: expected two hexadecimal halves like '16/B374D848' "
+                "(the text of pg_current_wal_lsn() or pg_replication_slots.confirmed_flush_lsn)"
+            )
+        return cls((int(match.group(1), 16) << 32) | int(match.group(2), 16))
+
+    def __str__(self) -> str:
+        return f"{self.value >> 32:X}/{self.value & 0xFFFFFFFF:X}"
+
+    def to_offset(self) -> dict[str, Any]:
+        """A JSON dict of primitives (Spark stores offsets as JSON).
+
+        >>> Lsn.parse("0/16B3748").to_offset()
+        {'lsn': '0/16B3748'}
+        """
+        return {"lsn": str(self)}
+
+    @classmethod
+    def from_offset(cls, offset: dict[str, Any]) -> Lsn:
+        """The inverse of ``to_offset``."""
+        text = offset.get("lsn") if isinstance(offset, dict) else None
+        if not isinstance(text, str):
+            raise PositionError(
+                f"an LSN offset is a dict like {{'lsn': '0/16B3748'}}, not {offset!r}; "
+                "the checkpoint holding it was not written by this source"
+            )
+        return cls.parse(text)
+
+
+INVALID_LSN = Lsn(0)

@@ -1,0 +1,155 @@
+"""Replication slots and publications, created, checked and dropped explicitly.
+
+A logical slot keeps the WAL its reader has not confirmed, for ever: sparkcdc creates one
+only when asked, reports what it retains, and drops it only when asked. Each function runs
+on a ``ReplicationConnection`` (replication commands and SQL both pass there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparkcdc.errors import PublicationError, ReplicationSlotError
+from sparkcdc.postgres.lsn import Lsn
+from sparkcdc.postgres.replication import (
+    CommandError,
+    ReplicationConnection,
+    check_slot_name,
+    quote_identifier,
+    quote_literal,
+)
+
+PLUGIN = "pgoutput"
+_DUPLICATE_OBJECT = "42710"
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    name: str
+    plugin: str
+    database: str
+    active: bool
+    restart_lsn: Lsn | None  # the oldest WAL the slot keeps
+    confirmed_flush_lsn: Lsn | None  # where a reader of the slot starts: all before is confirmed
+    retained_wal_bytes: int | None  # WAL kept for the slot, behind the server's position
+
+
+def slot_info(conn: ReplicationConnection, name: str) -> SlotInfo | None:
+    """The slot ``name`` as pg_replication_slots shows it, or None if there is none."""
+    rows = conn.query(
+        "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
+        "confirmed_flush_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+        f"FROM pg_replication_slots WHERE slot_name = {quote_literal(check_slot_name(name))}"
+    )
+    if not rows:
+        return None
+    slot, plugin, kind, database, active, restart, confirmed, retained = rows[0]
+    if kind != "logical":
+        raise ReplicationSlotError(
+            f"replication slot {name!r} on {conn.endpoint.where()} is a {kind} slot: expected "
+            f"a logical slot of plugin {PLUGIN}. Choose another slot.name"
+        )
+    return SlotInfo(
+        slot or name,
+        plugin or "",
+        database or "",
+        active == "t",
+        Lsn.parse(restart) if restart else None,
+        Lsn.parse(confirmed) if confirmed else None,
+        int(retained) if retained is not None else None,
+    )
+
+
+def ensure_slot(conn: ReplicationConnection, name: str) -> SlotInfo:
+    """The logical slot ``name`` for pgoutput in the connection's database: created if
+    missing (CREATE_REPLICATION_SLOT ... LOGICAL pgoutput), checked if present."""
+    existing = slot_info(conn, name)
+    if existing is None:
+        try:
+            conn.query(
+                f"CREATE_REPLICATION_SLOT {check_slot_name(name)} LOGICAL {PLUGIN} "
+                "NOEXPORT_SNAPSHOT"
+            )
+        except CommandError as error:
+            if error.sqlstate != _DUPLICATE_OBJECT:  # else another reader created it meanwhile
+                raise ReplicationSlotError(
+                    f"cannot create replication slot {name!r} on {conn.endpoint.where()}: "
+                    f"{error}. Check max_replication_slots (all slots may be in use: see "
+                    "pg_replication_slots) and wal_level = logical"
+                ) from None
+        existing = slot_info(conn, name)
+        assert existing is not None
+    if existing.plugin != PLUGIN or existing.database != conn.endpoint.database:
+        raise ReplicationSlotError(
+            f"replication slot {name!r} on {conn.endpoint.where()} decodes with plugin "
+            f"{existing.plugin!r} for database {existing.database!r}: expected {PLUGIN!r} for "
+            f"{conn.endpoint.database!r}. Choose another slot.name, or drop that slot "
+            f"(SELECT pg_drop_replication_slot({quote_literal(name)})) if nothing needs it"
+        )
+    return existing
+
+
+def drop_slot(conn: ReplicationConnection, name: str) -> bool:
+    """Drop the slot (its retained WAL is freed); False if there was none."""
+    if slot_info(conn, name) is None:
+        return False
+    try:
+        conn.query(f"DROP_REPLICATION_SLOT {check_slot_name(name)}")
+    except CommandError as error:
+        raise ReplicationSlotError(
+            f"cannot drop replication slot {name!r} on {conn.endpoint.where()}: {error}. "
+            "If it is active, stop the reader that holds it first"
+        ) from None
+    return True
+
+
+def ensure_publication(
+    conn: ReplicationConnection, name: str, tables: Sequence[tuple[str, str]]
+) -> None:
+    """The publication ``name`` publishing (at least) ``tables`` (schema, table): created
+    if missing; if present, checked to publish each table and every operation."""
+    quoted = ", ".join(f"{quote_identifier(s)}.{quote_identifier(t)}" for s, t in tables)
+    found = conn.query(
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication "
+        f"WHERE pubname = {quote_literal(name)}"
+    )
+    if not found:
+        try:
+            conn.query(f"CREATE PUBLICATION {quote_identifier(name)} FOR TABLE {quoted}")
+        except CommandError as error:
+            if error.sqlstate != _DUPLICATE_OBJECT:
+                raise PublicationError(
+                    f"cannot create publication {name!r} on {conn.endpoint.where()}: {error}. "
+                    "Creating a publication takes ownership of its tables; a database owner "
+                    f"can run: CREATE PUBLICATION {quote_identifier(name)} FOR TABLE {quoted}"
+                ) from None
+        found = conn.query(
+            "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication "
+            f"WHERE pubname = {quote_literal(name)}"
+        )
+    if any(flag != "t" for flag in found[0]):
+        raise PublicationError(
+            f"publication {name!r} on {conn.endpoint.where()} does not publish every operation "
+            f"(insert, update, delete, truncate: {found[0]}): run ALTER PUBLICATION "
+            f"{quote_identifier(name)} SET (publish = 'insert, update, delete, truncate')"
+        )
+    published = {
+        (schema, table)
+        for schema, table in conn.query(
+            "SELECT schemaname, tablename FROM pg_publication_tables "
+            f"WHERE pubname = {quote_literal(name)}"
+        )
+    }
+    missing = [table for table in tables if table not in published]
+    if missing:
+        names = ", ".join(f"{quote_identifier(s)}.{quote_identifier(t)}" for s, t in missing)
+        raise PublicationError(
+            f"publication {name!r} on {conn.endpoint.where()} does not publish {names}: run "
+            f"ALTER PUBLICATION {quote_identifier(name)} ADD TABLE {names}"
+        )
+
+
+def drop_publication(conn: ReplicationConnection, name: str) -> None:
+    """Drop the publication if it exists."""
+    conn.query(f"DROP PUBLICATION IF EXISTS {quote_identifier(name)}")
