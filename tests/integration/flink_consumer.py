@@ -10,10 +10,7 @@ version into the dev directory; each read is one JVM (about 7 s).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from sparkcdc_dev.javaharness import compiled_classpath
+
 _PROJECT = Path(__file__).resolve().parents[2]
 HARNESS = _PROJECT / "tests" / "harness" / "flink" / "MaterializeTopic.java"
 FLINK_LIB = _PROJECT / "jars" / "flink" / "lib"
-DEV_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
 # One slot and small topics: a small heap, and the client compiler only (C1), which halves a
 # read (13 s → 7 s here): the JVM lives too briefly for C2's optimisations to pay off.
 JVM_OPTIONS = ("-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -37,32 +35,8 @@ class FlinkReadError(Exception):
 
 @functools.cache
 def harness_classpath() -> str:
-    """The classpath that runs the harness, compiling it first if this version is new.
-
-    Compiled into ``$SPARKCDC_DEV_DIR/flink-harness/<hash of the source>``, so an edited harness
-    is compiled again and an unchanged one never is.
-    """
-    if not (FLINK_LIB / ".complete").exists():
-        raise FileNotFoundError(
-            f"Flink's jars are not in {FLINK_LIB}: run `bash scripts/fetch_flink.sh` "
-            "(scripts/setup.sh does it)"
-        )
-    digest = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
-    classes = DEV_DIR / "flink-harness" / digest
-    jars = f"{FLINK_LIB}/*"
-    if not (classes / "MaterializeTopic.class").exists():
-        staging = classes.with_name(f"{digest}.tmp{os.getpid()}")
-        staging.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["javac", "-d", str(staging), "-cp", jars, str(HARNESS)], capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"javac could not compile {HARNESS}:\n{done.stderr}")
-        try:
-            staging.rename(classes)
-        except OSError:  # another session compiled the same source first
-            shutil.rmtree(staging)
-    return f"{classes}{os.pathsep}{jars}"
+    """The classpath that runs the harness, compiling it first if this version is new."""
+    return compiled_classpath(HARNESS, [FLINK_LIB], "flink-harness")
 
 
 @pytest.fixture(scope="session")
