@@ -173,8 +173,9 @@ def parse_grants(lines: list[str] | tuple[str, ...]) -> dict[str, set[str]]:
     Column-level grants (``SELECT (a, b)``) count as the privilege without columns.
     ``ALL`` is normalised to ``ALL PRIVILEGES``.
 
-    >>> parse_grants(["GRANT SELECT, REPLICATION SLAVE ON *.* TO `u`@`%`"])
-    {'*.*': {'REPLICATION SLAVE', 'SELECT'}}
+    >>> grants = parse_grants(["GRANT SELECT, REPLICATION SLAVE ON *.* TO `u`@`%`"])
+    >>> {target: sorted(privileges) for target, privileges in grants.items()}
+    {'*.*': ['REPLICATION SLAVE', 'SELECT']}
     """
     by_target: dict[str, set[str]] = {}
     for line in lines:
