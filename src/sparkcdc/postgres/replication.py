@@ -411,9 +411,11 @@ class ReplicationStream:
 
         It stops at the first transaction committed at or after ``end``, or when the server
         says it has sent all WAL before ``end`` (a keepalive). ``end`` must be a WAL
-        position the server reaches: a commit's LSN, ``pg_current_wal_lsn()``, or the LSN
-        of a ``pg_logical_emit_message`` watermark. If the server's WAL does not move
-        towards ``end`` for ``stall_timeout_s``, a SourceError says so.
+        position the server reaches: a commit's LSN, ``pg_current_wal_insert_lsn()``, or
+        the LSN of a ``pg_logical_emit_message`` watermark (``pg_current_wal_lsn()`` is
+        reached too, but lags commits made with ``synchronous_commit = off``). If the
+        server's WAL does not move towards ``end`` for ``stall_timeout_s``, a SourceError
+        says so.
         """
         context = DecodeContext(encoding=self.connection.encoding)
         assembler = self._assembler
@@ -453,7 +455,7 @@ class ReplicationStream:
                     f"PostgreSQL {self.connection.endpoint.where()} has sent WAL up to "
                     f"{self.wal_end} and no further for {stall_timeout_s:.0f}s, short of the "
                     f"range end {end} (slot {self.slot!r}): give an end the WAL reaches, "
-                    "such as pg_current_wal_lsn() or a pg_logical_emit_message watermark"
+                    "such as pg_current_wal_insert_lsn() or a pg_logical_emit_message watermark"
                 )
 
 
