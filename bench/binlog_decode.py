@@ -16,7 +16,7 @@ row changes per second:
     time limit (it is known to loop on MariaDB; a timeout is reported, not hidden);
   - the decoder into Arrow, as the streaming source builds its batches (captured bytes, no
     network; the typed changelog's record batches): ``decode_rows_per_s`` with the compiled
-    kernel (``sparkcdc.mysql.arrowrows``), ``decode_pure_rows_per_s`` with the pure-Python
+    kernel (``sparkcdc.mysql.binlog.arrowrows``), ``decode_pure_rows_per_s`` with the pure-Python
     fallback, ``decode_compiled_vs_pure`` their ratio;
   - through Spark, as users read it: ``format("mysql-cdc")`` from the range's start
     (``specific-offset``, the default ``ssl-mode=preferred``: TLS, as the dev server has a
@@ -48,10 +48,10 @@ from typing import Any
 from sparkcdc.model.events import RowsKind
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import RotateEvent, RowsEvent
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.binlog.decoded_events import RotateEvent, RowsEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
+from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc_dev.devserver import DevServer
 
 DATABASE = "bench_decode"
@@ -225,7 +225,7 @@ def reference(
 def decode_to_arrow(events: list[bytes], start: BinlogPosition, end: BinlogPosition) -> int:
     """Rows of the typed changelog's record batches built from captured events."""
     from sparkcdc.model.schema import Column, TableSchema
-    from sparkcdc.mysql.binlog_range import changes_of_events
+    from sparkcdc.mysql.stream.binlog_range import changes_of_events
     from sparkcdc.spark.changelog import TypedChangelogBuilder
 
     columns = (
@@ -353,7 +353,7 @@ def main() -> None:
         decode_s = min(decode_s, time.perf_counter() - began)
     assert decoded == written
 
-    from sparkcdc.mysql import arrowrows
+    from sparkcdc.mysql.binlog import arrowrows
 
     compiled = arrowrows.compiled()
     arrow_s, pure_s = float("inf"), float("inf")

@@ -43,13 +43,14 @@ fi
 
 INCLUDE="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 SUFFIX="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-for kernel in _rowkernel _textrows; do
-  source="src/sparkcdc/mysql/$kernel.c"
+MYSQL=src/sparkcdc/mysql  # the kernels' shared _arrowbuf.h is here
+for source in "$MYSQL/binlog/_rowkernel.c" "$MYSQL/protocol/_textrows.c"; do
+  kernel="$(basename "$source" .c)"
   built="$BUILD/$kernel$SUFFIX"
-  if [ ! -f "$built" ] || [ "$source" -nt "$built" ] || [ src/sparkcdc/mysql/_arrowbuf.h -nt "$built" ]; then
+  if [ ! -f "$built" ] || [ "$source" -nt "$built" ] || [ "$MYSQL/_arrowbuf.h" -nt "$built" ]; then
     clang -shared -fPIC -g -O1 -fno-omit-frame-pointer \
       -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined \
-      -I"$INCLUDE" "$source" -o "$built"
+      -I"$INCLUDE" -I"$MYSQL" "$source" -o "$built"
   fi
 done
 

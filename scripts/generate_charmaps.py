@@ -1,4 +1,4 @@
-"""Writes src/sparkcdc/mysql/charmaps.py: what the server itself makes of each byte of the
+"""Writes src/sparkcdc/mysql/binlog/charmaps.py: what the server itself makes of each byte of the
 single-byte character sets Python has no codec for.
 
 Each table is the server's own conversion of bytes 0x00..0xFF to utf8mb4 (``CONVERT(... USING
@@ -6,7 +6,7 @@ utf8mb4)``), so that binlog values decode to what a ``SELECT`` returns: bytes th
 to no character come back as ``?``. Run against the private MariaDB
 (``python3 -m sparkcdc_dev.devserver start``):
 
-    python3 scripts/generate_charmaps.py > src/sparkcdc/mysql/charmaps.py
+    python3 scripts/generate_charmaps.py > src/sparkcdc/mysql/binlog/charmaps.py
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import atheris
 
-KERNELS = ("_rowkernel", "_textrows")
+KERNELS = ("sparkcdc.mysql.binlog._rowkernel", "sparkcdc.mysql.protocol._textrows")
 
 
 def load_kernels(directory: Path) -> None:
     """Put the kernels built in ``directory`` where sparkcdc imports them from."""
     for name in KERNELS:
-        (path,) = directory.glob(f"{name}.*.so")
-        spec = importlib.util.spec_from_file_location(f"sparkcdc.mysql.{name}", path)
+        (path,) = directory.glob(f"{name.rsplit('.', 1)[1]}.*.so")
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -40,7 +40,7 @@ def main() -> None:
     with atheris.instrument_imports(include=["sparkcdc", "tests.fuzz"]):
         from tests.fuzz import targets
     if kernels:
-        from sparkcdc.mysql import arrowrows
+        from sparkcdc.mysql.binlog import arrowrows
         from sparkcdc.snapshot import textrows
 
         assert str(arrowrows._rowkernel.__file__).startswith(kernels)

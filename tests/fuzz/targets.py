@@ -38,12 +38,17 @@ from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.binlog_range import changes_of_events
-from sparkcdc.mysql.constants import EVENT_HEADER_SIZE
-from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
-from sparkcdc.mysql.events import BinlogEvent, ColumnInfo, RowsEvent, TransactionPayloadEvent
-from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.decoded_events import (
+    BinlogEvent,
+    ColumnInfo,
+    RowsEvent,
+    TransactionPayloadEvent,
+)
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder, EventRows
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER_SIZE
+from sparkcdc.mysql.stream.binlog_range import changes_of_events
 from sparkcdc.snapshot import textrows
 
 _RANGE_START = BinlogPosition("binlog.000001", 4)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from tests.fuzz import targets
 
-from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.snapshot import textrows
 
 HERE = Path(__file__).parent

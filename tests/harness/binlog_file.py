@@ -11,7 +11,8 @@ import zlib
 from collections.abc import Iterator
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.constants import (
+from sparkcdc.mysql.binlog.decoder import checksum_aware
+from sparkcdc.mysql.protocol.constants import (
     BINLOG_MAGIC,
     CHECKSUM_ALG_SIZE,
     CHECKSUM_SIZE,
@@ -24,7 +25,6 @@ from sparkcdc.mysql.constants import (
     BinlogChecksum,
     EventType,
 )
-from sparkcdc.mysql.decoder import checksum_aware
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")

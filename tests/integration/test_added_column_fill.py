@@ -265,8 +265,8 @@ def test_a_read_back_whose_connection_dropped_between_pages_reads_on(
     sink writes each page; dropped while it idles between two pages (a proxy's idle timeout,
     ``wait_timeout``, a KILL), it reads on from the next page on a new connection: every
     row once, in key order, with its value."""
-    from sparkcdc.mysql import catalog
-    from sparkcdc.mysql.connection import ConnectionSettings
+    from sparkcdc.mysql.admin import catalog
+    from sparkcdc.mysql.protocol.connection import ConnectionSettings
     from sparkcdc.pipeline import composer
 
     sql.execute("CREATE TABLE rb (id INT PRIMARY KEY, pad VARCHAR(100), n INT)")

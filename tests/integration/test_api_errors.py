@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from sparkcdc.errors import SourceError
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.validator import check_source
+from sparkcdc.mysql.admin.validator import check_source
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 pytestmark = pytest.mark.integration

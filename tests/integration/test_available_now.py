@@ -28,7 +28,7 @@ from workload import (
 )
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import server
+from sparkcdc.mysql.admin import server
 from sparkcdc.spark.compat import ADMISSION_CONTROL
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.oracle import compare, replay

@@ -15,13 +15,13 @@ from tests.harness.binlog_file import split_binlog_file
 
 from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.charmaps import TABLES
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import RowsEvent
+from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.charmaps import TABLES
+from sparkcdc.mysql.binlog.decoded_events import RowsEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS
 from sparkcdc.snapshot import textrows
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import select_pymysql, select_text

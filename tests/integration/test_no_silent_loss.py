@@ -20,9 +20,9 @@ from test_stream import AvailableNowRuns, changelog, options, start_collecting, 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import server
-from sparkcdc.mysql.binlog_range import read_range, refuse_row_changing_ddl
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.admin import server
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.stream.binlog_range import read_range, refuse_row_changing_ddl
 from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
@@ -335,7 +335,7 @@ def test_uuid_and_inet_columns_decode_to_the_servers_text(
     settings: ConnectionSettings, database: str, sql: Any
 ) -> None:
     from sparkcdc.model.schema import value_converter
-    from sparkcdc.mysql.catalog import load_schema
+    from sparkcdc.mysql.admin.catalog import load_schema
 
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6, i4 INET4)")
     start = _position(settings)
@@ -364,7 +364,7 @@ def test_snapshot_rows_of_plugin_types_equal_binlog_rows(
     settings: ConnectionSettings, database: str, sql: Any
 ) -> None:
     """Chunk rows (SQL) and binlog rows share one decoder form, so backfill can mix them."""
-    from sparkcdc.mysql.catalog import load_schema
+    from sparkcdc.mysql.admin.catalog import load_schema
     from sparkcdc.snapshot.chunks import ChunkRange
     from sparkcdc.snapshot.reader import select_connectorx, select_pymysql
 
@@ -449,8 +449,8 @@ def test_rows_without_column_metadata_decode_exactly_with_the_schema(
     row_metadata: Callable[[str], None],
     mode: str,
 ) -> None:
-    from sparkcdc.mysql.catalog import load_schema
-    from sparkcdc.mysql.tablemeta import TableVersions
+    from sparkcdc.mysql.admin.catalog import load_schema
+    from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 
     sql.execute(METADATA_TABLE)
     with sql_connection(settings, database) as conn:
@@ -476,8 +476,8 @@ def test_a_schema_change_the_versions_do_not_know_stops_rows_without_metadata(
     settings: ConnectionSettings, database: str, sql: Any, row_metadata: Callable[[str], None]
 ) -> None:
     from sparkcdc.errors import SchemaChangedError
-    from sparkcdc.mysql.catalog import load_schema
-    from sparkcdc.mysql.tablemeta import TableVersions
+    from sparkcdc.mysql.admin.catalog import load_schema
+    from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY, big INT UNSIGNED)")
     with sql_connection(settings, database) as conn:

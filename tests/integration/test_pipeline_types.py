@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import functions as F
 from test_decoder_types import CASES
 
-from sparkcdc.mysql import catalog
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.admin import catalog
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.composer import source_changes
 from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 

@@ -24,21 +24,21 @@ from sparkcdc.errors import (
 )
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet
-from sparkcdc.mysql import server
-from sparkcdc.mysql.binlog_range import changes_of_events, format_check, read_range
-from sparkcdc.mysql.connection import (
+from sparkcdc.mysql.admin import server
+from sparkcdc.mysql.protocol.connection import (
     ConnectionSettings,
     KeptConnection,
     connection_lost,
     sql_connection,
 )
-from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.replication import (
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.protocol.replication import (
     LOG_EVENT_ARTIFICIAL_F,
     BinlogClient,
     parse_rotate,
     resumed_events,
 )
+from sparkcdc.mysql.stream.binlog_range import changes_of_events, format_check, read_range
 from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration
@@ -422,7 +422,7 @@ def test_a_binlog_read_whose_connection_is_killed_reads_on_where_it_was_cut(
     whole = list(_row_changes(read_range(settings, _server_id(), start, end, captured)))
     assert sum(len(rows) for *_, rows in whole) == 30_000 + 30_000 // 7 + 1
 
-    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.replication")
+    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.protocol.replication")
     cut: list[tuple[Any, ...]] = []
     killed: list[int] = []
     for change in _row_changes(read_range(settings, _server_id(), start, end, captured)):
@@ -792,7 +792,7 @@ def test_a_transaction_cut_whose_dump_is_killed_reads_on(
                     killed.append(thread)
                 time.sleep(0.01)
 
-    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.replication")
+    caplog.set_level(logging.WARNING, logger="sparkcdc.mysql.protocol.replication")
     killer = threading.Thread(target=kill_the_walk, daemon=True)
     killer.start()
     walking.set()

@@ -14,11 +14,11 @@ import pytest
 
 from sparkcdc.model.events import RowsKind
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import server
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import MISSING, RotateEvent, RowsEvent
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.admin import server
+from sparkcdc.mysql.binlog.decoded_events import MISSING, RotateEvent, RowsEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc_dev.devserver import DevSettings
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ from pipelines import fresh_database, pipeline_env
 
 from sparkcdc.errors import CheckpointInUseError, ServerIdClashError
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import server as mysql_server
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.admin import server as mysql_server
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
 from sparkcdc_dev.devserver import DevServer

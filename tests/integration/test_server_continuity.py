@@ -22,7 +22,7 @@ from test_stream import changelog, options, start_collecting
 from workload import ITEMS_DDL, Workload, random_row, source_state
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import server
+from sparkcdc.mysql.admin import server
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.oracle import compare, replay
 

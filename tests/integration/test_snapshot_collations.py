@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import (
     InterleavingFilter,

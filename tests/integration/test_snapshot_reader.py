@@ -13,10 +13,10 @@ from workload import ITEMS_DDL, Workload, random_row
 
 from sparkcdc.model.events import RowChanges
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql.binlog_range import read_range
-from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.server import current_position, server_info
+from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.admin.server import current_position, server_info
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_sort_key
 from sparkcdc.snapshot.reader import (
@@ -237,7 +237,7 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
 def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     dev_server: DevServer, database: str, sql: Any
 ) -> None:
-    from sparkcdc.mysql.server import current_position, server_info
+    from sparkcdc.mysql.admin.server import current_position, server_info
 
     settings = settings_of(dev_server)
     sql.execute("CREATE TABLE ev (id INT PRIMARY KEY, b VARCHAR(10))")

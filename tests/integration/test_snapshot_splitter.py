@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sparkcdc.errors import ConfigError
-from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
 from sparkcdc.snapshot.reader import chunk_where
 from sparkcdc.snapshot.rowvalues import sql_converter

@@ -16,10 +16,10 @@ from test_snapshot_reader import rows_of, settings_of
 from test_stream import wait_for
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.mysql.binlog_range import read_range
-from sparkcdc.mysql.catalog import load_schema
-from sparkcdc.mysql.connection import sql_connection
-from sparkcdc.mysql.server import committed_position, current_position, server_info
+from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.admin.server import committed_position, current_position, server_info
+from sparkcdc.mysql.protocol.connection import sql_connection
+from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult, read_chunk
 from sparkcdc_dev.devserver import DevServer

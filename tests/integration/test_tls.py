@@ -14,8 +14,8 @@ from workload import MultiWorkload, background_writes
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc_dev.devserver import DevServer, TlsFiles
 
 pytestmark = pytest.mark.integration
@@ -266,8 +266,8 @@ def test_a_user_of_mariadbs_ed25519_plugin_logs_in_and_reads_the_binlog(
     """MariaDB's ed25519 (client_ed25519): the password signs the server's scramble, over
     plain TCP and TLS alike, on SQL connections and on the replication client."""
     from sparkcdc.model.events import RowChanges
-    from sparkcdc.mysql.binlog_range import read_range
-    from sparkcdc.mysql.server import current_position, server_info
+    from sparkcdc.mysql.admin.server import current_position, server_info
+    from sparkcdc.mysql.stream.binlog_range import read_range
 
     with dev_server.root_connection() as root, root.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME='ed25519'")

@@ -11,8 +11,8 @@ import pymysql
 import pytest
 
 from sparkcdc.errors import SourceError
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.validator import check_source, validate_source
+from sparkcdc.mysql.admin.validator import check_source, validate_source
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
 from sparkcdc_dev.devserver import DevServer, DevSettings
 
 pytestmark = pytest.mark.integration

@@ -33,7 +33,7 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     Spark starts only where a transform is Spark SQL (it types the transform's columns),
     its JVM logging to the file ``spark_log`` names for the pipeline.
     """
-    from sparkcdc.mysql.validator import tls_report, validate_source
+    from sparkcdc.mysql.admin.validator import tls_report, validate_source
     from sparkcdc.pipeline.composer import needs_session, plan_pipeline
     from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
     from sparkcdc.sinks.base import runnable_sink_class

@@ -173,7 +173,7 @@ class SourceOptions(BaseModel):
     )
     # an ALTER TABLE that adds or removes rows with no row image (DROP / TRUNCATE / EXCHANGE
     # PARTITION, DISCARD TABLESPACE): stop the stream, or deliver the statement and go on
-    # (the sink keeps its rows; mysql/binlog_range.py refuse_row_changing_ddl)
+    # (the sink keeps its rows; mysql/stream/binlog_range.py refuse_row_changing_ddl)
     ddl_row_changes: Literal["fail", "continue"] = Field("fail", alias="ddl.row-changes")
     # DDL on gh-ost / pt-online-schema-change copies of captured tables (_t_gho, _t_new)
     # delivered too, so a pipeline applies them to t when the tool swaps the copy in

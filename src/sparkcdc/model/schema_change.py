@@ -1,6 +1,6 @@
 """Schema change events (Flink CDC 3.x's SchemaChangeEvent family) and how they evolve a schema.
 
-A DDL statement becomes one or more events per table (``mysql/ddl.py`` parses them);
+A DDL statement becomes one or more events per table (``mysql/ddl/schema_changes.py`` parses them);
 :func:`evolve` applies one event to the table's schema. Events are pure values: they travel
 in the schema history and are compared, logged and filtered by :attr:`kind`, the
 ``include.schema.changes`` / ``exclude.schema.changes`` tag Flink CDC uses.

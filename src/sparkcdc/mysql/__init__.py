@@ -1,0 +1,20 @@
+"""The MySQL/MariaDB source, in rooms by layer (each imports only the rooms above it here):
+
+- ``protocol``: the client side of the protocols: packets and authentication (``wire``,
+  ``ed25519``, ``constants``), SQL connections and TLS (``connection``), the replication
+  client that streams the binlog (``replication``), text-protocol result rows in C
+  (``_textrows``);
+- ``binlog``: the codec, bytes of binlog events to decoded events (``decoder``,
+  ``decoded_events``, ``table_map`` for TABLE_MAP events, ``metadata_from_schema`` for the
+  column metadata a TABLE_MAP lacks), row images (``rowcodec`` in Python, ``arrowrows`` with
+  the C kernel ``_rowkernel``), column values, JSON, character sets, compression;
+- ``admin``: SQL-side questions to the server (``server``: version, settings, positions,
+  files; ``catalog``; ``validator``; ``server_ids``);
+- ``ddl``: DDL statements of the binlog (``table_names`` they name, ``schema_changes`` they
+  make);
+- ``stream``: the rules of reading the binlog (``binlog_range``: a range of it to the changes
+  of captured tables; ``statements``, ``write_effects``: what a statement does to them;
+  ``continuity``: whether an offset is still a place on the server).
+
+``_arrowbuf.h`` holds the Arrow buffers both C kernels build.
+"""

@@ -1,7 +1,8 @@
 /*
  * Growing byte buffers for Arrow arrays built in C: the values, offsets and validity
- * bitmaps of sparkcdc.mysql._rowkernel (binlog row images) and sparkcdc.mysql._textrows
- * (text result rows). Included by both; every function is static to its extension.
+ * bitmaps of sparkcdc.mysql.binlog._rowkernel (binlog row images) and
+ * sparkcdc.mysql.protocol._textrows (text result rows). Included by both (setup.py puts this
+ * directory on their include path); every function is static to its extension.
  */
 #ifndef SPARKCDC_ARROWBUF_H
 #define SPARKCDC_ARROWBUF_H

@@ -19,13 +19,13 @@ from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import TableSchema, with_tinyint1
 from sparkcdc.model.tables import TableFilter, TablePredicate
-from sparkcdc.mysql import catalog, server
-from sparkcdc.mysql.binlog_range import Share, read_range, refuse_row_changing_ddl
-from sparkcdc.mysql.connection import ConnectionSettings, KeptConnection, sql_connection
-from sparkcdc.mysql.ddl_names import with_shadows
-from sparkcdc.mysql.server_ids import ServerIdClaim
-from sparkcdc.mysql.tablemeta import TableVersions
-from sparkcdc.mysql.validator import check_captured_databases, check_source
+from sparkcdc.mysql.admin import catalog, server
+from sparkcdc.mysql.admin.server_ids import ServerIdClaim
+from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.ddl.table_names import with_shadows
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
+from sparkcdc.mysql.stream.binlog_range import Share, read_range, refuse_row_changing_ddl
 
 SCHEMA_READ_ATTEMPTS = 5
 

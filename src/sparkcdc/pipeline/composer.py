@@ -877,7 +877,7 @@ class BatchWriter:
     def _fill(self, fill: ColumnFill, state: SchemaState) -> None:
         """Give the rows the sink table had before ``fill``'s column was added the value
         the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution`)."""
-        from sparkcdc.mysql.ddl import default_value
+        from sparkcdc.mysql.ddl.schema_changes import default_value
 
         table = state.sinks[fill.sink_table].table
         if not self.sink.keeps_rows:
@@ -1002,7 +1002,7 @@ def _read_column(
     form, in pages of ``READ_BACK_ROWS`` rows (keyset pagination on the primary key, a
     plain non-locking SELECT per page; a page whose connection the server dropped is read
     again on a new one)."""
-    from sparkcdc.mysql.connection import KeptConnection
+    from sparkcdc.mysql.protocol.connection import KeptConnection
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
 
     order = list(schema.primary_key) or [k.name for k in keys]

@@ -3,9 +3,10 @@
 The source stream carries each DDL statement as a row of kind ``ddl`` at its binlog position
 (``seq``). Per micro-batch, :class:`SchemaEvolver` walks those statements in ``seq`` order:
 
-1. the statement is parsed into schema change events (:mod:`sparkcdc.mysql.ddl`) and applied
-   to the source table's schema; the table's rows are cut into *segments* at the statement's
-   ``seq``, each decoded with the schema of its time;
+1. the statement is parsed into schema change events
+   (:mod:`sparkcdc.mysql.ddl.schema_changes`) and applied to the source table's schema; the
+   table's rows are cut into *segments* at the statement's ``seq``, each decoded with the
+   schema of its time;
 2. the sink table's wanted shape is computed again (transform, then route merge) and compared
    with the shape it had; the difference becomes sink changes (add / drop / rename / type),
    which ``schema.change.behavior`` and the sink's ``include.schema.changes`` /
@@ -101,8 +102,8 @@ from sparkcdc.model.schema_change import (
     evolve,
     matches_kinds,
 )
-from sparkcdc.mysql.ddl import DdlParseError, SchemaOf, parse_ddl
-from sparkcdc.mysql.ddl_names import tool_table_of
+from sparkcdc.mysql.ddl.schema_changes import DdlParseError, SchemaOf, parse_ddl
+from sparkcdc.mysql.ddl.table_names import tool_table_of
 from sparkcdc.sinks.base import Sink, SinkColumn, SinkTable
 
 log = logging.getLogger(__name__)

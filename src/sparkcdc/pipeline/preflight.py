@@ -24,8 +24,8 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.locations import open_location
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.catalog import estimated_rows, unique_keys
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.admin.catalog import estimated_rows, unique_keys
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.config import PipelineConfig
 
 DUPLICATE_SCAN_ROWS = 1_000_000  # tables up to this size are searched for duplicate keys

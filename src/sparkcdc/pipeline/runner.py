@@ -38,7 +38,7 @@ from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.mysql.server_ids import ServerIdClaim
+from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.pipeline.checkpoint import (
     WrittenTables,
     claim_state,
@@ -112,8 +112,8 @@ def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
 
 
 def server_position(settings: Any) -> BinlogPosition:
-    from sparkcdc.mysql import server
-    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.mysql.admin import server
+    from sparkcdc.mysql.protocol.connection import sql_connection
 
     with sql_connection(settings) as conn:
         return server.current_position(conn, server.server_info(conn), with_gtids=False)
@@ -546,7 +546,7 @@ def _run_once(
     master: str | None = None,
     py_files: Sequence[str] = (),
 ) -> RunSummary:
-    from sparkcdc.mysql.validator import check_source
+    from sparkcdc.mysql.admin.validator import check_source
     from sparkcdc.spark.capture import plan_capture
 
     out = out or sys.stdout
@@ -798,8 +798,8 @@ def _chunk_estimates(
     """Per table still to snapshot, its chunk count as its row estimate over the chunk size
     gives it: the progress line's total while the chunk plan grows (DESIGN.md §2). Empty
     where the committed offset has every snapshot done, or the estimates cannot be read."""
-    from sparkcdc.mysql.catalog import estimated_rows
-    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.mysql.admin.catalog import estimated_rows
+    from sparkcdc.mysql.protocol.connection import sql_connection
 
     options = SourceOptions.from_options(config.source_options())
     if options.scan_startup_mode not in SNAPSHOT_MODES or (

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkcdc.mysql.connection import ConnectionSettings
+    from sparkcdc.mysql.protocol.connection import ConnectionSettings
     from sparkcdc.pipeline.composer import SourceTablePlan
     from sparkcdc.pipeline.evolution import SchemaState, SinkTableState
 
@@ -209,7 +209,7 @@ class SqlSide:
         self._chunks: list[tuple[str, list[Any]]] | None = None
 
     def _connect(self) -> Any:
-        from sparkcdc.mysql.connection import sql_connection
+        from sparkcdc.mysql.protocol.connection import sql_connection
         from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
 
         conn = sql_connection(self.settings)
@@ -478,7 +478,7 @@ def transformed_source(
     shape (each compared column fed by its source column)."""
     import pyarrow as pa
 
-    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.mysql.protocol.connection import sql_connection
     from sparkcdc.pipeline.composer import apply_transform, to_sink
     from sparkcdc.snapshot.reader import select_on
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
@@ -1096,7 +1096,7 @@ def _same_key(schema: TableSchema, table: SinkTable) -> bool:
 
 
 def _row_estimate(settings: ConnectionSettings, schema: TableSchema) -> int:
-    from sparkcdc.mysql.connection import sql_connection
+    from sparkcdc.mysql.protocol.connection import sql_connection
 
     with sql_connection(settings) as conn, conn.cursor() as cur:
         cur.execute(

@@ -105,7 +105,7 @@ from sparkcdc.errors import SinkError
 from sparkcdc.model.changelog import DATABASE, OP, OP_TS, SEQ, TABLE, EnvelopeOp, RowKind
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import fraction_digits, spark_decimal
-from sparkcdc.mysql.tablemeta import labels as enum_labels
+from sparkcdc.mysql.binlog.metadata_from_schema import labels as enum_labels
 from sparkcdc.sinks.base import (
     SchemalessSink,
     SinkColumn,

@@ -27,7 +27,7 @@ from typing import Any
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import completed_chunks, filter_state, pure_table, tracked_table
 from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation

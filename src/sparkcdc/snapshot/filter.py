@@ -38,7 +38,7 @@ from typing import Any
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import KeyOrder, PythonKeyOrder, Ranker, key_order
 

@@ -10,7 +10,7 @@ held back up to ``WINDOW_KEYS`` keys, their keys ranked in one query per table, 
 judged and yielded in their order.
 
 An event's keys are read by the compiled decoder where it can read the key column exactly
-(:func:`sparkcdc.mysql.arrowrows.key_plan`), the other columns stepped over: an event whose
+(:func:`sparkcdc.mysql.binlog.arrowrows.key_plan`), the other columns stepped over: an event whose
 rows all pass whole, or all drop, is judged without its rows decoded, and one that passes
 whole leaves as it came, for the change-row builders to decode with the kernel too. Only
 an event the filter cuts (some rows or halves pass) is decoded here in Python.
@@ -24,8 +24,8 @@ from functools import partial
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.decoder import EventRows
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.decoder import EventRows
 from sparkcdc.snapshot.chunks import KeyValue
 from sparkcdc.snapshot.filter import InterleavingFilter
 

@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.protocol.connection import KeptConnection
 
 T = TypeVar("T")
 

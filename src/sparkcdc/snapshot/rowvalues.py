@@ -1,7 +1,7 @@
 """Chunk rows in the binlog decoder's value form, whichever client read them.
 
 Snapshot rows and binlog rows must look the same downstream, so values read with SQL
-are converted to what :mod:`sparkcdc.mysql.values` / ``rowcodec`` decode from row
+are converted to what :mod:`sparkcdc.mysql.binlog.column_values` / ``rowcodec`` decode from row
 images: ints for integer, YEAR and BIT columns; ``Decimal`` for DECIMAL; the float32
 value for FLOAT; ``date`` / naive ``datetime`` for DATE / DATETIME (zero dates → None);
 aware UTC ``datetime`` for TIMESTAMP; ``timedelta`` for TIME; ``str`` for character,

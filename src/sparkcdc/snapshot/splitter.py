@@ -35,8 +35,8 @@ from typing import Any, Protocol
 from sparkcdc.errors import ConfigError, SnapshotError, did_you_mean
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.catalog import estimated_rows
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.admin.catalog import estimated_rows
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import SortKey, charset_of, key_sort_key, python_orders
 from sparkcdc.snapshot.rowvalues import (

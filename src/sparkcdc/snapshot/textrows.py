@@ -5,7 +5,7 @@ call per value. Over TLS, where connectorx cannot be trusted (``reader._select``
 chunk reads several times slower than in clear. Here the query goes out on the same pymysql
 connection (so TLS, auth and the session stay pymysql's), its column definitions are read
 by pymysql, and the rows' bytes are taken from the connection in blocks and framed by the
-compiled splitter (``mysql/_textrows.c``): each column becomes an Arrow binary array of the
+compiled splitter (``mysql/protocol/_textrows.c``): each column becomes an Arrow binary array of the
 server's text for its values.
 
 Each column is then cast to its decoder-form type (``rowvalues.arrow_type``) by Arrow's
@@ -33,11 +33,11 @@ import pymysql
 
 from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column
-from sparkcdc.mysql.arrowrows import buffers_array
+from sparkcdc.mysql.binlog.arrowrows import buffers_array
 from sparkcdc.snapshot.rowvalues import arrow_schema, arrow_type, is_integer, sql_converter
 
 try:
-    from sparkcdc.mysql import _textrows  # type: ignore[attr-defined]
+    from sparkcdc.mysql.protocol import _textrows  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler
     _textrows = None
 
@@ -61,8 +61,8 @@ def available(conn: Any) -> bool:
     if not COMPILED and not _announced:
         _announced = True
         log.info(
-            "the compiled result splitter (sparkcdc.mysql._textrows) is not built: snapshot "
-            "chunks over TLS are read by pymysql (same results, slower). Reinstall the "
+            "the compiled result splitter (sparkcdc.mysql.protocol._textrows) is not built: "
+            "snapshot chunks over TLS are read by pymysql (same results, slower). Reinstall the "
             "package where a C compiler is present (pip install -e . with gcc) to build it"
         )
     return COMPILED and hasattr(conn, "start_result") and conn.encoding == "utf8"

@@ -38,9 +38,9 @@ from sparkcdc.model.schema import (
     time_text,
     value_converter,
 )
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.arrowrows import KernelRows
-from sparkcdc.mysql.decoder import EventRows
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.arrowrows import KernelRows
+from sparkcdc.mysql.binlog.decoder import EventRows
 
 BATCH_ROWS = 8192
 
@@ -416,8 +416,8 @@ class TablesBuilder:
 
     The structs have the captured tables' columns as the query read them at its start
     (``carrier_type``). A value goes into its struct field only when it is stored as that
-    column is (:func:`~sparkcdc.mysql.tablemeta.same_storage`); every other value of the
-    image (a column added or changed since the query started, a table that joined the
+    column is (:func:`~sparkcdc.mysql.binlog.metadata_from_schema.same_storage`); every other
+    value of the image (a column added or changed since the query started, a table that joined the
     query, a row written before a schema change) travels as text in ``_text`` under its
     column name, spelled as the envelope's JSON has it. Nothing is dropped and nothing
     converted by a guess: the reader of the row (the pipeline composer, which knows each
@@ -647,7 +647,7 @@ class _Kernel:
 
 
 class _Compiled:
-    """The compiled path of a change-row builder (:mod:`sparkcdc.mysql.arrowrows`): one
+    """The compiled path of a change-row builder (:mod:`sparkcdc.mysql.binlog.arrowrows`): one
     kernel per table shape, of which one holds rows at a time (``holding``), so rows leave
     in stream order. ``shared_seq``: an update's two rows share its ``_seq`` (the tables
     shape) rather than taking one each (the typed changelog)."""

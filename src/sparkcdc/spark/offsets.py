@@ -14,7 +14,7 @@ from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.tables import TablePredicate
-from sparkcdc.mysql import arrowrows
+from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.snapshot.coordinator import SnapshotProgress
 
 
@@ -29,7 +29,7 @@ class BinlogRangePartition(InputPartition):
     key_columns: str = ""  # {table: chunk key column}
     tables: str = ""  # JSON [[database, table], ...] captured, when tables were added
     versions: str = ""  # TableVersions JSON when the binlog lacks column metadata
-    share: int = 0  # this partition's share of the range (mysql/binlog_range.py Share) ...
+    share: int = 0  # this partition's share of the range (mysql/stream/binlog_range.py Share) ...
     shares: int = 1  # ... of this many
     # JSON [database, ...]: databases of tables the start offset names (its snapshot
     # progress, or its "tables") that the query no longer captures, e.g. dropped while

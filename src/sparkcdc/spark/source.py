@@ -7,7 +7,7 @@ groups); a replayed batch reads the same range and yields the same rows. What a 
 captures and where it starts is ``spark/capture.py``'s; this module is the Spark adapter.
 
 Before a batch is planned the offsets are checked against the server that answers
-(``mysql/continuity.py``): another server, a reset or restored binlog, or a binlog behind
+(``mysql/stream/continuity.py``): another server, a reset or restored binlog, or a binlog behind
 the offset stops the query with a clear error; a failover to a server whose GTID state
 holds the offset's GTID set (and, right after a snapshot's last chunks, their HWs' sets) is
 followed by GTID.
@@ -41,11 +41,11 @@ from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
-from sparkcdc.mysql import server
-from sparkcdc.mysql.connection import KeptConnection
-from sparkcdc.mysql.continuity import Continuity, ServerView, judge
+from sparkcdc.mysql.admin import server
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.dialect import connection_settings
-from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.protocol.connection import KeptConnection
+from sparkcdc.mysql.stream.continuity import Continuity, ServerView, judge
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -350,7 +350,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             self.table_versions(position)
         return self._initial
 
-    # -- which server: identity, reset, rewind, failover (mysql/continuity.py) -----------
+    # -- which server: identity, reset, rewind, failover (mysql/stream/continuity.py) -----------
 
     def _view(self, conn: Any) -> ServerView:
         return ServerView.observe(conn, self.settings.endpoint)
@@ -1076,7 +1076,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 if partition.schema and result.chunk.index == 0:
                     # a table that joined the running query: its CREATE TABLE (at the first
                     # chunk's low watermark) tells consumers its columns before its rows
-                    from sparkcdc.mysql.ddl import create_table_statement  # sqlglot: 35 ms
+                    from sparkcdc.mysql.ddl.schema_changes import (
+                        create_table_statement,  # sqlglot: 35 ms
+                    )
 
                     create = SchemaChange.from_binlog(
                         schema.database,

@@ -1,4 +1,4 @@
-"""The compiled decoder into Arrow (sparkcdc.mysql.arrowrows, _rowkernel.c) on hand-built
+"""The compiled decoder into Arrow (sparkcdc.mysql.binlog.arrowrows, _rowkernel.c) on hand-built
 row images: the values the Python decoder gives, and nothing added (the Python path then
 decides) for bytes it cannot read exactly."""
 
@@ -28,10 +28,10 @@ from sparkcdc.errors import ProtocolError
 from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.constants import EventType
-from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
-from sparkcdc.mysql.events import RowsEvent
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.decoded_events import RowsEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder, EventRows
+from sparkcdc.mysql.protocol.constants import EventType
 from sparkcdc.spark.changelog import TypedChangelogBuilder
 
 needs_kernel = pytest.mark.skipif(not arrowrows.COMPILED, reason="the kernel is not built")
@@ -257,7 +257,7 @@ def test_without_the_kernel_the_log_says_so_once(
 ) -> None:
     monkeypatch.setattr(arrowrows, "COMPILED", False)
     monkeypatch.setattr(arrowrows, "_announced", False)
-    with caplog.at_level(logging.INFO, logger="sparkcdc.mysql.arrowrows"):
+    with caplog.at_level(logging.INFO, logger="sparkcdc.mysql.binlog.arrowrows"):
         assert not arrowrows.compiled() and not arrowrows.compiled()
     said = [r.getMessage() for r in caplog.records if "pure Python" in r.getMessage()]
     assert len(said) == 1 and "C compiler" in said[0]

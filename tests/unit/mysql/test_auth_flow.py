@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql import wire
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.replication import BinlogClient
+from sparkcdc.mysql.protocol import wire
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc_dev.devserver import TlsFiles
 
 PASSWORD = "s3cret-pw"

@@ -9,8 +9,8 @@ import doctest
 
 import pytest
 
-from sparkcdc.mysql import charsets
-from sparkcdc.mysql.charmaps import TABLES
+from sparkcdc.mysql.binlog import charsets
+from sparkcdc.mysql.binlog.charmaps import TABLES
 
 
 def test_the_module_examples_hold() -> None:

@@ -1,4 +1,4 @@
-"""mysql/continuity.judge decides from what the server says; the GTID dump's first
+"""mysql/stream/continuity.judge decides from what the server says; the GTID dump's first
 transaction is found from bytes (MySQL's path is tested only here: no MySQL server in CI)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from sparkcdc.errors import (
 )
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition, GtidSet, MySqlGtidSet
-from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.continuity import Continuity, ServerView, judge
-from sparkcdc.mysql.server import first_transaction_start, gtid_state_contains
+from sparkcdc.mysql.admin.server import first_transaction_start, gtid_state_contains
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.stream.continuity import Continuity, ServerView, judge
 
 MARIA = ServerIdentity("mariadb", 1, domain_id=0)
 REPLICA = ServerIdentity("mariadb", 3, domain_id=0)

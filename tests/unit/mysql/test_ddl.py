@@ -28,7 +28,7 @@ from sparkcdc.model.schema_change import (
     TableChange,
     TruncateTable,
 )
-from sparkcdc.mysql.ddl import DdlParseError, default_value, parse_ddl
+from sparkcdc.mysql.ddl.schema_changes import DdlParseError, default_value, parse_ddl
 
 DB = "app"  # the QUERY event's current database
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.mysql.ddl_names import ddl_tables, row_changes
+from sparkcdc.mysql.ddl.table_names import ddl_tables, row_changes
 
 
 @pytest.mark.parametrize(

@@ -14,16 +14,7 @@ from tests.unit.mysql.test_values import encode_decimal
 
 from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import RowsKind
-from sparkcdc.mysql.constants import (
-    BINLOG_MAGIC,
-    EVENT_HEADER,
-    EVENT_HEADER_SIZE,
-    BinlogChecksum,
-    ColumnType,
-    EventType,
-)
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import (
+from sparkcdc.mysql.binlog.decoded_events import (
     MISSING,
     AnnotateRowsEvent,
     FormatDescriptionEvent,
@@ -38,6 +29,15 @@ from sparkcdc.mysql.events import (
     TableMapEvent,
     UnknownEvent,
     XidEvent,
+)
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.protocol.constants import (
+    BINLOG_MAGIC,
+    EVENT_HEADER,
+    EVENT_HEADER_SIZE,
+    BinlogChecksum,
+    ColumnType,
+    EventType,
 )
 
 # post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (types 1..171)

@@ -41,9 +41,7 @@ from tests.unit.mysql.test_jsonb import (
 
 from sparkcdc.errors import ProtocolError
 from sparkcdc.model.events import RowsKind
-from sparkcdc.mysql.constants import LOG_EVENT_IGNORABLE_F, ColumnType, EventType
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import (
+from sparkcdc.mysql.binlog.decoded_events import (
     MISSING,
     QueryEvent,
     RowsEvent,
@@ -52,7 +50,9 @@ from sparkcdc.mysql.events import (
     UnknownEvent,
     XidEvent,
 )
-from sparkcdc.mysql.jsonb import to_json_text
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.binlog.jsonb import to_json_text
+from sparkcdc.mysql.protocol.constants import LOG_EVENT_IGNORABLE_F, ColumnType, EventType
 
 # post-header lengths of a MySQL 8.0 FORMAT_DESCRIPTION (types 1..41)
 _MYSQL8_POST_HEADERS = bytearray(41)

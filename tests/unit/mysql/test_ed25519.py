@@ -9,8 +9,8 @@ import random
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sparkcdc.mysql.ed25519 import sign
-from sparkcdc.mysql.wire import AuthPlugin, auth_response_for
+from sparkcdc.mysql.protocol.ed25519 import sign
+from sparkcdc.mysql.protocol.wire import AuthPlugin, auth_response_for
 
 # RFC 8032 section 7.1, TEST 1 to 3: (secret key, message, signature)
 RFC8032 = [

@@ -9,7 +9,7 @@ import pytest
 from tests.unit.mysql.test_values import encode_decimal
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.jsonb import to_json_text
+from sparkcdc.mysql.binlog.jsonb import to_json_text
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0, 1, 2, 3
 LITERAL, INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING, OPAQUE = (

@@ -26,9 +26,9 @@ from sparkcdc.errors import ProtocolError, SchemaChangedError, SourceError
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.binlog_range import Share, changes_of_events
-from sparkcdc.mysql.constants import EVENT_HEADER_SIZE, EventType
-from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER_SIZE, EventType
+from sparkcdc.mysql.stream.binlog_range import Share, changes_of_events
 
 START = BinlogPosition("mysql-bin.000001", 4)
 
@@ -403,7 +403,7 @@ def test_text_of_an_unknown_collation_decodes_by_the_schemas_character_set() -> 
 
 
 def test_a_decoder_without_a_schema_refuses_text_of_an_unknown_collation() -> None:
-    from sparkcdc.mysql.decoder import BinlogDecoder
+    from sparkcdc.mysql.binlog.decoder import BinlogDecoder
 
     decoder = BinlogDecoder(table_filter=orders)
     table_map, insert, *_ = _split(transaction_events(_unknown_collation_table_map()))
@@ -414,9 +414,9 @@ def test_a_decoder_without_a_schema_refuses_text_of_an_unknown_collation() -> No
 
 
 def test_the_message_names_every_unknown_collation_id_zero_included() -> None:
-    from sparkcdc.mysql.constants import ColumnType
-    from sparkcdc.mysql.events import ColumnInfo
-    from sparkcdc.mysql.tablemeta import missing_metadata
+    from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
+    from sparkcdc.mysql.binlog.metadata_from_schema import missing_metadata
+    from sparkcdc.mysql.protocol.constants import ColumnType
 
     columns = tuple(
         ColumnInfo(f"c{i}", ColumnType.VARCHAR, 80, True, False, collation, None, None)

@@ -7,9 +7,9 @@ import zlib
 import pytest
 
 from sparkcdc.errors import ConfigError, ProtocolError
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.replication import (
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.protocol.replication import (
     ROTATE_POSITION,
     BinlogClient,
     parse_rotate,

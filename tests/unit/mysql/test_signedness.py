@@ -23,12 +23,12 @@ from sparkcdc.errors import SourceError
 from sparkcdc.model.events import RowChanges
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.binlog_range import changes_of_events
-from sparkcdc.mysql.constants import ColumnType, EventType
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.tablemap import OptionalMetadata
-from sparkcdc.mysql.tablemeta import TableVersions
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.binlog.table_map import OptionalMetadata
+from sparkcdc.mysql.protocol.constants import ColumnType, EventType
+from sparkcdc.mysql.stream.binlog_range import changes_of_events
 from sparkcdc.spark.changelog import TypedChangelogBuilder
 
 START = BinlogPosition("binlog.000001", 4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.mysql.statements import RowEffect, row_effect, statement_kind, xa_statement
+from sparkcdc.mysql.stream.statements import RowEffect, row_effect, statement_kind, xa_statement
 
 
 @pytest.mark.parametrize(

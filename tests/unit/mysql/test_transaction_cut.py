@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from sparkcdc.model.position import BinlogPosition, MySqlGtidSet
-from sparkcdc.mysql import server
-from sparkcdc.mysql.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.admin import server
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
 
 FILE = "binlog.000007"
 SOURCE = uuid.UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcdc.mysql.server import ServerInfo, parse_version
-from sparkcdc.mysql.validator import (
+from sparkcdc.mysql.admin.server import ServerInfo, parse_version
+from sparkcdc.mysql.admin.validator import (
     SourceFacts,
     check_binlog_filters,
     check_binlog_settings,

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql import values
+from sparkcdc.mysql.binlog import column_values as values
 
 _LEFTOVER = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from sparkcdc.errors import ProtocolError
 from sparkcdc.model.position import MySqlGtidSet
-from sparkcdc.mysql import wire
-from sparkcdc.mysql.constants import Command
+from sparkcdc.mysql.protocol import wire
+from sparkcdc.mysql.protocol.constants import Command
 
 
 def _handshake_bytes(plugin: bytes = b"mysql_native_password") -> bytes:

@@ -22,7 +22,7 @@ from sparkcdc.errors import SinkError, SourceError
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
-from sparkcdc.mysql.ddl import DdlParseError
+from sparkcdc.mysql.ddl.schema_changes import DdlParseError
 from sparkcdc.pipeline.evolution import (
     BatchPlan,
     SchemaEvolver,

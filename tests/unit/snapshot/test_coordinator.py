@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.connection import KeptConnection
+from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.filter import InterleavingFilter

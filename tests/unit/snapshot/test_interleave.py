@@ -10,11 +10,11 @@ from tests.unit.mysql.test_decoder import FULL_ROW, event, row_image, rows_body,
 
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition as P
-from sparkcdc.mysql import arrowrows
-from sparkcdc.mysql.constants import ColumnType, EventType
-from sparkcdc.mysql.decoder import BinlogDecoder, EventRows
-from sparkcdc.mysql.events import ColumnInfo, RowsEvent
-from sparkcdc.mysql.tablemeta import image_columns
+from sparkcdc.mysql.binlog import arrowrows
+from sparkcdc.mysql.binlog.decoded_events import ColumnInfo, RowsEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder, EventRows
+from sparkcdc.mysql.binlog.metadata_from_schema import image_columns
+from sparkcdc.mysql.protocol.constants import ColumnType, EventType
 from sparkcdc.snapshot.filter import (
     InterleavingFilter,
     completed_chunks,

@@ -1,4 +1,4 @@
-"""The text-protocol result reader (snapshot/textrows.py, mysql/_textrows.c) from bytes.
+"""The text-protocol result reader (snapshot/textrows.py, mysql/protocol/_textrows.c) from bytes.
 
 Result rows are built to the documented layout (length-encoded strings, 0xFB for NULL,
 4-byte packet headers; a payload of 0xFFFFFF bytes continues in the next packet); the
@@ -22,8 +22,8 @@ from pymysql.constants import FIELD_TYPE
 
 from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import Column
-from sparkcdc.mysql.arrowrows import buffers_array
-from sparkcdc.mysql.wire import lenenc_int
+from sparkcdc.mysql.binlog.arrowrows import buffers_array
+from sparkcdc.mysql.protocol.wire import lenenc_int
 from sparkcdc.snapshot import textrows
 
 pytestmark = pytest.mark.skipif(not textrows.COMPILED, reason="the C splitter is not built")

@@ -11,9 +11,9 @@ import pyarrow as pa
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.events import ColumnInfo
-from sparkcdc.mysql.tablemeta import image_columns, same_storage
+from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
+from sparkcdc.mysql.binlog.metadata_from_schema import image_columns, same_storage
+from sparkcdc.mysql.protocol.constants import ColumnType
 from sparkcdc.spark.changelog import SnapshotRows, TablesBuilder, table_column
 
 UTF8 = 45  # utf8mb4_general_ci

@@ -9,7 +9,7 @@ import pymysql
 
 from sparkcdc.model.changelog import DELETED
 from sparkcdc.model.identifiers import quote_mysql
-from sparkcdc.mysql.connection import connect_with_tls
+from sparkcdc.mysql.protocol.connection import connect_with_tls
 from sparkcdc.sinks.jdbc.dialect import (
     CONNECT_TIMEOUT_S,
     ROWS_PER_STATEMENT,

@@ -27,7 +27,7 @@ import pymysql
 
 from sparkcdc.errors import ServerIdClashError
 from sparkcdc.model.options import ServerIdRange
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 
 log = logging.getLogger(__name__)
 

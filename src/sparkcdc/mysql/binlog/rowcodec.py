@@ -10,9 +10,9 @@ and floats come from ``struct`` formats (runs of adjacent fixed-width columns in
 ``unpack_from`` when the row has no NULLs), strings are sliced and decoded in place, and
 only DECIMAL / temporal / JSON / SET values call a helper. Nothing is dispatched per value.
 
->>> from sparkcdc.mysql.constants import ColumnType
+>>> from sparkcdc.mysql.protocol.constants import ColumnType
 >>> from sparkcdc.model.events import RowsKind
->>> from sparkcdc.mysql.events import ColumnInfo
+>>> from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
 >>> col = ColumnInfo("id", ColumnType.LONG, 0, False, True, None, None, None)
 >>> decode = build_rows_decoder((col,), RowsKind.INSERT, 0b1, None)
 >>> decode(bytes([0x00, 0x2A, 0, 0, 0]), 0, 5)
@@ -27,13 +27,13 @@ from typing import Any
 
 from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import RowsKind
-from sparkcdc.mysql import values
-from sparkcdc.mysql.charsets import BINARY_COLLATION, codec_for_collation, errors_for_codec
-from sparkcdc.mysql.constants import ColumnType, RowsValueOption
-from sparkcdc.mysql.events import MISSING, ColumnInfo, Row
-from sparkcdc.mysql.jsonb import to_json_text
-from sparkcdc.mysql.jsondiff import DIFF_VECTOR_LENGTH, json_diff_applier
-from sparkcdc.mysql.wire import read_lenenc_int
+from sparkcdc.mysql.binlog import column_values as values
+from sparkcdc.mysql.binlog.charsets import BINARY_COLLATION, codec_for_collation, errors_for_codec
+from sparkcdc.mysql.binlog.decoded_events import MISSING, ColumnInfo, Row
+from sparkcdc.mysql.binlog.jsonb import to_json_text
+from sparkcdc.mysql.binlog.jsondiff import DIFF_VECTOR_LENGTH, json_diff_applier
+from sparkcdc.mysql.protocol.constants import ColumnType, RowsValueOption
+from sparkcdc.mysql.protocol.wire import read_lenenc_int
 
 RowsDecoder = Callable[[bytes, int, int], tuple[list[Row], int]]
 

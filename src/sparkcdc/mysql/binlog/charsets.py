@@ -26,7 +26,7 @@ import codecs
 from typing import Any
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.charmaps import TABLES as _SERVER_TABLES
+from sparkcdc.mysql.binlog.charmaps import TABLES as _SERVER_TABLES
 
 BINARY_COLLATION = 63
 """The ``binary`` pseudo character set: BINARY/VARBINARY/BLOB columns decode to bytes."""

@@ -1,6 +1,6 @@
 """Column value decoders for row images: binary DECIMAL, temporal types, SET.
 
-What each column type becomes (the generated row decoders in :mod:`sparkcdc.mysql.rowcodec`
+What each column type becomes (the generated row decoders in :mod:`sparkcdc.mysql.binlog.rowcodec`
 inline the simple ones and call these for the rest):
 
 - NEWDECIMAL -> ``decimal.Decimal`` with the column's scale

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.values import decimal_decoder
+from sparkcdc.mysql.binlog.column_values import decimal_decoder
+from sparkcdc.mysql.protocol.constants import ColumnType
 
 
 class JsonbType(IntEnum):

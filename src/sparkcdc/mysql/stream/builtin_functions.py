@@ -1,5 +1,5 @@
 """The server's built-in functions: a call of any other name is a stored (or loadable)
-function, which may change any table (mysql/statements.py).
+function, which may change any table (mysql/stream/statements.py).
 
 From MariaDB 10.11's ``information_schema.SQL_FUNCTIONS``, the functions its grammar names by
 a keyword (``IF``, ``REPLACE``, ``LEFT``, ...; not in that table), and MySQL 8's functions

@@ -1,7 +1,7 @@
 /*
- * sparkcdc.mysql._rowkernel: binlog row images straight into Arrow column buffers.
+ * sparkcdc.mysql.binlog._rowkernel: binlog row images straight into Arrow column buffers.
  *
- * The compiled half of sparkcdc/mysql/arrowrows.py (read its docstring first). A Builder is
+ * The compiled half of sparkcdc/mysql/binlog/arrowrows.py (read its docstring first). A Builder is
  * made for one table shape (one TABLE_MAP's columns, all present in every image) and one
  * output layout; add() decodes the row images of one ROWS event into growing Arrow
  * buffers (validity bitmap, int32 offsets, values), plus the change-row metadata (_op,
@@ -679,7 +679,7 @@ static PyGetSetDef builder_getset[] = {
 };
 
 static PyTypeObject BuilderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkcdc.mysql._rowkernel.Builder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkcdc.mysql.binlog._rowkernel.Builder",
     .tp_basicsize = sizeof(Builder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Row images of one table shape into Arrow buffers (see arrowrows.py).",
@@ -692,7 +692,7 @@ static PyTypeObject BuilderType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_rowkernel",
-    "Binlog row images into Arrow buffers (compiled; sparkcdc.mysql.arrowrows uses it).", -1,
+    "Binlog row images into Arrow buffers (compiled; sparkcdc.mysql.binlog.arrowrows uses it).", -1,
     NULL,
 };
 

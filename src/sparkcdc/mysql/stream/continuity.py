@@ -38,7 +38,7 @@ from sparkcdc.errors import (
 )
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.mysql import server
+from sparkcdc.mysql.admin import server
 
 _RESTART = (
     "Nothing was read. If this is the server you mean to capture, start the query over "

@@ -23,8 +23,8 @@ from typing import Any, Literal
 import pymysql
 
 from sparkcdc.errors import SourceError
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.server import ServerInfo, binlog_filters, server_info, variables
+from sparkcdc.mysql.admin.server import ServerInfo, binlog_filters, server_info, variables
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 
 log = logging.getLogger(__name__)
 
@@ -424,7 +424,7 @@ def tls_report(settings: ConnectionSettings) -> list[tuple[str, str]]:
     """(connection, how it is protected) for each kind of connection sparkcdc makes to the
     source: SQL (schemas, snapshot chunks) and replication. Raises ``SourceError`` when
     one cannot log in (e.g. TLS refused or required)."""
-    from sparkcdc.mysql.replication import BinlogClient
+    from sparkcdc.mysql.protocol.replication import BinlogClient
 
     with sql_connection(settings) as conn:
         sql_state = session_tls(conn)

@@ -10,13 +10,13 @@ import struct
 from enum import IntEnum
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.charsets import codec_for_collation, is_known_collation
-from sparkcdc.mysql.constants import (
+from sparkcdc.mysql.binlog.charsets import codec_for_collation, is_known_collation
+from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
+from sparkcdc.mysql.protocol.constants import (
     CHARACTER_TYPES,
     NUMERIC_TYPES,
     ColumnType,
 )
-from sparkcdc.mysql.events import ColumnInfo
 
 _U64 = struct.Struct("<Q")
 # after the table id: flags u16 (reserved)

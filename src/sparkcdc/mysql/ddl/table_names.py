@@ -1,8 +1,9 @@
 """The tables a DDL statement names, read without parsing the statement.
 
 Every QUERY event of the binlog is asked which captured tables it changes, so this stays a
-few regular expressions (``mysql/ddl.py`` parses a statement fully, with sqlglot, only once
-it is known to touch a captured table, and reads names with the same expressions).
+few regular expressions (``mysql/ddl/schema_changes.py`` parses a statement fully, with
+sqlglot, only once it is known to touch a captured table, and reads names with the same
+expressions).
 
 Every table a statement acts on counts, not only the first it names: ``DROP TABLE a, orders``
 drops ``orders``, and ``RENAME TABLE orders_new TO orders`` (an online schema change tool's

@@ -1,6 +1,6 @@
 """Whether a write to a table changes that table alone, asked of the server.
 
-A statement logged as text (``mysql/statements.py``) on a table the stream does not capture
+A statement logged as text (``mysql/stream/statements.py``) on a table the stream does not capture
 is harmless only when its writes stop at that table. They do not when the table has a
 trigger (which may write any table), is the parent of a foreign key that cascades (``ON
 DELETE CASCADE``, ``SET NULL``, ...: the child's rows change), is a view (its base tables
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcdc.mysql.connection import ConnectionSettings, sql_connection
-from sparkcdc.mysql.validator import parse_grants
+from sparkcdc.mysql.admin.validator import parse_grants
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 
 _TABLE = (
     "SELECT TABLE_TYPE, ENGINE FROM information_schema.TABLES "

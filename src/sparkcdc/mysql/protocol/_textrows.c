@@ -1,5 +1,5 @@
 /*
- * sparkcdc.mysql._textrows: the rows of a text-protocol result set straight into Arrow
+ * sparkcdc.mysql.protocol._textrows: the rows of a text-protocol result set straight into Arrow
  * buffers, one variable-length binary column per result column.
  *
  * The compiled half of sparkcdc/snapshot/textrows.py (read its docstring first). A Splitter
@@ -268,7 +268,7 @@ static PyGetSetDef splitter_getset[] = {
 };
 
 static PyTypeObject SplitterType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkcdc.mysql._textrows.Splitter",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkcdc.mysql.protocol._textrows.Splitter",
     .tp_basicsize = sizeof(Splitter),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Text-protocol result rows into Arrow binary columns (see snapshot/textrows.py).",

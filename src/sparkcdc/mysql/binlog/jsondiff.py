@@ -11,11 +11,11 @@ document (PARTIAL_UPDATE_ROWS events). Layout (MySQL ``sql-common/json_diff.cc``
 
 ``operation`` is :class:`JsonDiffOperation`; ``path`` is MySQL's text form of a JSON path
 (``$``, ``.member``, ``."quoted member"``, ``[n]``); ``value`` is one binary JSON document
-(:mod:`sparkcdc.mysql.jsonb`). Packed ints are MySQL's ``net_field_length`` encoding.
+(:mod:`sparkcdc.mysql.binlog.jsonb`). Packed ints are MySQL's ``net_field_length`` encoding.
 
 :func:`apply_json_diffs` applies the diffs with the semantics of MySQL's
 ``apply_json_diff`` (what a replica does) and renders the result exactly as
-:func:`sparkcdc.mysql.jsonb.to_json_text` renders the full document the server would have
+:func:`sparkcdc.mysql.binlog.jsonb.to_json_text` renders the full document the server would have
 logged without the option: same separators, object keys in MySQL's storage order (shorter
 keys first, then bytewise), numbers and strings of untouched members kept as they were.
 Anything it cannot apply exactly raises :class:`JsonDiffError`.
@@ -34,8 +34,8 @@ from enum import IntEnum
 from typing import Any
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql.jsonb import to_json_text
-from sparkcdc.mysql.wire import read_lenenc_int
+from sparkcdc.mysql.binlog.jsonb import to_json_text
+from sparkcdc.mysql.protocol.wire import read_lenenc_int
 
 # the 4-byte little-endian size that starts a logged diff vector (ENCODED_LENGTH_BYTES)
 DIFF_VECTOR_LENGTH = struct.Struct("<I")
@@ -181,7 +181,7 @@ def _parse_doc(text: str) -> Any:
 
 
 def _render(node: Any) -> str:
-    """JSON text in :func:`sparkcdc.mysql.jsonb.to_json_text`'s form."""
+    """JSON text in :func:`sparkcdc.mysql.binlog.jsonb.to_json_text`'s form."""
     if isinstance(node, _Number):
         return str.__str__(node)
     if isinstance(node, str):
@@ -274,7 +274,7 @@ def apply_json_diffs(before: object, data: bytes, start: int, end: int) -> str:
     ``before`` is the column's value in the before image (JSON text); NULL or a column
     missing from the before image cannot be patched.
 
-    >>> from sparkcdc.mysql.wire import lenenc_int
+    >>> from sparkcdc.mysql.protocol.wire import lenenc_int
     >>> diff = bytes([JsonDiffOperation.REMOVE]) + lenenc_int(4) + b"$.bb"
     >>> apply_json_diffs('{"a": 1, "bb": [2]}', diff, 0, len(diff))
     '{"a": 1}'

@@ -38,14 +38,14 @@ from sparkcdc.model.schema import (
     schema_from_json,
     schema_to_json,
 )
-from sparkcdc.mysql.charsets import (
+from sparkcdc.mysql.binlog.charsets import (
     BINARY_COLLATION,
     charset_for_collation,
     collation_for_charset,
     is_known_collation,
 )
-from sparkcdc.mysql.constants import CHARACTER_TYPES, NUMERIC_TYPES, ColumnType
-from sparkcdc.mysql.events import ColumnInfo
+from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
+from sparkcdc.mysql.protocol.constants import CHARACTER_TYPES, NUMERIC_TYPES, ColumnType
 
 # information_schema DATA_TYPE values each TABLE_MAP type code may stand for
 _TYPE_FAMILIES: dict[ColumnType, frozenset[str]] = {
@@ -119,7 +119,7 @@ def same_storage(info: ColumnInfo, column: Column) -> bool:
     ``column``; otherwise (a row written before a schema change, or metadata the TABLE_MAP
     lacks) it is not, and must be carried by its own decoded form.
 
-    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> from sparkcdc.mysql.protocol.constants import ColumnType
     >>> info = ColumnInfo("n", ColumnType.LONG, 0, True, False, None, None, None)
     >>> same_storage(info, Column.from_mysql("n", "int", "int(11)", True))
     True
@@ -158,7 +158,7 @@ def image_columns(columns: tuple[ColumnInfo, ...]) -> ImageColumns:
     """The model's description of the row images a TABLE_MAP with ``columns`` lays out:
     their names and :func:`same_storage` by image position.
 
-    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> from sparkcdc.mysql.protocol.constants import ColumnType
     >>> info = ColumnInfo("n", ColumnType.LONG, 0, True, False, None, None, None)
     >>> image = image_columns((info,))
     >>> image.names, image.same_storage(0, Column.from_mysql("n", "int", "int(11)", True))
@@ -276,7 +276,7 @@ def is_incomplete(columns: Iterable[ColumnInfo]) -> bool:
 def missing_metadata(columns: Iterable[ColumnInfo]) -> str:
     """What an incomplete TABLE_MAP lacks, in words, for an error message.
 
-    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> from sparkcdc.mysql.protocol.constants import ColumnType
     >>> missing_metadata((ColumnInfo("n", ColumnType.VARCHAR, 80, True, False, 4000, None, None),))
     'a text column with collation id 4000, which sparkcdc does not know'
     """

@@ -15,11 +15,7 @@ from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError,
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.constants import EVENT_HEADER, EventType
-from sparkcdc.mysql.ddl_names import ddl_tables, dropped_database, row_changes
-from sparkcdc.mysql.decoder import ROWS_EVENT_TYPES, BinlogDecoder
-from sparkcdc.mysql.events import (
+from sparkcdc.mysql.binlog.decoded_events import (
     BinlogEvent,
     EventHeader,
     FormatDescriptionEvent,
@@ -31,15 +27,19 @@ from sparkcdc.mysql.events import (
     TransactionPayloadEvent,
     UnknownEvent,
 )
-from sparkcdc.mysql.replication import BinlogClient, resumed_events
-from sparkcdc.mysql.statements import RowEffect, row_effect, statement_kind, xa_statement
-from sparkcdc.mysql.tablemeta import (
+from sparkcdc.mysql.binlog.decoder import ROWS_EVENT_TYPES, BinlogDecoder
+from sparkcdc.mysql.binlog.metadata_from_schema import (
     TableVersions,
     complete_columns,
     is_incomplete,
     missing_metadata,
 )
-from sparkcdc.mysql.write_effects import WriteEffects
+from sparkcdc.mysql.ddl.table_names import ddl_tables, dropped_database, row_changes
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
+from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.protocol.replication import BinlogClient, resumed_events
+from sparkcdc.mysql.stream.statements import RowEffect, row_effect, statement_kind, xa_statement
+from sparkcdc.mysql.stream.write_effects import WriteEffects
 
 # (database, table, written) → None when a statement's use of the table changes nothing
 # else, else why that cannot be shown (WriteEffects)

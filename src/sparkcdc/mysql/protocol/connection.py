@@ -29,7 +29,7 @@ from pymysql.constants import COMMAND
 
 from sparkcdc.errors import SourceConnectionError, SourceError
 from sparkcdc.model.tls import TlsSettings
-from sparkcdc.mysql import ed25519
+from sparkcdc.mysql.protocol import ed25519
 
 T = TypeVar("T")
 

@@ -31,11 +31,16 @@ from sparkcdc.model.position import (
     binlog_file_number,
     binlog_file_tag,
 )
-from sparkcdc.mysql.connection import ConnectionSettings
-from sparkcdc.mysql.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS, EventType
-from sparkcdc.mysql.decoder import BinlogDecoder
-from sparkcdc.mysql.events import GtidEvent, MariaGtidEvent
-from sparkcdc.mysql.wire import decode_sid_set
+from sparkcdc.mysql.binlog.decoded_events import GtidEvent, MariaGtidEvent
+from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.protocol.connection import ConnectionSettings
+from sparkcdc.mysql.protocol.constants import (
+    EVENT_HEADER,
+    EVENT_HEADER_SIZE,
+    FIRST_EVENT_POS,
+    EventType,
+)
+from sparkcdc.mysql.protocol.wire import decode_sid_set
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +376,7 @@ def _events_from(
     """(start position, type, timestamp, event) of the real events from ``start`` on: those
     in the files, a file's closing ROTATE included. A lost connection reads on from where
     it was cut (``resumed_events``, up to ``connect.max-retries`` attempts)."""
-    from sparkcdc.mysql.replication import BinlogClient, parse_rotate, resumed_events
+    from sparkcdc.mysql.protocol.replication import BinlogClient, parse_rotate, resumed_events
 
     file = start.file
     with BinlogClient(settings, server_id) as client:
@@ -387,7 +392,7 @@ def _events_from(
 def file_tag(settings: ConnectionSettings, file: str, server_id: int | None = None) -> str | None:
     """The ``binlog_file_tag`` of ``file`` on the server now (one short binlog read), or
     None if the server sends no FORMAT_DESCRIPTION for it."""
-    from sparkcdc.mysql.replication import BinlogClient
+    from sparkcdc.mysql.protocol.replication import BinlogClient
 
     if server_id is None:
         server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)
@@ -413,7 +418,7 @@ def first_transaction_start(events: Iterable[bytes], file: str) -> BinlogPositio
     >>> first_transaction_start([], "mysql-bin.000001") is None
     True
     """
-    from sparkcdc.mysql.replication import parse_rotate
+    from sparkcdc.mysql.protocol.replication import parse_rotate
 
     for event in events:
         _, type_code, _, size, log_pos, _ = EVENT_HEADER.unpack_from(event)
@@ -438,7 +443,7 @@ def position_after_gtids(
     follows ``gtids`` on the server and ``end`` (its binlog end, read before the dump) is
     the place. A GTID the server no longer has raises ``PositionError`` (purged).
     """
-    from sparkcdc.mysql.replication import BinlogClient
+    from sparkcdc.mysql.protocol.replication import BinlogClient
 
     if server_id is None:
         server_id = random.choice(TIMESTAMP_PROBE_SERVER_IDS)

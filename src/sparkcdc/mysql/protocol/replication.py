@@ -5,7 +5,7 @@ caching_sha2_password), announces checksum support and a heartbeat period, regis
 as a replica (COM_REGISTER_SLAVE) and asks for the binlog (COM_BINLOG_DUMP by file and
 position, or by GTID: MariaDB ``@slave_connect_state``, MySQL COM_BINLOG_DUMP_GTID).
 It yields raw events, each the 19-byte common header plus the body, with the CRC32
-checksum verified and stripped. Decoding the bodies is ``mysql/decoder.py``'s job.
+checksum verified and stripped. Decoding the bodies is ``mysql/binlog/decoder.py``'s job.
 
 The header is passed on as the server sent it: ``event_size`` still counts the 4
 checksum bytes when checksums are on, so ``log_pos - event_size`` is the event's start
@@ -44,8 +44,8 @@ from sparkcdc.errors import (
     SourceError,
 )
 from sparkcdc.model.position import BinlogPosition, MariaDbGtidSet, MySqlGtidSet
-from sparkcdc.mysql import wire
-from sparkcdc.mysql.connection import (
+from sparkcdc.mysql.protocol import wire
+from sparkcdc.mysql.protocol.connection import (
     ER_ACCESS_DENIED,
     ER_CONNECTION_KILLED,
     ER_HOST_NOT_PRIVILEGED,
@@ -61,7 +61,7 @@ from sparkcdc.mysql.connection import (
     retry_pause,
     tls_failure,
 )
-from sparkcdc.mysql.constants import (
+from sparkcdc.mysql.protocol.constants import (
     CHECKSUM_SIZE,
     EVENT_HEADER,
     EVENT_HEADER_SIZE,
@@ -651,8 +651,8 @@ class BinlogClient:
         return SourceError(f"binlog dump {where} on {endpoint} failed: {error}")
 
     def _position_error(self, error: wire.ServerError, start: BinlogPosition) -> PositionError:
-        from sparkcdc.mysql.connection import sql_connection
-        from sparkcdc.mysql.server import binlog_files
+        from sparkcdc.mysql.admin.server import binlog_files
+        from sparkcdc.mysql.protocol.connection import sql_connection
 
         try:
             with sql_connection(self.settings) as conn:

@@ -30,7 +30,7 @@ from sqlglot import TokenType, exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import SqlglotError, TokenError
 
-from sparkcdc.mysql.builtin_functions import is_builtin_function
+from sparkcdc.mysql.stream.builtin_functions import is_builtin_function
 
 StatementKind = Literal["control", "dml", "xa_rollback", "other"]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
 from sparkcdc.errors import ProtocolError
-from sparkcdc.mysql import ed25519
-from sparkcdc.mysql.constants import Command
+from sparkcdc.mysql.protocol import ed25519
+from sparkcdc.mysql.protocol.constants import Command
 
 # ------------------------------------------------------------------------ packet framing
 

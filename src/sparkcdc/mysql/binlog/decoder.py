@@ -1,10 +1,10 @@
 """The binlog event decoder: pure functions of bytes plus the context a binlog carries.
 
 :class:`BinlogDecoder` turns one event (19-byte header + body, checksum already stripped)
-into a dataclass of :mod:`sparkcdc.mysql.events`. The only state it keeps is what the
+into a dataclass of :mod:`sparkcdc.mysql.binlog.decoded_events`. The only state it keeps is what the
 binlog itself establishes: the last FORMAT_DESCRIPTION (post-header lengths) and the
 TABLE_MAPs by table id. Row images are decoded by functions generated per table map
-(:mod:`sparkcdc.mysql.rowcodec`), cached by the table map's bytes.
+(:mod:`sparkcdc.mysql.binlog.rowcodec`), cached by the table map's bytes.
 
 Byte layouts: https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_replication_binlog_event.html
 and https://mariadb.com/kb/en/replication-protocol/ (MariaDB events and compression).
@@ -27,18 +27,8 @@ from enum import IntFlag
 from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
-from sparkcdc.mysql.compression import decompress_mariadb, zstd_decompress
-from sparkcdc.mysql.constants import (
-    CHECKSUM_ALG_SIZE,
-    EVENT_HEADER,
-    EVENT_HEADER_SIZE,
-    FORMAT_DESCRIPTION_FIXED,
-    BinlogChecksum,
-    EventType,
-    PayloadCompression,
-    TransactionPayloadField,
-)
-from sparkcdc.mysql.events import (
+from sparkcdc.mysql.binlog.compression import decompress_mariadb, zstd_decompress
+from sparkcdc.mysql.binlog.decoded_events import (
     AnnotateRowsEvent,
     BinlogEvent,
     ColumnInfo,
@@ -58,9 +48,19 @@ from sparkcdc.mysql.events import (
     UnknownEvent,
     XidEvent,
 )
-from sparkcdc.mysql.rowcodec import RowsDecoder, build_rows_decoder
-from sparkcdc.mysql.tablemap import parse_table_map_body, read_lenenc
-from sparkcdc.mysql.tablemeta import image_columns
+from sparkcdc.mysql.binlog.metadata_from_schema import image_columns
+from sparkcdc.mysql.binlog.rowcodec import RowsDecoder, build_rows_decoder
+from sparkcdc.mysql.binlog.table_map import parse_table_map_body, read_lenenc
+from sparkcdc.mysql.protocol.constants import (
+    CHECKSUM_ALG_SIZE,
+    EVENT_HEADER,
+    EVENT_HEADER_SIZE,
+    FORMAT_DESCRIPTION_FIXED,
+    BinlogChecksum,
+    EventType,
+    PayloadCompression,
+    TransactionPayloadField,
+)
 
 # ------------------------------------------------------------------------ byte layouts
 
@@ -266,7 +266,7 @@ class EventRows:
     """The row images of one ROWS event as the binlog holds them (``data[pos:end]``,
     decompressed), decoded when asked: the :class:`~sparkcdc.model.events.EncodedRows` of
     the changes a lazy decoder yields. ``complete``: every image has every column and no
-    JSON diff (what the compiled decoder into Arrow reads; sparkcdc.mysql.arrowrows)."""
+    JSON diff (what the compiled decoder into Arrow reads; sparkcdc.mysql.binlog.arrowrows)."""
 
     data: bytes
     pos: int

@@ -1,7 +1,7 @@
 """Row images straight from binlog bytes into Arrow columns, by the compiled kernel.
 
 The pure-Python path decodes a ROWS event into a Python value per column
-(:mod:`sparkcdc.mysql.rowcodec`) and the change-row builders turn those into Arrow arrays
+(:mod:`sparkcdc.mysql.binlog.rowcodec`) and the change-row builders turn those into Arrow arrays
 (:mod:`sparkcdc.spark.changelog`): two passes over Python objects. The kernel
 (``_rowkernel.c``, built with the package when a C compiler is present) reads the bytes of
 one table shape's row images into Arrow buffers directly, with the change-row metadata
@@ -33,15 +33,15 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 
 from sparkcdc.model.events import ImageColumns, RowChanges, RowsKind
-from sparkcdc.mysql import values
-from sparkcdc.mysql.charsets import BINARY_COLLATION, codec_for_collation
-from sparkcdc.mysql.constants import ColumnType
-from sparkcdc.mysql.decoder import EventRows
-from sparkcdc.mysql.events import ColumnInfo
-from sparkcdc.mysql.rowcodec import BLOB_TYPES, STRING_TYPES, length_prefix
+from sparkcdc.mysql.binlog import column_values as values
+from sparkcdc.mysql.binlog.charsets import BINARY_COLLATION, codec_for_collation
+from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
+from sparkcdc.mysql.binlog.decoder import EventRows
+from sparkcdc.mysql.binlog.rowcodec import BLOB_TYPES, STRING_TYPES, length_prefix
+from sparkcdc.mysql.protocol.constants import ColumnType
 
 try:
-    from sparkcdc.mysql import _rowkernel  # type: ignore[attr-defined]
+    from sparkcdc.mysql.binlog import _rowkernel  # type: ignore[attr-defined]
 except ImportError:  # not built: the pure-Python path
     _rowkernel = None
 
@@ -115,7 +115,7 @@ def compiled() -> bool:
     if not COMPILED and not _announced:
         _announced = True
         log.info(
-            "the compiled row decoder (sparkcdc.mysql._rowkernel) is not built: binlog rows "
+            "the compiled row decoder (sparkcdc.mysql.binlog._rowkernel) is not built: binlog rows "
             "are decoded in pure Python (same results, slower). Reinstall the package where "
             "a C compiler is present (pip install -e . with gcc) to build it"
         )
@@ -258,7 +258,7 @@ def plan(columns: Sequence[ColumnInfo], wanted: Sequence[tuple[int, pa.DataType]
     path's values (the caller has checked that each wanted column is stored as its output
     column is: ``ImageColumns.same_storage``).
 
-    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> from sparkcdc.mysql.protocol.constants import ColumnType
     >>> col = ColumnInfo("id", ColumnType.LONG, 0, False, False, None, None, None)
     >>> plan([col], [(0, pa.int32())]).outs, plan([col], [(0, pa.string())])
     (((3, 0),), None)
@@ -297,7 +297,7 @@ def key_plan(columns: Sequence[ColumnInfo], position: int) -> Plan | None:
     an integer (as int64: a BIGINT UNSIGNED value above its range makes the kernel refuse
     the event), or a UTF-8 or binary string. None for any other column.
 
-    >>> from sparkcdc.mysql.constants import ColumnType
+    >>> from sparkcdc.mysql.protocol.constants import ColumnType
     >>> key = ColumnInfo("id", ColumnType.LONG, 0, False, False, None, None, None)
     >>> when = ColumnInfo("at", ColumnType.DATETIME2, 0, False, False, None, None, None)
     >>> key_plan([when, key], 1).outs, key_plan([when, key], 0)

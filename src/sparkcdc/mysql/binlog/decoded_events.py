@@ -1,8 +1,8 @@
 """Decoded binlog events: frozen dataclasses, one per event type the decoder understands.
 
 Every event carries the common :class:`EventHeader` as its first field. Row values are
-plain Python objects (see :mod:`sparkcdc.mysql.values` for the mapping of column types);
-a column absent from a row image (``binlog_row_image=MINIMAL/NOBLOB``) holds the
+plain Python objects (see :mod:`sparkcdc.mysql.binlog.column_values` for the mapping of
+column types); a column absent from a row image (``binlog_row_image=MINIMAL/NOBLOB``) holds the
 :data:`MISSING` sentinel, a NULL holds ``None``.
 
 >>> h = EventHeader(timestamp=0, type_code=16, server_id=1, event_size=31, log_pos=120, flags=0)
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkcdc.model.events import EncodedRows, ImageColumns, RowsKind
-from sparkcdc.mysql.constants import (
+from sparkcdc.mysql.protocol.constants import (
     LOG_EVENT_IGNORABLE_F,
     BinlogChecksum,
     ColumnType,

@@ -45,7 +45,7 @@ from sparkcdc.model.schema_change import (
     TruncateTable,
 )
 from sparkcdc.model.text import split_top_level
-from sparkcdc.mysql.ddl_names import (
+from sparkcdc.mysql.ddl.table_names import (
     IDENT,
     RENAME_PAIR,
     RENAME_TABLE,

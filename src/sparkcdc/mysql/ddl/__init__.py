@@ -1,0 +1,1 @@
+"""DDL statements of the binlog: the tables they name, the schema changes they make."""
