@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The second Spark line (DESIGN.md "Trigger.AvailableNow and the Spark lines"): a virtual
+# The second Spark line (DESIGN.md §2.2): a virtual
 # environment with PySpark 4.1, where Iceberg's Spark runtime loads, beside the default 4.2.
 # It sees the main interpreter's packages (sparkcdc, installed editable by scripts/setup.sh,
 # and the rest) and shadows only pyspark. Then the 4.1 connector jars (jars/pom.xml profile

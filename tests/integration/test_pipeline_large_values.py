@@ -1,7 +1,7 @@
 """Values of 20 MB go through a whole pipeline intact, into every sink that can hold them.
 
 The old envelope path carried row images as JSON text, and Spark's JSON reader turned any value
-over 20,000,000 characters into a NULL image; the tables shape (DESIGN.md) carries them typed.
+over 20,000,000 characters into a NULL image; the tables shape (DESIGN.md §4.1) carries them typed.
 A row with a 20,000,000-character LONGTEXT (non-ASCII characters in it) and a 20 MiB LONGBLOB
 of random bytes exists before the pipeline starts (the snapshot reads it); then one UPDATE
 changes both big values of that row and an INSERT adds a second big row (the binlog brings

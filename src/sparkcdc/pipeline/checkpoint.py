@@ -17,8 +17,7 @@ The source's state belongs to one stream too (``claim_state``): ``state.location
 the run id and checkpoint of the stream it holds (``stream.json``). A new stream clears what
 an earlier stream of its checkpoint left there (its offset, chunk plans and staged chunks are
 places in another snapshot); a state location that holds the state of another checkpoint's
-stream, or of another stream of this one, is refused (DESIGN.md, "State belongs to one
-stream").
+stream, or of another stream of this one, is refused (DESIGN.md §3.4).
 """
 
 from __future__ import annotations

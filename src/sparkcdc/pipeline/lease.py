@@ -1,5 +1,4 @@
-"""One run at a time per checkpoint: a lease in ``<checkpoint>/lease/`` (DESIGN.md, "One run
-per checkpoint").
+"""One run at a time per checkpoint: a lease in ``<checkpoint>/lease/`` (DESIGN.md §3.3).
 
 A run that starts writes a claim of its own (``claim-<id>.json``: pid, host, process start,
 when it started, until when it holds), then lists the claims. It holds the lease when its

@@ -1,7 +1,7 @@
 """Copying one sink table again: a re-snapshot of its source tables, requested by
 ``sparkcdc run --resnapshot TABLE`` and kept in ``<checkpoint>/resnapshot.json`` until done.
 
-A re-snapshot of a table is its chunks pending again (DESIGN.md §2: newly added tables are
+A re-snapshot of a table is its chunks pending again (DESIGN.md §3.4; §2: newly added tables are
 just more pending chunks): the runner asks the source for it (``scan.resnapshot.tables``),
 the source plans the table's chunks from 0 in one batch and marks that batch's offset
 (``spark/offsets.restarted``), and the runner empties the sink table when it writes that

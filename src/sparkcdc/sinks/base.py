@@ -15,7 +15,7 @@ A key-changing update arrives as '-U' of the old key and '+U' of the new key, so
 change of each key" (:func:`final_states`) is all an upserting sink needs. A sink writes one
 batch idempotently per ``batch_id``: Spark replays the last batch after a crash.
 
-Snapshot rows of keys no earlier batch wrote (DESIGN.md §2: a binlog event of a key whose chunk
+Snapshot rows of keys no earlier batch wrote (DESIGN.md §6.1: a binlog event of a key whose chunk
 is not read yet is dropped, so nothing wrote such a key before its chunk) need no MERGE or
 upsert: a sink with ``appends = True`` gets them split off as *inserts*, through
 :meth:`Sink.append`, before the batch's remaining changes go through :meth:`Sink.write`.

@@ -170,7 +170,7 @@ class SnapshotCoordinator:
     def last_high(self, snapshot: dict[str, dict[str, Any]]) -> BinlogPosition | None:
         """The latest HW among the chunks the batch that ends at ``snapshot`` read (None:
         it read none, or none is staged yet). The next batch's binlog must end at or past it
-        (DESIGN.md §2: every chunk's HW is at or before the binlog end of the batch after
+        (DESIGN.md §2.4: every chunk's HW is at or before the binlog end of the batch after
         its own, which ``filter_state`` and ``pure_binlog`` count on)."""
         return max(self.last_highs(snapshot), default=None)
 

@@ -461,8 +461,7 @@ def read_chunk(
                 raise _changed_shape(current, chunk, exc) from None
             select_seconds = time.perf_counter() - started
             # with its GTID set: a failover right after the batch that read this chunk
-            # places the HW on the new server by it (DESIGN.md, "A failover right after
-            # the snapshot")
+            # places the HW on the new server by it (DESIGN.md §2.7)
             high = current_position(conn, info)
             pending = prepared_xa(conn) if info.is_mariadb else None
             if pending:
