@@ -143,24 +143,34 @@ def test_a_replayed_append_is_found_past_other_commits_and_an_older_batch_is_not
     assert not restarted.appended(table, snapshot(spark, range(9, 10)), 6)
 
 
+def cut_history(spark: Any, sink: DeltaSink, table: SinkTable) -> None:
+    """Leave the table's history as Delta's log clean-up does: a checkpoint, the commit
+    files before it removed."""
+    for n in range(2):  # a checkpoint at every commit from the first one that says so
+        spark.sql(
+            f"ALTER TABLE {sink.identifier(table)} SET TBLPROPERTIES "
+            f"('delta.checkpointInterval' = '1', 'team.note' = 'n{n}')"
+        )
+    log = Path(str(sink.location(table)).removeprefix("file:")) / "_delta_log"
+    checkpoint = max(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+    for commit in log.glob("*.json"):
+        if commit.name[:20].isdigit() and int(commit.name[:20]) < checkpoint:
+            commit.unlink()
+    history = spark.sql(f"DESCRIBE HISTORY {sink.identifier(table)}").collect()
+    assert min(int(c["version"]) for c in history) > 0
+
+
 def test_an_append_a_history_cannot_decide_is_decided_by_its_keys(
     spark: Any, tmp_path: Path
 ) -> None:
-    """Where the history holds no mark of this writer but an append an earlier sparkcdc
-    marked without one (it relied on Delta's txnAppId), the rows' keys decide."""
+    """Where the history is cut short (Delta removed its older commit files) before any
+    mark of this writer, the rows' keys decide."""
     sink, table = make_sink(spark, tmp_path), new_table()
     sink.open([table])
-    location = sink.location(table)
-    (
-        snapshot(spark, range(1, 6))
-        .select("id", "name")
-        .write.format("delta")
-        .mode("append")
-        .option("txnAppId", sink.app_id(table) + "/append")
-        .option("txnVersion", "1")
-        .option("userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)")
-        .save(location)
+    snapshot(spark, range(1, 6)).select("id", "name").write.format("delta").mode("append").save(
+        sink.location(table)
     )
+    cut_history(spark, sink, table)
     upgraded = make_sink(spark, tmp_path)  # a new run reads the history
     assert not upgraded.append(table, snapshot(spark, range(1, 6)), 1)  # its keys are there
     assert upgraded.append(table, snapshot(spark, range(6, 8)), 2)  # none of these are
@@ -174,9 +184,8 @@ def test_a_table_the_sink_created_is_answered_from_its_own_appends(
     spark: Any, tmp_path: Path
 ) -> None:
     """Every commit this writer made to a table its sink created is that sink's: it answers
-    appended() from its own record, with no look at the history. An append from outside the
-    sink (an earlier sparkcdc's, unmarked) proves which one answered: the history would have
-    its keys looked up."""
+    appended() from its own record, with no look at the history. An outside append carrying
+    this writer's mark proves which one answered."""
     sink, table = make_sink(spark, tmp_path), new_table()
     sink.open([table])
     assert not sink.appended(table, snapshot(spark, range(1, 2)), 0)
@@ -184,7 +193,7 @@ def test_a_table_the_sink_created_is_answered_from_its_own_appends(
     assert sink.appended(table, snapshot(spark, range(1, 3)), 1)
     assert sink.appended(table, snapshot(spark, range(1, 3)), 0)  # an older batch
     snapshot(spark, range(5, 7)).select("id", "name").write.format("delta").mode("append").option(
-        "userMetadata", "sparkcdc: snapshot rows of batch 2 (0123abcd)"
+        "userMetadata", sink.mark(table, "append", 2)
     ).save(sink.location(table))
     assert not sink.appended(table, snapshot(spark, range(5, 7)), 2)  # its record
     assert make_sink(spark, tmp_path).appended(table, snapshot(spark, range(5, 7)), 2)  # history
@@ -270,9 +279,10 @@ def test_keys_are_looked_up_by_their_names_as_they_are(spark: Any, tmp_path: Pat
             f"{META}, `order.id` BIGINT, name STRING",
         )
 
-    rows_of(range(1, 4)).select("`order.id`", "name").write.format("delta").mode("append").option(
-        "userMetadata", "sparkcdc: snapshot rows of batch 1 (0123abcd)"
-    ).save(sink.location(table))
+    rows_of(range(1, 4)).select("`order.id`", "name").write.format("delta").mode("append").save(
+        sink.location(table)
+    )
+    cut_history(spark, sink, table)  # the keys decide
     upgraded = make_sink(spark, tmp_path)  # a new run reads the history
     assert not upgraded.append(table, rows_of(range(1, 4)), 1)
     assert upgraded.append(table, rows_of(range(4, 6)), 2)

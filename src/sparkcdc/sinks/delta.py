@@ -14,8 +14,8 @@ commit carries a mark in its ``userMetadata`` (``{"sparkcdc": <txnAppId>, "write
 by reading the table's newest commits back to this writer's previous batch
 (:meth:`DeltaSink.appended`; once per table and run: after that, and in a table the sink
 created, from its own record), not by Delta's ``txnAppId``: Delta looks an appId up in the
-table's whole state (a state reconstruction of ~1 s, three Spark jobs, on every append),
-where the marks are a few commit files away.
+table's whole state (a state reconstruction on every append), where the marks are a few
+commit files away (DESIGN.md §6.1).
 
 Tables the sink creates are readable by every Delta reader, delta-rs's Arrow reader and
 polars' ``read_delta`` among them: deletion vectors stay off unless
@@ -221,7 +221,7 @@ class DeltaSink(Sink):
 
     def begin_open(self, tables: Sequence[SinkTable]) -> None:
         """The tables that exist are checked now; the absent ones are created in a thread
-        (the first Delta command of a JVM: ~2-3 s of its start-up)."""
+        (the first Delta command of a JVM is a large part of its start-up)."""
         self._create_in_background(self._creations(tables))
 
     def _creations(self, tables: Sequence[SinkTable]) -> list[Callable[[], None]]:
@@ -430,11 +430,10 @@ class DeltaSink(Sink):
         batch or a later one (appended), or any of an earlier batch (not: batches commit in
         order, so this batch's would be newer). Others' commits and unmarked ones (ALTERs,
         OPTIMIZE) are passed over. Undecided at the table's first commit: not appended.
-        Undecided where the history is cut short (Delta removed old commit files) or holds
-        an append of a sparkcdc without marks (it recorded Delta's txnAppId): the rows'
-        keys are looked up in the table, which is exact for the rows an append takes (keys
-        the table did not hold before the batch, so present only if this batch's append was
-        committed).
+        Undecided where the history is cut short (Delta removed old commit files): the
+        rows' keys are looked up in the table, which is exact for the rows an append takes
+        (keys the table did not hold before the batch, so present only if this batch's
+        append was committed).
 
         A table this sink created, or whose history it has read once, is answered from its
         own record of its appends, with no read: every commit this writer makes to it from
@@ -468,8 +467,6 @@ class DeltaSink(Sink):
                 ) from None
             for commit in commits:  # newest first
                 found = _mark_of(commit["userMetadata"], app_id)
-                if found == _UNMARKED_APPEND:
-                    return batch_id if self._holds_keys(table, rows, batch_id) else not_appended
                 if found is None:
                     continue
                 write, marked_batch = found
@@ -648,14 +645,10 @@ class DeltaSink(Sink):
 
 
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-# an append an earlier sparkcdc committed under Delta's txnAppId, its mark without a writer
-_UNMARKED_APPEND = ("append", -1)
-_OLD_APPEND_MARK = "sparkcdc: snapshot rows of batch "
 
 
 def _mark_of(metadata: str | None, app_id: str) -> tuple[str, int] | None:
-    """``(write, batch id)`` of a commit's ``userMetadata`` when it is ``app_id``'s mark;
-    :data:`_UNMARKED_APPEND` for an append an earlier sparkcdc marked without its writer.
+    """``(write, batch id)`` of a commit's ``userMetadata`` when it is ``app_id``'s mark.
 
     >>> _mark_of('{"sparkcdc": "p:t", "write": "merge", "batch": 3}', "p:t")
     ('merge', 3)
@@ -663,13 +656,9 @@ def _mark_of(metadata: str | None, app_id: str) -> tuple[str, int] | None:
     True
     >>> _mark_of("nightly OPTIMIZE", "p:t") is None, _mark_of(None, "p:t") is None
     (True, True)
-    >>> _mark_of("sparkcdc: snapshot rows of batch 4 (0a1b)", "p:t")
-    ('append', -1)
     """
     if metadata is None:
         return None
-    if metadata.startswith(_OLD_APPEND_MARK):
-        return _UNMARKED_APPEND
     try:
         mark = json.loads(metadata)
     except ValueError:

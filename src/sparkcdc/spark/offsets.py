@@ -74,8 +74,7 @@ def make_offset(
     """An offset as Spark logs it. ``tables``: the captured (database, table)s, for an
     offset without snapshot progress (which names them): a restarted query learns from it
     which tables it captured, whose changes and DROP (or DROP DATABASE) must reach the sink
-    or stop it even when they no longer exist (DESIGN.md, "What an offset remembers of the
-    tables")."""
+    or stop it even when they no longer exist (DESIGN.md §2.1)."""
     out: dict[str, Any] = {"binlog": position.to_offset()}
     if identity is not None:
         out["server"] = identity.to_offset()
@@ -92,7 +91,7 @@ def offset_tables(
     offset: dict[str, Any], matches: TablePredicate | None = None
 ) -> set[tuple[str, str]]:
     """The (database, table)s an offset names (those ``matches`` keeps): its snapshot
-    progress's, or its ``tables`` (offsets written before they were kept name none).
+    progress's, or its ``tables``.
 
     Snapshot progress keys are ``database.table``, and either name may hold a dot: a key
     stands for each way of splitting it that ``matches`` keeps."""
@@ -102,10 +101,8 @@ def offset_tables(
 
 
 def offset_databases(offset: dict[str, Any], matches: TablePredicate | None = None) -> set[str]:
-    """The databases of the tables an offset names (those ``matches`` keeps; an offset
-    written before the tables were kept in it names only their ``databases``)."""
-    named = {db for db, _ in offset_tables(offset, matches)}
-    return named | set(offset.get("databases") or ())
+    """The databases of the tables an offset names (those ``matches`` keeps)."""
+    return {db for db, _ in offset_tables(offset, matches)}
 
 
 def _splits(qualified: str) -> list[tuple[str, str]]:

@@ -133,9 +133,6 @@ def test_an_offset_names_the_tables_it_was_planned_for() -> None:
     assert "tables" not in snapshotting
     assert offset_tables(snapshotting) == {("shop", "orders"), ("hr", "staff")}
     assert offset_databases(snapshotting) == {"shop", "hr"}
-    # an offset of the version that kept only the databases; one of before names none
-    legacy = {"binlog": START.to_offset(), "databases": ["crm"]}
-    assert offset_tables(legacy) == set() and offset_databases(legacy) == {"crm"}
     assert offset_databases({"binlog": START.to_offset()}) == set()
 
 
