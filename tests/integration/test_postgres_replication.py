@@ -4,6 +4,7 @@ confirm() as the only thing that moves the slot, and clear errors (issue 59, ite
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import secrets
@@ -268,6 +269,11 @@ def test_the_reader_stops_exactly_at_end(source: Source) -> None:
     assert same(transactions(source.read(start, t3.commit_lsn))) == same([t1, t2])
     assert same(transactions(source.read(t2.end_lsn, source.watermark()))) == same([t3])
     assert same(transactions(source.read(t2.commit_lsn, t3.commit_lsn))) == same([t2])
+    with ReplicationConnection.open(source.endpoint) as conn:  # ranges of one stream
+        stream = conn.start_replication(source.slot, start, [source.publication])
+        ranges = [t2.commit_lsn, t2.commit_lsn, t3.commit_lsn, source.watermark()]
+        read = [same(transactions(list(stream.transactions(end)))) for end in ranges]
+    assert read == [same([t1]), [], same([t2]), same([t3])]
 
 
 def test_the_slot_moves_only_to_what_confirm_was_given(source: Source) -> None:
@@ -315,6 +321,20 @@ def test_a_dropped_connection_is_a_clear_error(source: Source) -> None:
         lost.value
     )
     assert source.endpoint.password not in str(lost.value)
+
+
+def test_tls_and_a_refused_password(source: Source) -> None:
+    verified = dataclasses.replace(
+        source.endpoint, sslmode="verify-full", sslrootcert=str(source.pg.tls.ca)
+    )
+    with ReplicationConnection.open(verified) as conn:
+        assert conn.tls_in_use
+        assert conn.identify_system().database == source.endpoint.database
+    wrong = dataclasses.replace(source.endpoint, password="not-the-password")
+    with pytest.raises(SourceConnectionError, match="password authentication failed") as refused:
+        ReplicationConnection.open(wrong)
+    assert "not-the-password" not in str(refused.value) + repr(wrong)
+    assert "REPLICATION attribute" in str(refused.value)
 
 
 def test_slot_and_publication_errors_say_what_to_do(source: Source) -> None:

@@ -45,6 +45,7 @@ from sparkcdc.postgres.copyboth import (
 )
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.pgoutput import (
+    Begin,
     DecodeContext,
     LogicalMessage,
     Relation,
@@ -181,6 +182,10 @@ class ReplicationConnection:
 
     def close(self) -> None:
         self._pgconn.finish()
+
+    @property
+    def tls_in_use(self) -> bool:
+        return self._pgconn.ssl_in_use
 
     @property
     def backend_pid(self) -> int:
@@ -335,6 +340,9 @@ class ReplicationStream:
         self.wal_end = start  # how far the server has said it sent (keepalives)
         self._confirmed = Lsn(0)  # Lsn(0): nothing confirmed by this stream yet
         self._assembler = TransactionAssembler()
+        # what a range read past its end: the next range starts with it
+        self._held: Begin | Transaction | LogicalMessage | None = None
+        self._progress_wal_end = start
 
     @property
     def confirmed(self) -> Lsn:
@@ -414,43 +422,71 @@ class ReplicationStream:
         position the server reaches: a commit's LSN, ``pg_current_wal_insert_lsn()``, or
         the LSN of a ``pg_logical_emit_message`` watermark (``pg_current_wal_lsn()`` is
         reached too, but lags commits made with ``synchronous_commit = off``). If the
-        server's WAL does not move towards ``end`` for ``stall_timeout_s``, a SourceError
-        says so.
+        server sends nothing that moves towards ``end`` for ``stall_timeout_s``, a
+        SourceError says so. Called again, it goes on with ``[end, next end)``: what it
+        read past ``end`` is held for that range.
         """
-        context = DecodeContext(encoding=self.connection.encoding)
+        if end < self.start:
+            raise SourceError(
+                f"a range end {end} before the stream's position {self.start} (slot "
+                f"{self.slot!r}): ranges of one stream follow each other"
+            )
+        held, self._held = self._held, None
+        for item in self._items(held, end, stall_timeout_s):
+            if isinstance(item, Begin):
+                self._held = item  # the first transaction past the range: not read further
+                break
+            position = item.lsn if isinstance(item, LogicalMessage) else item.commit_lsn
+            if position >= end:
+                self._held = item
+                break
+            if position >= self.start:
+                yield item
+        self.start = end
+
+    def _items(
+        self,
+        held: Begin | Transaction | LogicalMessage | None,
+        end: Lsn,
+        stall_timeout_s: float,
+    ) -> Iterator[Begin | Transaction | LogicalMessage]:
+        """Whole transactions and non-transactional messages as they complete, and the
+        Begin of a transaction that commits at or after ``end`` (which ends the range)."""
         assembler = self._assembler
-        last_progress, progress_at = self.wal_end, time.monotonic()
+        progress_at = time.monotonic()
+        if held is not None:
+            if not isinstance(held, Begin) or held.final_lsn >= end:
+                yield held
+                if isinstance(held, Begin):
+                    return
+            else:
+                assembler.feed(held)
         for message in self.messages(POLL_INTERVAL_S):
             if message is None:
                 self._send_status(reply_requested=True)  # ask how far the server is
             elif isinstance(message, PrimaryKeepalive):
                 if self.wal_end >= end and not assembler.in_transaction:
                     return
+                if message.wal_end > self._progress_wal_end:
+                    self._progress_wal_end, progress_at = message.wal_end, time.monotonic()
             else:
+                progress_at = time.monotonic()
                 decoded = decode_message(
                     message.data,
-                    DecodeContext(in_stream=assembler.in_stream, encoding=context.encoding),
+                    DecodeContext(in_stream=assembler.in_stream, encoding=self.connection.encoding),
                 )
                 if isinstance(decoded, Relation):
                     self.relations[decoded.oid] = decoded
                 if isinstance(decoded, LogicalMessage) and not decoded.transactional:
-                    if decoded.lsn >= end:
-                        return
-                    if decoded.lsn >= self.start:
-                        yield decoded
+                    yield decoded
                     continue
-                begin_lsn = getattr(decoded, "final_lsn", None)
-                if begin_lsn is not None and begin_lsn >= end:
-                    return  # the first transaction past the range: not read further
+                if isinstance(decoded, Begin) and decoded.final_lsn >= end:
+                    yield decoded
+                    return
                 done = assembler.feed(decoded)
                 if done is not None:
-                    if done.commit_lsn >= end:
-                        return
-                    if done.commit_lsn >= self.start:
-                        yield done
-            if self.wal_end > last_progress:
-                last_progress, progress_at = self.wal_end, time.monotonic()
-            elif time.monotonic() - progress_at > stall_timeout_s:
+                    yield done
+            if time.monotonic() - progress_at > stall_timeout_s:
                 raise SourceError(
                     f"PostgreSQL {self.connection.endpoint.where()} has sent WAL up to "
                     f"{self.wal_end} and no further for {stall_timeout_s:.0f}s, short of the "
