@@ -26,7 +26,9 @@ from pydantic import ValidationError
 
 from sparkcdc.errors import SinkError
 from sparkcdc.sinks.base import SinkColumn, SinkContext, SinkTable, sink_class
-from sparkcdc.sinks.kafka import KafkaOptions, KafkaSink, kafka_messages
+from sparkcdc.sinks.kafka.messages import kafka_messages
+from sparkcdc.sinks.kafka.options import KafkaOptions
+from sparkcdc.sinks.kafka.sink import KafkaSink
 from sparkcdc_dev.devkafka import DevKafka
 
 pytestmark = pytest.mark.integration
@@ -679,7 +681,7 @@ def test_images_spell_every_value_as_one_by_one(spark: Any) -> None:
     an image of several runs and for one of a single run."""
     from pyspark.sql import functions as F
 
-    from sparkcdc.sinks.kafka import JsonEncoding, timestamp_text
+    from sparkcdc.sinks.kafka.encoding import JsonEncoding, timestamp_text
 
     types = [
         ("b", "BOOLEAN"), ("i", "INT"), ("l", "BIGINT"), ("small", "DECIMAL(12,2)"),

@@ -40,7 +40,8 @@ from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import committed_offset, run_pipeline
-from sparkcdc.sinks.kafka import SEQ_HEADER, cached_producers, discard_unsent
+from sparkcdc.sinks.kafka.messages import SEQ_HEADER
+from sparkcdc.sinks.kafka.producer_pool import cached_producers, discard_unsent
 from sparkcdc_dev.devkafka import DEFAULT_DIR, DevKafka
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 

@@ -9,7 +9,7 @@ import pytest
 
 from sparkcdc.model.schema import Column
 from sparkcdc.sinks.base import SinkColumn, SinkTable
-from sparkcdc.sinks.kafka import debezium_schema, key_schema
+from sparkcdc.sinks.kafka.connect_schema import debezium_schema, key_schema
 
 
 def _source(data_type: str, column_type: str, nullable: bool = True) -> Column:
