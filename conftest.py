@@ -117,8 +117,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = kept
 
 
-def _spark_processes(root: int) -> list[str]:
-    """The command lines of the Spark JVMs among ``root``'s descendants (``/proc``)."""
+def _spark_processes(root: int) -> dict[int, str]:
+    """The Spark JVMs among ``root``'s descendants (``/proc``): their command lines by pid."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         try:
@@ -128,7 +128,7 @@ def _spark_processes(root: int) -> list[str]:
         if stat_line:
             parent = int(stat_line.rsplit(")", 1)[1].split()[1])
             children.setdefault(parent, []).append(int(entry.name))
-    found, stack = [], list(children.get(root, ()))
+    found, stack = {}, list(children.get(root, ()))
     while stack:
         pid = stack.pop()
         stack.extend(children.get(pid, ()))
@@ -137,15 +137,17 @@ def _spark_processes(root: int) -> list[str]:
         except OSError:
             continue
         if b"org.apache.spark." in command:
-            found.append(command.decode(errors="replace")[-300:])
+            found[pid] = command.decode(errors="replace")[-300:]
     return found
 
 
 class _SparkWatch:
-    """Looks for a Spark JVM under this process every half second until stopped: a JVM
-    runs for seconds, so none a test starts goes unseen."""
+    """Looks for a Spark JVM under this process, other than those running at the start,
+    every half second until stopped: a JVM runs for seconds, so none a test starts goes
+    unseen."""
 
     def __init__(self) -> None:
+        self._before = set(_spark_processes(os.getpid()))
         self.seen: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="spark-watch", daemon=True)
@@ -153,14 +155,18 @@ class _SparkWatch:
 
     def _watch(self) -> None:
         while not self.seen:
-            self.seen = _spark_processes(os.getpid())
+            self.seen = self._new()
             if self._stop.wait(0.5):
                 return
 
     def stop(self) -> list[str]:
         self._stop.set()
         self._thread.join()
-        return self.seen or _spark_processes(os.getpid())
+        return self.seen or self._new()
+
+    def _new(self) -> list[str]:
+        running = _spark_processes(os.getpid())
+        return [command for pid, command in running.items() if pid not in self._before]
 
 
 @pytest.fixture(autouse=True)

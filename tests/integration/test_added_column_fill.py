@@ -138,7 +138,11 @@ def check_values(table: tuple[list[str], list[Row]]) -> None:
     assert by_id[4]["g"] == 80 and by_id[4]["v"] == 120
 
 
-@pytest.mark.parametrize("behavior", ["evolve", "lenient"])
+# lenient adds these columns as evolve does (it differs on drops and truncates, which STEPS
+# have none of): a repeat, run with SPARKCDC_THOROUGH=1
+@pytest.mark.parametrize(
+    "behavior", ["evolve", pytest.param("lenient", marks=pytest.mark.thorough)]
+)
 def test_delta_added_columns_hold_the_sources_values(
     spark: Any, server: DevServer, source: Any, tmp_path: Path, behavior: str
 ) -> None:

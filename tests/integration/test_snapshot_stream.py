@@ -88,7 +88,9 @@ def ordered(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("partitions", ["1", "2"])
+# one partition (the source's default): the UCA-key and typed snapshots under writes below
+# prove it; a repeat, run with SPARKCDC_THOROUGH=1
+@pytest.mark.parametrize("partitions", [pytest.param("1", marks=pytest.mark.thorough), "2"])
 def test_snapshot_under_concurrent_writes_equals_the_source(
     spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path, partitions: str
 ) -> None:

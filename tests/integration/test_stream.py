@@ -162,7 +162,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-@pytest.mark.parametrize("partitions", ["1", "3"])
+# one partition (the source's default) is what the tests around here run: a repeat, run
+# with SPARKCDC_THOROUGH=1
+@pytest.mark.parametrize("partitions", [pytest.param("1", marks=pytest.mark.thorough), "3"])
 def test_changelog_replays_to_the_source(
     spark: Any, dev_server: DevServer, database: str, sql: Any, partitions: str
 ) -> None:
