@@ -87,7 +87,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Sizes:
         "--changes", type=int, default=1_000_000, help="changes of the binlog catch-up"
     )
     parser.add_argument("--quick", action="store_true", help="ten times fewer rows and changes")
-    parser.add_argument("--rounds", type=int, default=2, help="alternated runs of each side")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternated runs of each side (the median counts)"
+    )
     parser.add_argument(
         "--writes-per-s", type=float, default=1000.0, help="writes during the third phase (0: none)"
     )
@@ -440,6 +442,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {snapshot.DATABASE}")
     table = f"vs_flinkcdc_{sizes.rows}"
     snapshot.load(server, table, sizes.rows)
+    warm_table, warm_rows = f"{table}_warm_up", max(1, sizes.rows // 10)
+    snapshot.load(server, warm_table, warm_rows)
     start, end, written = binlog_decode.build_binlog(server, sizes.changes)
     assert written == sizes.changes, (written, sizes.changes)
     print(
@@ -494,9 +498,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
                 return one
 
-            # warm-up of both sides on the catch-up (JIT, Python workers, connections)
+            # warm-up of both sides on both phases (JIT, Python workers, connections), the
+            # snapshot's on a tenth of the table
             print("warm-up", file=sys.stderr)
-            sparkcdc_phase(side, "binlog", binlog_spark, change_kinds)
+            warm_spark = {**snap_spark, "table-name": warm_table}
+            warm_flink = {**snap_flink, "table-name": warm_table}
+            sparkcdc_phase(side, "warm-up", warm_spark, snapshot_kinds(warm_rows))
+            flink("warm-up", "note", warm_flink, 2, snapshot_kinds(warm_rows))()
+            sparkcdc_phase(side, "warm-up", binlog_spark, change_kinds)
             flink("warm-up", "payload", binlog_flink, 1, change_kinds)()
             print("snapshot", file=sys.stderr)
             snaps = alternate(

@@ -4,10 +4,12 @@ import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
-import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -106,28 +108,30 @@ public final class FlinkCdcPeer {
         JobClient job = env.executeAsync(request.get("name").asText());
         long submitted = System.nanoTime();
         long deadline = submitted + TimeUnit.SECONDS.toNanos(request.get("timeout_s").asLong());
-        JobStatus status = job.getJobStatus().get();
-        while (lastNanos == 0 && !status.isGloballyTerminalState() && System.nanoTime() < deadline) {
+        // the job's end, not its status: a MiniCluster of a finished job is shut down at once,
+        // and asking it for a status then fails
+        CompletableFuture<JobExecutionResult> finished = job.getJobExecutionResult();
+        boolean bounded = request.get("options").path("scan.startup.mode").asText().equals("snapshot");
+        while ((lastNanos == 0 || bounded) && !finished.isDone() && System.nanoTime() < deadline) {
+            // a bounded job that has all its rows ends by itself: waiting for that shows extra
+            // rows; an unbounded one is cancelled
             Thread.sleep(5);
-            status = job.getJobStatus().get();
+        }
+        boolean cancelled = false;
+        if (!finished.isDone()) {
+            cancelled = true;
+            try {
+                job.cancel().get();
+            } catch (ExecutionException e) {
+                // it ended meanwhile: its result below says how
+            }
         }
         Map<String, Object> result = new LinkedHashMap<>();
-        if (status == JobStatus.FAILED) {
-            try {
-                job.getJobExecutionResult().get();
-            } catch (Exception e) {
+        try {
+            finished.get();
+        } catch (ExecutionException e) {
+            if (!cancelled) {
                 result.put("error", "the Flink job failed: " + causes(e));
-            }
-        } else if (!status.isGloballyTerminalState()) {
-            // a bounded job that has all its rows ends by itself: wait for that, to see extra
-            // rows; an unbounded one is cancelled
-            if (request.get("options").path("scan.startup.mode").asText().equals("snapshot")) {
-                while (!job.getJobStatus().get().isGloballyTerminalState() && System.nanoTime() < deadline) {
-                    Thread.sleep(5);
-                }
-            }
-            if (!job.getJobStatus().get().isGloballyTerminalState()) {
-                job.cancel().get();
             }
         }
         if (lastNanos == 0 && !result.containsKey("error")) {
