@@ -11,7 +11,7 @@ Each new stream gets a *run id*, kept in ``spark/sparkcdc-run-id`` beside the of
 belongs to. The sinks put it in every idempotency id they record (Delta's ``txnAppId``, the
 Iceberg snapshot-summary key, the jdbc commit table's ``pipeline`` column), so batch ids
 that start again at 0 in a new stream are never taken for batches an old stream already
-wrote. A checkpoint made before run ids existed keeps its sinks' old ids (run id ``None``).
+wrote.
 
 The source's state belongs to one stream too (``claim_state``): ``state.location`` records
 the run id and checkpoint of the stream it holds (``stream.json``). A new stream clears what
@@ -51,7 +51,7 @@ STATE_ENTRIES = ("mysql-cdc_", "hold", "planned", STATE_OWNER_FILE)
 class CheckpointIdentity:
     """Which stream a checkpoint holds."""
 
-    run_id: str | None  # None: a checkpoint from before run ids (sinks keep their old ids)
+    run_id: str
     new_stream: bool  # no batch planned yet: the stream (and its snapshot) starts over
 
 
@@ -76,7 +76,7 @@ def logged_end(checkpoint: str | Location, batch: int) -> dict[str, Any] | None:
 
 
 def run_id(checkpoint: str | Location) -> str | None:
-    """The run id of the stream under ``checkpoint`` (None: none yet, or from before run ids)."""
+    """The run id of the stream under ``checkpoint`` (None: none yet)."""
     text = (spark_checkpoint(checkpoint) / RUN_ID_FILE).read_text()
     return (text.strip() or None) if text is not None else None
 
@@ -89,7 +89,16 @@ def open_checkpoint(
     schema history, and its source state when that lives in the checkpoint."""
     root = as_location(checkpoint)
     if has_planned_batches(root):
-        return CheckpointIdentity(run_id(root), new_stream=False)
+        known = run_id(root)
+        if known is None:
+            raise ConfigError(
+                f"the checkpoint {root} has planned batches but no run id "
+                f"({SPARK_DIR}/{RUN_ID_FILE}): it was not written by this version of sparkcdc, "
+                "and its sinks' idempotency ids cannot be told from another stream's. Delete "
+                "the checkpoint to start the pipeline over (a new stream takes its snapshot "
+                "again)"
+            )
+        return CheckpointIdentity(known, new_stream=False)
     # Spark's files, the schema history and the staged chunks below hold the stream's state
     # and rows: only this user may read them (Spark writes its own files with the umask's mode)
     root.make_dirs()
@@ -166,10 +175,8 @@ def claim_state(
     record = _read_owner(root / STATE_OWNER_FILE)
     owner_run = None if record is None else record.get("run_id")
     owner_checkpoint = None if record is None else str(record.get("checkpoint"))
-    # a run id names one stream wherever its checkpoint is now (moved, or spelled another
-    # way); a checkpoint from before run ids is known by its place
-    same_stream = owner_run is not None or owner_checkpoint == mine.uri
-    if record is not None and owner_run == identity.run_id and same_stream:
+    # a run id names one stream wherever its checkpoint is now (moved, or spelled another way)
+    if record is not None and owner_run == identity.run_id:
         if owner_checkpoint != mine.uri:
             _write_owner(root, mine, identity)
         return

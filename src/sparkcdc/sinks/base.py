@@ -155,13 +155,13 @@ class SinkContext:
 
     pipeline_name: str
     checkpoint: str  # the pipeline's checkpoint directory (the sink may keep state under it)
-    run_id: str | None = None  # the checkpoint's stream (pipeline/checkpoint.py)
+    run_id: str | None = None  # the checkpoint's stream (pipeline/checkpoint.py); None: none
 
     @property
     def writer_id(self) -> str:
         """Who writes, as idempotency ids record it: the pipeline's name and its stream's run
         id, so a new checkpoint's batch 0 is never taken for an old stream's batch 0."""
-        if self.run_id is None:  # a checkpoint from before run ids: its sinks' old ids
+        if self.run_id is None:  # a sink that writes for no stream (verify only reads)
             return self.pipeline_name
         return f"{self.pipeline_name}@{self.run_id}"
 

@@ -58,13 +58,14 @@ def test_a_state_location_outside_the_checkpoint_is_never_touched(tmp_path: Path
     assert (state / "x.json").exists()
 
 
-def test_a_checkpoint_from_before_run_ids_keeps_the_old_writer_id(tmp_path: Path) -> None:
+def test_a_checkpoint_with_batches_but_no_run_id_is_refused(tmp_path: Path) -> None:
+    """Its sinks' idempotency ids would be the pipeline's name alone, which a new stream's
+    batch ids cannot be told from: the run stops and says to delete the checkpoint."""
     checkpoint = tmp_path / "ckpt"
     plan_batch(checkpoint, 3)
-    identity = open_checkpoint(str(checkpoint))
-    assert identity.run_id is None and not identity.new_stream
+    with pytest.raises(ConfigError, match=r"no run id \(spark/sparkcdc-run-id\).*Delete"):
+        open_checkpoint(str(checkpoint))
     assert not (checkpoint / "spark" / RUN_ID_FILE).exists()
-    assert SinkContext("p", str(checkpoint), identity.run_id).writer_id == "p"
     assert SinkContext("p", str(checkpoint), "abc").writer_id == "p@abc"
 
 
