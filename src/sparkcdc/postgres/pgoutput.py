@@ -324,7 +324,17 @@ class _Reader:
                 f"a pgoutput {self.what} message has a string at byte {self.pos} without its "
                 "terminating NUL: the message is truncated or not pgoutput's"
             )
-        return bytes(self.take(end + 1)[:-1]).decode(encoding)
+        return self.text(bytes(self.take(end + 1)[:-1]), encoding)
+
+    def text(self, raw: bytes, encoding: str) -> str:
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError as error:
+            raise ProtocolError(
+                f"a pgoutput {self.what} message has text before byte {self.pos} that is not "
+                f"{encoding} ({error.reason} at {error.start}): the decode context's encoding "
+                "must be the database's (SHOW server_encoding)"
+            ) from None
 
     def rest(self) -> bytes:
         return bytes(self.take(len(self.data) - self.pos))
@@ -432,7 +442,8 @@ def _tuple_data(reader: _Reader, context: DecodeContext) -> tuple[ColumnValue, .
         elif marker == ColumnFormat.UNCHANGED_TOAST.value:
             values.append(UNCHANGED_TOAST)
         elif marker == ColumnFormat.TEXT.value:
-            values.append(bytes(reader.take(reader.unpack(_INT32))).decode(context.encoding))
+            raw = bytes(reader.take(reader.unpack(_INT32)))
+            values.append(reader.text(raw, context.encoding))
         elif marker == ColumnFormat.BINARY.value:
             values.append(bytes(reader.take(reader.unpack(_INT32))))
         else:

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import struct
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sparkcdc.errors import ProtocolError
 from sparkcdc.postgres.copyboth import (
@@ -245,3 +248,17 @@ def test_copy_both_messages() -> None:
 def test_a_status_update_reports_the_confirmed_lsn_as_written_flushed_and_applied() -> None:
     update = standby_status_update(Lsn(0x1234), T0, reply_requested=True)
     assert update == b"r" + struct.pack(">QQQqB", 0x1234, 0x1234, 0x1234, T0_MICROS, 1)
+
+
+@given(st.sampled_from([c[1] for c in CASES]), st.data())
+def test_damaged_messages_raise_only_protocol_errors(payload: bytes, data: st.DataObject) -> None:
+    """Any cut or flipped byte of a real layout decodes or says ProtocolError, nothing else."""
+    cut = data.draw(st.integers(0, len(payload)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, 255), st.integers(0, 255)), max_size=3))
+    damaged = bytearray(payload[:cut] + data.draw(st.binary(max_size=8)))
+    for where, value in flips:
+        if damaged:
+            damaged[where % len(damaged)] = value
+    for context in (DecodeContext(), STREAM):
+        with contextlib.suppress(ProtocolError):
+            decode_message(bytes(damaged), context)
