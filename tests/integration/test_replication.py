@@ -38,6 +38,7 @@ from sparkcdc.mysql.protocol.replication import (
     parse_rotate,
     resumed_events,
 )
+from sparkcdc.mysql.stream import positions
 from sparkcdc.mysql.stream.binlog_range import changes_of_events, format_check, read_range
 from sparkcdc_dev.devserver import DevServer, DevSettings
 
@@ -324,7 +325,10 @@ def test_nonexistent_file_lists_what_exists(settings: ConnectionSettings) -> Non
     with sql_connection(settings) as conn:
         files = server.binlog_files(conn)
     requested = BinlogPosition("mysql-bin.999999", 4)
-    with pytest.raises(PositionError) as raised, BinlogClient(settings, _server_id()) as client:
+    with (
+        pytest.raises(PositionError) as raised,
+        BinlogClient(settings, _server_id(), list_files=server.files_on_server) as client,
+    ):
         list(client.events(requested))
     message = str(raised.value)
     assert "mysql-bin.999999:4" in message
@@ -697,7 +701,7 @@ def test_position_for_timestamp(
 
     with sql_connection(settings) as conn:
         info = server.server_info(conn)
-        found = server.position_for_timestamp(conn, settings, info, cut_s * 1000)
+        found = positions.position_for_timestamp(conn, settings, info, cut_s * 1000)
         assert after_a <= _bare(found) < after_b
         # a transaction boundary: MariaDB knows the GTID position there
         assert found.gtids is not None
@@ -707,9 +711,9 @@ def test_position_for_timestamp(
             maps = _table_maps_of(list(client.events(found)), database)
         assert len(maps) == 1
 
-        future = server.position_for_timestamp(conn, settings, info, (cut_s + 3600) * 1000)
+        future = positions.position_for_timestamp(conn, settings, info, (cut_s + 3600) * 1000)
         assert _bare(future) >= after_b
-        oldest = server.position_for_timestamp(conn, settings, info, 0)
+        oldest = positions.position_for_timestamp(conn, settings, info, 0)
         assert oldest.file == server.binlog_files(conn)[0][0]
 
 
@@ -744,7 +748,7 @@ def test_a_transaction_cut_is_the_first_transaction_start_past_the_budget(
         total = server.binlog_bytes(start, end, files)
         second_last = server.binlog_bytes(start, opening[-2], files)
         for budget in (1, 500, 7_000, 12_000, 30_000, second_last - 1, second_last):
-            cut = server.transaction_cut(settings, start, end, budget)
+            cut = positions.transaction_cut(settings, start, end, budget)
             expected = next(
                 (s for s in opening if server.binlog_bytes(start, s, files) >= budget), None
             )
@@ -755,11 +759,11 @@ def test_a_transaction_cut_is_the_first_transaction_start_past_the_budget(
         # the big update: a budget that ends inside it cuts after it, not in it
         big = max(itertools.pairwise(opening), key=lambda p: server.binlog_bytes(*p, files))
         inside = server.binlog_bytes(start, big[0], files) + 100
-        assert _bare(server.transaction_cut(settings, start, end, inside)) == _bare(big[1])
+        assert _bare(positions.transaction_cut(settings, start, end, inside)) == _bare(big[1])
         # the range holds less than the budget, or its last transaction runs to the end
-        assert server.transaction_cut(settings, start, end, total) is None
+        assert positions.transaction_cut(settings, start, end, total) is None
         last = server.binlog_bytes(start, opening[-1], files) + 1
-        assert server.transaction_cut(settings, start, end, last) is None
+        assert positions.transaction_cut(settings, start, end, last) is None
 
 
 def test_a_transaction_cut_whose_dump_is_killed_reads_on(
@@ -776,7 +780,7 @@ def test_a_transaction_cut_whose_dump_is_killed_reads_on(
     end = _position(settings)
     with sql_connection(settings) as conn:
         budget = server.binlog_bytes(start, end, server.binlog_files(conn)) - 2_000
-    whole = server.transaction_cut(settings, start, end, budget)
+    whole = positions.transaction_cut(settings, start, end, budget)
     assert whole is not None
 
     killed: list[int] = []
@@ -796,7 +800,7 @@ def test_a_transaction_cut_whose_dump_is_killed_reads_on(
     killer = threading.Thread(target=kill_the_walk, daemon=True)
     killer.start()
     walking.set()
-    cut = server.transaction_cut(settings, start, end, budget)
+    cut = positions.transaction_cut(settings, start, end, budget)
     killer.join()
     assert killed, "no Binlog Dump thread was running to kill"
     assert any("connecting again in 1s to read on from" in r.message for r in caplog.records)

@@ -1,4 +1,5 @@
-"""The MySQL/MariaDB source, in rooms by layer (each imports only the rooms above it here):
+"""The MySQL/MariaDB source, in rooms by layer (each imports only the rooms listed before it;
+tests/unit/test_layers.py checks it):
 
 - ``protocol``: the client side of the protocols: packets and authentication (``wire``,
   ``ed25519``, ``constants``), SQL connections and TLS (``connection``), the replication
@@ -14,7 +15,10 @@
   make);
 - ``stream``: the rules of reading the binlog (``binlog_range``: a range of it to the changes
   of captured tables; ``statements``, ``write_effects``: what a statement does to them;
-  ``continuity``: whether an offset is still a place on the server).
+  ``continuity``: whether an offset is still a place on the server; ``positions``: places
+  found by short reads of the binlog, as a file's tag, a timestamp's or a batch's cut);
+- ``dialect`` (directly here, over the rooms): the MySQL source's implementation of the
+  source interface (``model/dialect.py``).
 
 ``_arrowbuf.h`` holds the Arrow buffers both C kernels build.
 """

@@ -25,6 +25,7 @@ from sparkcdc.mysql.admin.validator import check_captured_databases, check_sourc
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.ddl.table_names import with_shadows
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
+from sparkcdc.mysql.stream import positions
 from sparkcdc.mysql.stream.binlog_range import Share, read_range, refuse_row_changing_ddl
 
 SCHEMA_READ_ATTEMPTS = 5
@@ -155,7 +156,7 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
                 )
             if mode == "timestamp":
                 assert options.startup_timestamp_millis is not None
-                return server.position_for_timestamp(
+                return positions.position_for_timestamp(
                     conn, self.settings, info, options.startup_timestamp_millis
                 )
         raise ConfigError(

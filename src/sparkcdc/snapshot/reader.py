@@ -52,7 +52,9 @@ from sparkcdc.mysql.admin.server import (
     prepared_xa,
     server_info,
 )
+from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
+from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot import textrows
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
@@ -291,8 +293,6 @@ def _backfill_changes(
 ) -> list[Change]:
     """The table's row changes in ``[low, high)``; XA COMMIT/ROLLBACK positions in it are
     appended to ``xa_done``."""
-    from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
-    from sparkcdc.mysql.stream.binlog_range import read_range
 
     def on_xa(kind: str, position: BinlogPosition) -> None:
         if kind == "complete" and xa_done is not None:
@@ -608,8 +608,6 @@ def _schema_changes(
     end: BinlogPosition,
 ) -> tuple[SchemaChange, ...]:
     """The DDL statements on the table in ``[start, end)``."""
-    from sparkcdc.mysql.stream.binlog_range import read_range
-
     db, name = schema.database, schema.table
     return tuple(
         item

@@ -45,6 +45,7 @@ from sparkcdc.mysql.admin import server
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.dialect import connection_settings
 from sparkcdc.mysql.protocol.connection import KeptConnection
+from sparkcdc.mysql.stream import positions
 from sparkcdc.mysql.stream.continuity import Continuity, ServerView, judge
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
@@ -358,7 +359,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def _tag(self, view: ServerView, file: str) -> str | None:
         key = (json.dumps(view.identity.to_offset(), sort_keys=True), file)
         if key not in self._tags:
-            self._tags[key] = server.file_tag(self.settings, file)
+            self._tags[key] = positions.file_tag(self.settings, file)
         return self._tags[key]
 
     def _stamp(self, view: ServerView, position: BinlogPosition) -> BinlogPosition:
@@ -404,7 +405,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             highs = self.coordinator.last_highs(offset["snapshot"])
             for high in highs:
                 self._high_on(view, identity, high)
-        found = server.position_after_gtids(self.settings, position.gtids, view.end)
+        found = positions.position_after_gtids(self.settings, position.gtids, view.end)
         # the chunk rows carry their HW's seq: new events sort after the latest of them
         latest = max([position, *highs], key=lambda p: p.seq())
         found = self._stamp(view, found).after_failover(latest)
@@ -449,7 +450,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 "not have. Start the query over with a new checkpoint and an empty "
                 "state.location (scan.startup.mode=initial) on the new server"
             )
-        found = server.position_after_gtids(self.settings, high.gtids, view.end)
+        found = positions.position_after_gtids(self.settings, high.gtids, view.end)
         self._highs[key] = found
         return found
 
@@ -702,7 +703,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         as one batch whose rows all wait in the executors.
 
         Where may a batch end? At a transaction boundary, with its GTID set: the one the
-        budget reaches first (``server.transaction_cut``: ``here``'s set grown by the GTIDs
+        budget reaches first (``positions.transaction_cut``: ``here``'s set grown by the GTIDs
         read up to it, or asked of MariaDB where ``here`` has none). And, while a snapshot
         runs, at or past the HWs of the chunks the previous batch read (DESIGN.md §2: every
         chunk's HW is at or before the binlog end of the batch after its own, which the
@@ -722,7 +723,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             budget = max(budget, server.binlog_bytes(here, high, view.files))
         if waiting <= budget:
             return end
-        cut = server.transaction_cut(self.settings, here, end, budget)
+        cut = positions.transaction_cut(self.settings, here, end, budget)
         if cut is None:
             return end
         if cut.gtids is None and view.identity.flavor == "mariadb":

@@ -16,9 +16,10 @@ from sparkcdc.errors import (
 )
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition, GtidSet, MySqlGtidSet
-from sparkcdc.mysql.admin.server import first_transaction_start, gtid_state_contains
+from sparkcdc.mysql.admin.server import gtid_state_contains
 from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
 from sparkcdc.mysql.stream.continuity import Continuity, ServerView, judge
+from sparkcdc.mysql.stream.positions import first_transaction_start
 
 MARIA = ServerIdentity("mariadb", 1, domain_id=0)
 REPLICA = ServerIdentity("mariadb", 3, domain_id=0)

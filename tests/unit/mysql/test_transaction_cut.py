@@ -1,4 +1,4 @@
-"""A batch's cut (``server.transaction_cut``) on MySQL binlogs built to the documented
+"""A batch's cut (``positions.transaction_cut``) on MySQL binlogs built to the documented
 layouts (no MySQL server runs here; MariaDB's side is tested against the real server in
 ``test_replication.py``): the first GTID event past the budget, with the executed GTID set
 grown by each GTID event walked, ANONYMOUS_GTID boundaries without a set, and no cut
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from sparkcdc.model.position import BinlogPosition, MySqlGtidSet
-from sparkcdc.mysql.admin import server
 from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
+from sparkcdc.mysql.stream import positions
 
 FILE = "binlog.000007"
 SOURCE = uuid.UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")
@@ -59,7 +59,7 @@ def walked(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     def events_from(_settings: Any, start: BinlogPosition, _server_id: int) -> Iterator[Any]:
         yield from (e for e in binlog if e[0] >= start)
 
-    monkeypatch.setattr(server, "_events_from", events_from)
+    monkeypatch.setattr(positions, "_events_from", events_from)
     return binlog
 
 
@@ -74,24 +74,24 @@ def test_the_cut_carries_the_executed_set_of_every_gtid_walked(walked: list[Any]
     opening = starts(walked)
     end = BinlogPosition(FILE, walked[-1][0].pos + len(walked[-1][3]))
     start = opening[0].with_gtids(MySqlGtidSet.parse(f"{SOURCE}:1-4"))
-    cut = server.transaction_cut(None, start, end, 1)  # type: ignore[arg-type]
+    cut = positions.transaction_cut(None, start, end, 1)  # type: ignore[arg-type]
     assert cut == opening[1]
     assert str(cut.gtids) == f"{SOURCE}:1-5"
     # a budget that ends inside the 5,000-byte transaction cuts after it, not in it
     inside = opening[2].pos - start.pos + 100
-    cut = server.transaction_cut(None, start, end, inside)  # type: ignore[arg-type]
+    cut = positions.transaction_cut(None, start, end, inside)  # type: ignore[arg-type]
     assert cut == opening[3]
     assert cut.gtids == MySqlGtidSet.parse(f"{SOURCE}:1-6,{OTHER}:1")
     # past the last transaction's start: no cut, the batch reads to the end
     last = opening[3].pos - start.pos + 1
-    assert server.transaction_cut(None, start, end, last) is None  # type: ignore[arg-type]
+    assert positions.transaction_cut(None, start, end, last) is None  # type: ignore[arg-type]
 
 
 def test_anonymous_transactions_are_boundaries_without_a_set(walked: list[Any]) -> None:
     walked.extend(transactions([(300, None, 0), (300, None, 0), (300, None, 0)]))
     opening = starts(walked)
     end = BinlogPosition(FILE, walked[-1][0].pos + len(walked[-1][3]))
-    cut = server.transaction_cut(None, opening[0], end, 2)  # type: ignore[arg-type]
+    cut = positions.transaction_cut(None, opening[0], end, 2)  # type: ignore[arg-type]
     assert cut == opening[1] and cut.gtids is None
     # never at the BEGIN, the TABLE_MAP or the rows of a transaction
     assert all(e[1] in (EventType.GTID, EventType.ANONYMOUS_GTID) for e in walked if e[0] == cut)

@@ -25,6 +25,7 @@ import pymysql
 from sparkcdc.errors import SourceError
 from sparkcdc.mysql.admin.server import ServerInfo, binlog_filters, server_info, variables
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.protocol.replication import BinlogClient
 
 log = logging.getLogger(__name__)
 
@@ -424,8 +425,6 @@ def tls_report(settings: ConnectionSettings) -> list[tuple[str, str]]:
     """(connection, how it is protected) for each kind of connection sparkcdc makes to the
     source: SQL (schemas, snapshot chunks) and replication. Raises ``SourceError`` when
     one cannot log in (e.g. TLS refused or required)."""
-    from sparkcdc.mysql.protocol.replication import BinlogClient
-
     with sql_connection(settings) as conn:
         sql_state = session_tls(conn)
     # the replication login only: no replica is registered, the id is never announced

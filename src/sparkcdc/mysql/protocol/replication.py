@@ -103,6 +103,10 @@ _MISSING_FILE_MARKERS = (
     "could not find",
 )
 
+# lists the binlog files on the server (name, size) for a refused position's message; the
+# SQL side has the query (mysql/admin/server.py files_on_server), the client takes it given
+FileLister = Callable[[ConnectionSettings], list[tuple[str, int]]]
+
 
 def verify_checksum(event: bytes, where: str = "") -> bytes:
     """Check the trailing CRC32 of one event and return the event without it.
@@ -152,11 +156,17 @@ class BinlogClient:
 
     Each ``events()`` call opens a fresh connection (a dump cannot be restarted on the
     same one); ``close()`` ends it. ``position`` is the position after the last event
-    yielded (the next event's start), useful for resuming and for messages.
+    yielded (the next event's start), useful for resuming and for messages. With
+    ``list_files`` a position the server refuses is reported with the files it has.
     """
 
     def __init__(
-        self, settings: ConnectionSettings, server_id: int, *, heartbeat_period_s: float = 5.0
+        self,
+        settings: ConnectionSettings,
+        server_id: int,
+        *,
+        heartbeat_period_s: float = 5.0,
+        list_files: FileLister | None = None,
     ) -> None:
         if not 1 <= server_id < (1 << 32):
             raise ConfigError(
@@ -171,6 +181,7 @@ class BinlogClient:
         self.settings = settings
         self.server_id = server_id
         self.heartbeat_period_s = heartbeat_period_s
+        self.list_files = list_files
         self.handshake: wire.Handshake | None = None
         self.position: BinlogPosition | None = None
         self._sock: socket.socket | None = None
@@ -651,15 +662,13 @@ class BinlogClient:
         return SourceError(f"binlog dump {where} on {endpoint} failed: {error}")
 
     def _position_error(self, error: wire.ServerError, start: BinlogPosition) -> PositionError:
-        from sparkcdc.mysql.admin.server import binlog_files
-        from sparkcdc.mysql.protocol.connection import sql_connection
-
-        try:
-            with sql_connection(self.settings) as conn:
-                files = binlog_files(conn)
-            listing = ", ".join(f"{name} ({size} bytes)" for name, size in files) or "(none)"
-        except SourceError as exc:
-            listing = f"(could not list them: {exc})"
+        listing = "(SHOW BINARY LOGS lists them)"
+        if self.list_files is not None:
+            try:
+                files = self.list_files(self.settings)
+                listing = ", ".join(f"{name} ({size} bytes)" for name, size in files) or "(none)"
+            except SourceError as exc:
+                listing = f"(could not list them: {exc})"
         text = error.message.lower()
         if any(marker in text for marker in _MISSING_FILE_MARKERS):
             what = "is not available (purged, or never existed)"

@@ -15,6 +15,7 @@ from sparkcdc.errors import BinlogResetError, ProtocolError, SchemaChangedError,
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition, binlog_file_tag
 from sparkcdc.model.tables import TablePredicate
+from sparkcdc.mysql.admin.server import files_on_server
 from sparkcdc.mysql.binlog.decoded_events import (
     BinlogEvent,
     EventHeader,
@@ -480,7 +481,7 @@ def read_range(
     check_format = format_check(settings, start, end)
     write_effects = WriteEffects(settings)
     try:
-        with BinlogClient(settings, server_id) as client:
+        with BinlogClient(settings, server_id, list_files=files_on_server) as client:
             events = resumed_events(client, start, settings.connect_max_retries)
             yield from changes_of_events(
                 events,

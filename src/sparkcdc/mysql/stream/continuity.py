@@ -9,7 +9,7 @@ them with what the server says now (``ServerView``) and answers:
   like one) and the caller logs that.
 - ``FAILOVER``: another server answers, but its GTID state holds the offset's GTID set
   (a replica promoted behind a VIP): read on from the same GTID set there
-  (``server.position_after_gtids``).
+  (``positions.position_after_gtids``).
 
 Otherwise it raises a ``ServerContinuityError`` saying what was expected and found:
 another server without a GTID path to it, the binlog reset (RESET MASTER, a restore: the
