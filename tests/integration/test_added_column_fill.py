@@ -31,7 +31,7 @@ from test_schema_evolution import (
     run_steps,
 )
 
-from sparkcdc.pipeline.evolution import Divergences
+from sparkcdc.pipeline.evolution.persistence import Divergences
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer
 

@@ -13,7 +13,8 @@ from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
-from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
+from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
+from sparkcdc.pipeline.evolution.state import SchemaState
 from sparkcdc.pipeline.runner import (
     STATUS_FILE,
     committed_offset,

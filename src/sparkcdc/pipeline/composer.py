@@ -28,15 +28,10 @@ from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits, spark_decimal
 from sparkcdc.model.text import split_top_level
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
-from sparkcdc.pipeline.evolution import (
-    ColumnFill,
-    Divergences,
-    SchemaEvolver,
-    SchemaHistory,
-    SchemaState,
-    Segment,
-    SinkTableState,
-)
+from sparkcdc.pipeline.evolution.evolver import SchemaEvolver, Segment
+from sparkcdc.pipeline.evolution.fills import ColumnFill
+from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
+from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState
 from sparkcdc.sinks.base import (
     SinkColumn,
     SinkTable,
@@ -534,7 +529,7 @@ _COUNTS_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partit
 class BatchWriter:
     """The ``foreachBatch`` function: one tables-shape batch → every touched sink table.
 
-    Schema change rows are handled first (:class:`~sparkcdc.pipeline.evolution.SchemaEvolver`:
+    Schema change rows are handled first (:class:`~.evolution.evolver.SchemaEvolver`:
     the sink's tables are changed, the rows cut into segments by schema); then each touched
     sink table is written once, in its shape at the end of the batch.
     """
@@ -876,7 +871,7 @@ class BatchWriter:
 
     def _fill(self, fill: ColumnFill, state: SchemaState) -> None:
         """Give the rows the sink table had before ``fill``'s column was added the value
-        the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution`)."""
+        the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution.fills`)."""
         from sparkcdc.mysql.ddl.schema_changes import default_value
 
         table = state.sinks[fill.sink_table].table

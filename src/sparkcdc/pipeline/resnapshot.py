@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.locations import Location, as_location
 from sparkcdc.pipeline.checkpoint import RESNAPSHOT_FILE, logged_end, spark_checkpoint
-from sparkcdc.pipeline.evolution import Divergences
+from sparkcdc.pipeline.evolution.persistence import Divergences
 from sparkcdc.sinks.base import Sink, SinkTable
 from sparkcdc.spark.offsets import restarted
 

@@ -48,7 +48,8 @@ from sparkcdc.pipeline.checkpoint import (
 )
 from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
-from sparkcdc.pipeline.evolution import Divergences, SchemaHistory, SchemaState
+from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
+from sparkcdc.pipeline.evolution.state import SchemaState
 from sparkcdc.pipeline.lease import CheckpointLease
 from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
 from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from sparkcdc.mysql.protocol.connection import ConnectionSettings
     from sparkcdc.pipeline.composer import SourceTablePlan
-    from sparkcdc.pipeline.evolution import SchemaState, SinkTableState
+    from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState
 
 log = logging.getLogger(__name__)
 
@@ -810,7 +810,7 @@ def verify_pipeline(
     (False, {'missing': 1, 'extra': 0, 'different': 0})
     """
     from sparkcdc.pipeline.composer import needs_session, plan_pipeline
-    from sparkcdc.pipeline.evolution import SchemaHistory
+    from sparkcdc.pipeline.evolution.persistence import SchemaHistory
     from sparkcdc.pipeline.runner import server_position, source_settings
     from sparkcdc.sinks.base import Sink, runnable_sink_class
     from sparkcdc.spark.capture import plan_capture

@@ -330,7 +330,7 @@ class Sink(ABC):
         self.open([table])
 
     # Filling an added column in the rows the sink table already has (the source filled them
-    # with the column's DEFAULT or generation expression; see pipeline/evolution.py). Both
+    # with the column's DEFAULT or generation expression; see pipeline/evolution/fills.py). Both
     # are idempotent: a replayed batch may call them again.
 
     keeps_rows: ClassVar[bool] = True  # False: written messages cannot change (Kafka)

@@ -6,7 +6,7 @@ from typing import Any
 
 from sparkcdc.cli.inspect import _print_schema, _schema_report
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.pipeline.evolution import SchemaState, SinkTableState, SourceVersion
+from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState, SourceVersion
 from sparkcdc.sinks.base import SinkColumn, SinkTable
 
 SCHEMA = TableSchema("db", "t", (Column.from_mysql("id", "bigint", "bigint", False),), ("id",))

@@ -10,7 +10,7 @@ from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.text import split_top_level
 from sparkcdc.pipeline.composer import described, widest_type
 from sparkcdc.pipeline.config import TransformRule
-from sparkcdc.pipeline.evolution import Segment
+from sparkcdc.pipeline.evolution.evolver import Segment
 from sparkcdc.sinks.base import SinkColumn, SinkTable
 
 # ------------------------------------------------------------------------ split_top_level

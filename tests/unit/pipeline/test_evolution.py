@@ -23,17 +23,10 @@ from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
 from sparkcdc.mysql.ddl.schema_changes import DdlParseError
-from sparkcdc.pipeline.evolution import (
-    BatchPlan,
-    SchemaEvolver,
-    SchemaHistory,
-    SchemaState,
-    SinkChange,
-    SinkTableState,
-    SourceVersion,
-    diff_frames,
-    type_suffix,
-)
+from sparkcdc.pipeline.evolution.evolver import BatchPlan, SchemaEvolver
+from sparkcdc.pipeline.evolution.persistence import SchemaHistory
+from sparkcdc.pipeline.evolution.schema_diff import SinkChange, diff_frames, type_suffix
+from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState, SourceVersion
 from sparkcdc.sinks.base import Sink, SinkColumn, SinkContext, SinkOptions, SinkTable
 
 T = "db.t"  # the source table, and the sink table it is written to
