@@ -404,7 +404,7 @@ class Share:
     ``count``-th ROWS event (or compressed transaction), counted from the range's start,
     from the ``index``-th on; schema-change rows are reader 0's. Between them the readers
     yield each change of the range exactly once, with the ``seq`` one reader gives it.
-    Reading is cheap, decoding is not (DESIGN.md, "Parallel binlog reading").
+    Reading is cheap, decoding is not (DESIGN.md §2.3).
 
     >>> share = Share(1, 3)
     >>> [share.takes() for _ in range(6)]

@@ -6,8 +6,7 @@ transaction control as QUERY events. A session that sets ``binlog_format=STATEME
 stored function's changes as the ``SELECT f()`` that called it: no row image exists for them,
 so a CDC reader cannot know the rows they changed. Such a statement stops the stream unless
 it is proven to touch no captured table (:func:`row_effect` says what a proof needs: the
-tables it names, the tables it writes, or why no proof is possible; DESIGN.md, "Statements
-logged as text").
+tables it names, the tables it writes, or why no proof is possible; DESIGN.md §3.2).
 
 >>> statement_kind("/* app */ INSERT INTO t VALUES (1)")
 'dml'

@@ -5,7 +5,7 @@ is harmless only when its writes stop at that table. They do not when the table 
 trigger (which may write any table), is the parent of a foreign key that cascades (``ON
 DELETE CASCADE``, ``SET NULL``, ...: the child's rows change), is a view (its base tables
 change) or a MERGE table (its members change); none of these leaves a row image in the
-binlog of a statement-logged session. DESIGN.md, "Statements logged as text".
+binlog of a statement-logged session. DESIGN.md §3.2.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class WriteEffects:
             if self._holds(cur, database, table, {"SELECT", "ALL PRIVILEGES"}):
                 # a table this user may see and does not: another session's temporary table
                 # (which has no trigger, foreign key or view definition), or one dropped
-                # since the statement ran (DESIGN.md: the server is asked when it is read)
+                # since the statement ran (DESIGN.md §3.2: the server is asked when it is read)
                 return None
             return (
                 "the CDC user cannot see it in information_schema.TABLES (it holds no "
