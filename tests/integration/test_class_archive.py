@@ -12,7 +12,7 @@ import pytest
 
 from sparkcdc.spark.jit import LATE_C2
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 # a JVM started as a pipeline's is (spark_session(pipeline_driver=True)), its class loading
 # logged: each line names where the class came from

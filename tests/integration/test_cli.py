@@ -15,7 +15,7 @@ from pipelines import fresh_database, write_pipeline
 
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 DATABASE = "cli_db"
 PIPELINE = """

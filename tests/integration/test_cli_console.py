@@ -33,7 +33,7 @@ from pipelines import THOROUGH, Writer, fresh_database, write_pipeline
 
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 DATABASE = "twenty_db"
 RUNS = int(os.environ.get("SPARKCDC_CONSOLE_RUNS", "20" if THOROUGH else "3"))

@@ -52,7 +52,7 @@ from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.devspark import DevSpark
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 DATABASE = "cluster_run"
 NAME = "cluster-run"

@@ -23,7 +23,7 @@ from sparkcdc_dev.devconnect import DEFAULT_DIR, DevConnect
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 from sparkcdc_dev.oracle import compare, replay
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 
 @pytest.fixture(autouse=True)

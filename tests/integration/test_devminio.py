@@ -86,6 +86,7 @@ def test_parquet_through_pyarrow(minio: DevMinio) -> None:
     assert pq.read_table(f"{name}/dir", filesystem=minio.filesystem()).equals(table)
 
 
+@pytest.mark.e2e
 def test_spark_delta_table_and_checkpoint_on_s3a(minio: DevMinio) -> None:
     name = new_bucket(minio, "spark")
     config = {

@@ -41,7 +41,7 @@ from sparkcdc_dev.devminio import DevMinio
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 DATABASE = "objstore_db"
 PIPELINE = """

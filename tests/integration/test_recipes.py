@@ -36,7 +36,7 @@ from sparkcdc_dev.devkafka import DevKafka
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 from sparkcdc_dev.recipes import recipe
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 DATABASE = "app_db"
 TOPIC = "app_db.orders"

@@ -41,7 +41,7 @@ from workload import (
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.oracle import compare, replay
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 # worker processes killed at random points per test (each a JVM start, ~25 s here): two (the
 # UCA test one) keep the suite within its CI time on a slow machine (the points are random,
 # so CI runs add up); six with SPARKCDC_THOROUGH=1 (178 s a test on one), or SPARKCDC_KILLS

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e  # Spark, in its own processes too (conftest.py: the tiers)
 
 
 def test_workers_import_installed_pyspark_without_zip_importers_forked_with_sparkcdc_loaded(

@@ -337,6 +337,7 @@ def worker_errors(log: Path) -> str:
 
 # one partition (the default) with SPARKCDC_THOROUGH=1 only: the default's kills and restarts
 # are also the pipelines' (test_pipeline_delta.py, test_snapshot_stream.py)
+@pytest.mark.e2e  # Spark in the worker processes
 @pytest.mark.parametrize("partitions", [pytest.param("1", marks=pytest.mark.thorough), "3"])
 def test_available_now_and_kill_restart_lose_and_duplicate_nothing(
     dev_server: DevServer, database: str, sql: Any, tmp_path: Path, partitions: str

@@ -25,7 +25,7 @@ from sparkcdc_dev.devkafka import DevKafka
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 # a new environment and cold Spark starts: minutes on a busy machine
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "wheel_db"
