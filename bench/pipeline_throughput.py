@@ -77,7 +77,8 @@ from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.runner import committed_offset
-from sparkcdc.spark.session import has_iceberg_runtime, spark_session
+from sparkcdc.spark.connectors import has_iceberg_runtime
+from sparkcdc.spark.session import spark_session
 from sparkcdc_dev.devkafka import DevKafka
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
@@ -825,7 +826,7 @@ def pipelines_map_class_archive() -> bool:
     """Whether the drivers the bench's ``sparkcdc run`` commands start map a class-data
     archive (their pipeline files add no jars: the connector jars alone name it)."""
     from sparkcdc.spark.classdata import sharing_settings
-    from sparkcdc.spark.session import plan_session
+    from sparkcdc.spark.session_plan import plan_session
 
     plan = plan_session("bench", "local[2]", connectors=True, configured={})
     return sharing_settings(plan.settings) != plan.settings

@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkcdc.spark.session import connector_jars, spark_session
+from sparkcdc.spark.connectors import connector_jars
+from sparkcdc.spark.session import spark_session
 from sparkcdc_dev.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from snapshot import DATABASE, load, sparkcdc_snapshot
 
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.pipeline.verify import verify_pipeline
+from sparkcdc.pipeline.verify.run import verify_pipeline
 from sparkcdc.spark.session import spark_session
 from sparkcdc_dev.devserver import DevServer
 

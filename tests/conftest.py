@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(repeat)
     from sparkcdc.errors import ConfigError
     from sparkcdc.spark.compat import SPARK_LINE
-    from sparkcdc.spark.session import has_iceberg_runtime
+    from sparkcdc.spark.connectors import has_iceberg_runtime
 
     try:
         if has_iceberg_runtime():

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkcdc.spark.streams import await_restarting
+
 __version__ = "0.1.0"
 __all__ = ["__version__", "await_restarting", "register", "spark_session"]
 
@@ -28,11 +30,3 @@ def spark_session(*args: Any, **kwargs: Any) -> Any:
     from sparkcdc.spark.session import spark_session as _spark_session
 
     return _spark_session(*args, **kwargs)
-
-
-def await_restarting(start: Any, **kwargs: Any) -> Any:
-    """Run a typed stream, restarting it on its table's new schema after a schema change
-    (see ``sparkcdc.spark.streams.await_restarting``)."""
-    from sparkcdc.spark.streams import await_restarting as _await_restarting
-
-    return _await_restarting(start, **kwargs)

@@ -105,3 +105,16 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A ' Did you mean 'x'?' suffix for an error message, or ''."""
     match = closest(name, candidates)
     return f" Did you mean '{match}'?" if match else ""
+
+
+def error_class(name: str) -> type[SparkCdcError]:
+    """sparkcdc's error class named ``name``; SparkCdcError when there is none of that name
+    (an error's name as a failed query's text holds it).
+
+    >>> error_class("SinkError").__name__, error_class("KeyError").__name__
+    ('SinkError', 'SparkCdcError')
+    """
+    kind = globals().get(name)
+    if isinstance(kind, type) and issubclass(kind, SparkCdcError):
+        return kind
+    return SparkCdcError

@@ -285,7 +285,7 @@ def test_an_iceberg_sink_on_a_line_without_icebergs_runtime_stops_validate_and_r
 ) -> None:
     """As on Spark 4.2, whose jars have no Iceberg runtime: exit 2 before anything connects,
     with what to do, never a stack trace."""
-    from sparkcdc.spark.session import connector_jars
+    from sparkcdc.spark.connectors import connector_jars
 
     jars = tmp_path / "jars-without-iceberg"
     jars.mkdir()

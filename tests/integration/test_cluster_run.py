@@ -46,7 +46,7 @@ from psycopg import sql
 
 from sparkcdc.locations import Location, open_location
 from sparkcdc.pipeline.runner import committed_offset
-from sparkcdc.spark.session import connector_jars
+from sparkcdc.spark.connectors import connector_jars
 from sparkcdc_dev.devminio import DevMinio
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer

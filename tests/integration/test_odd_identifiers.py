@@ -22,7 +22,7 @@ from psycopg import sql as pgsql
 from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import STATUS_FILE, run_pipeline
-from sparkcdc.pipeline.verify import verify_pipeline
+from sparkcdc.pipeline.verify.run import verify_pipeline
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer
 

@@ -19,7 +19,7 @@ from psycopg import sql
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.pipeline.verify import verify_pipeline
+from sparkcdc.pipeline.verify.run import verify_pipeline
 from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer

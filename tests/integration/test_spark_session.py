@@ -86,7 +86,7 @@ def test_under_spark_submit_its_master_and_settings_are_kept(tmp_path: Any) -> N
 
     import pyspark
 
-    from sparkcdc.spark.session import connector_jars
+    from sparkcdc.spark.connectors import connector_jars
 
     user_jar = tmp_path / "user-extra.jar"
     with zipfile.ZipFile(user_jar, "w") as jar:
@@ -143,7 +143,7 @@ def test_no_connector_jar_replaces_a_class_of_sparks_own_unnoticed() -> None:
 
     import pyspark
 
-    from sparkcdc.spark.session import connector_jars
+    from sparkcdc.spark.connectors import connector_jars
 
     def classes(jar: Path) -> dict[str, bytes]:
         with zipfile.ZipFile(jar) as z:

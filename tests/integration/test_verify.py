@@ -21,7 +21,8 @@ from test_decoder_types import CASES
 
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
-from sparkcdc.pipeline.verify import VerifyReport, verify_pipeline
+from sparkcdc.pipeline.verify.report import VerifyReport
+from sparkcdc.pipeline.verify.run import verify_pipeline
 from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer

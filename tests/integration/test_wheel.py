@@ -153,7 +153,7 @@ def test_connectors_on_the_class_path_are_not_resolved(
     venv: Path, server: DevServer, table: list[tuple[int, str]], tmp_path: Path
 ) -> None:
     """A cluster admin's jars in Spark's own folder are used as they are."""
-    from sparkcdc.spark.session import connector_jars
+    from sparkcdc.spark.connectors import connector_jars
 
     (site,) = (venv / "lib").glob("python3*/site-packages")
     spark_jars = site / "pyspark" / "jars"

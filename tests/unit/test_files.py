@@ -14,7 +14,7 @@ import pytest
 from sparkcdc.errors import PrivateDirectoryError
 from sparkcdc.files import ensure_private_dir, make_private_dirs, write_private
 from sparkcdc.pipeline.runner import STATUS_FILE, write_status
-from sparkcdc.spark.session import launcher_dir
+from sparkcdc.spark.python_env import launcher_dir
 
 
 def mode(path: Path) -> int:

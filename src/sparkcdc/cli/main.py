@@ -100,7 +100,7 @@ def _spark_log_path(checkpoint: str | None, config: PipelineConfig) -> str:
     from pathlib import Path
 
     from sparkcdc.locations import open_location
-    from sparkcdc.spark.session import launcher_dir
+    from sparkcdc.spark.python_env import launcher_dir
 
     if checkpoint is not None and "://" not in checkpoint:
         open_location(checkpoint).probe()
@@ -147,8 +147,12 @@ def _package(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sparkcdc.cli.package import package_sparkcdc, submit_line
-    from sparkcdc.spark.connectors import line_connectors, packages
-    from sparkcdc.spark.session import connector_folder, connector_jars
+    from sparkcdc.spark.connectors import (
+        connector_folder,
+        connector_jars,
+        line_connectors,
+        packages,
+    )
 
     built = package_sparkcdc(Path(args.output))
     print(f"sparkcdc for the executors (spark.submit.pyFiles / --py-files): {built.archive}")
@@ -182,7 +186,7 @@ def _verify(args: argparse.Namespace) -> int:
     import json
 
     from sparkcdc.pipeline.config import load_pipeline
-    from sparkcdc.pipeline.verify import verify_pipeline
+    from sparkcdc.pipeline.verify.run import verify_pipeline
 
     config = load_pipeline(args.file)
     spark_log = None

@@ -496,13 +496,9 @@ def pipeline_session(
     it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
     (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
     ``available_now`` (``spark/jit.py``)."""
-    from sparkcdc.spark.session import (
-        configured_master,
-        connect_refusal,
-        is_connect_session,
-        register,
-        spark_session,
-    )
+    from sparkcdc.spark.jvm import configured_master
+    from sparkcdc.spark.masters import connect_refusal, is_connect_session
+    from sparkcdc.spark.session import register, spark_session
 
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
     user_conf = config.pipeline.session_conf()

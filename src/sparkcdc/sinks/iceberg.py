@@ -231,7 +231,7 @@ class IcebergSink(Sink):
 
     @classmethod
     def check_runtime(cls) -> None:
-        from sparkcdc.spark.session import require_iceberg_runtime
+        from sparkcdc.spark.connectors import require_iceberg_runtime
 
         require_iceberg_runtime()
 

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sparkcdc.files import make_private_dirs
-from sparkcdc.spark.session import list_entries
+from sparkcdc.spark.list_settings import list_entries
 
 log = logging.getLogger(__name__)
 

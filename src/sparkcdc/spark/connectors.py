@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkcdc.errors import ConfigError
 from sparkcdc.spark.compat import SPARK_LINE
 
 
@@ -218,3 +219,52 @@ def pipeline_connectors(sink_type: str, locations: Iterable[str]) -> tuple[str, 
     if any(str(loc).startswith("s3a://") for loc in locations):
         needs = (*needs, "s3a")
     return needs
+
+
+ICEBERG_RUNTIME = "iceberg-spark-runtime"
+
+
+def connector_folder() -> Path | None:
+    """The folder of jars that serves every connector, if there is one
+    (``sparkcdc.spark.connectors.jars_folder``)."""
+    return jars_folder()
+
+
+def connector_jars() -> list[str]:
+    """The jars of the connector folder (``SPARKCDC_JARS_DIR``, or a development checkout's
+    ``jars/lib/spark-<line>``). Without one, sessions ask Spark for the pinned Maven
+    coordinates instead (``spark.jars.packages``) and this raises ConfigError."""
+    folder = connector_folder()
+    jars = sorted(str(p) for p in folder.glob("*.jar")) if folder is not None else []
+    if not jars:
+        where = f"no jars in SPARKCDC_JARS_DIR ({folder})" if folder else "no folder of jars"
+        raise ConfigError(
+            f"connector jars for Spark {SPARK_LINE}: {where}. Point SPARKCDC_JARS_DIR at a "
+            "folder that has the Delta / Iceberg / Kafka jars, or unset it: sparkcdc's "
+            "sessions then have Spark fetch them from Maven Central (spark.jars.packages; "
+            "`sparkcdc package` prints them for spark-submit --packages)"
+        )
+    return jars
+
+
+def has_iceberg_runtime(jars: Sequence[str] | None = None) -> bool:
+    """Whether ``jars`` (default: the connector folder's, else the pinned coordinates of
+    this Spark line) hold Iceberg's Spark runtime."""
+    if jars is None:
+        if connector_folder() is None:
+            return has_connector("iceberg")
+        jars = connector_jars()
+    return any(Path(j).name.startswith(ICEBERG_RUNTIME) for j in jars)
+
+
+def require_iceberg_runtime() -> None:
+    """Stop with what to do where Iceberg has no runtime for this Spark line (4.2)."""
+    if not has_iceberg_runtime():
+        folder = connector_folder()
+        where = f"among the connector jars in {folder}" if folder else "available"
+        raise ConfigError(
+            f"sink.type iceberg: Iceberg's Spark runtime is not {where} for Spark "
+            f"{SPARK_LINE}: Iceberg publishes no iceberg-spark-runtime-{SPARK_LINE} yet, and "
+            "its 4.1 runtime does not load on Spark 4.2. Run Iceberg pipelines on PySpark "
+            "4.1: `pip install 'pyspark>=4.1.4,<4.2'` (docs: Spark lines)"
+        )

@@ -130,14 +130,10 @@ def write_class_archive(
     ``spark.conf`` gives them; the jars among them name the archive): its path and the
     seconds it took, None when it was there already (``force`` writes it again). The JVM
     must be one this process starts."""
-    from sparkcdc.spark.session import (
-        ensure_python_env,
-        jvm_running,
-        plan_session,
-        start_jvm,
-        started_session,
-        stop_jvm,
-    )
+    from sparkcdc.spark.jvm import jvm_running, start_jvm, stop_jvm
+    from sparkcdc.spark.python_env import ensure_python_env
+    from sparkcdc.spark.session import started_session
+    from sparkcdc.spark.session_plan import plan_session
 
     if jvm_running():
         raise SparkCdcError(

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.errors import SchemaChangedError, SparkCdcError
+from sparkcdc.errors import SchemaChangedError, SparkCdcError, error_class
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,6 @@ def query_error(exc: BaseException) -> SparkCdcError:
     ...                       "purged; restart.\n SQLSTATE: 38000\n\tat x"))
     PositionError('purged; restart.')
     """
-    from sparkcdc import errors
-
     text = str(exc)
     found = re.search(r"sparkcdc\.errors\.(\w+Error): ", text)
     if found:
@@ -33,10 +31,7 @@ def query_error(exc: BaseException) -> SparkCdcError:
         message = re.split(
             r"\n\s*\n|\n\s*at |\nJVM stacktrace|\n\s*SQLSTATE: ", message, maxsplit=1
         )[0]
-        kind = getattr(errors, found.group(1), SparkCdcError)
-        if not (isinstance(kind, type) and issubclass(kind, SparkCdcError)):
-            kind = SparkCdcError
-        return kind(" ".join(message.split()))
+        return error_class(found.group(1))(" ".join(message.split()))
     first = next((line for line in text.splitlines() if line.strip()), text)
     return SparkCdcError(f"the streaming query failed: {first}")
 

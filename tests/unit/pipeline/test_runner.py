@@ -319,7 +319,7 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
     """The pipeline's own defaults (the cache uncompressed, no call sites recorded, local
     files written without checksum files), which the file's spark.conf (and spark-submit's
     settings, see test_session_plan) replace."""
-    from sparkcdc.spark.session import plan_session
+    from sparkcdc.spark.session_plan import plan_session
 
     planned: list[dict[str, str]] = []
     archives: list[bool] = []

@@ -62,7 +62,7 @@ def test_the_session_gets_the_master_and_py_files(monkeypatch: pytest.MonkeyPatc
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
-    monkeypatch.setattr("sparkcdc.spark.session.configured_master", lambda: None)
+    monkeypatch.setattr("sparkcdc.spark.jvm.configured_master", lambda: None)
     text = f"  spark.master: {CLUSTER}\n  spark.conf: {{spark.submit.pyFiles: /libs/a.zip}}\n"
     pipeline_session(config(text), py_files=["dist/sparkcdc-0.1.0.zip"])
     assert made["master"] == CLUSTER

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkcdc.spark import connectors, session
+from sparkcdc.spark import connectors, session_plan
 from sparkcdc.spark.connectors import EXCLUDES, LINES, pipeline_connectors
-from sparkcdc.spark.session import plan_session
+from sparkcdc.spark.session_plan import plan_session
 
 POM = Path(__file__).resolve().parents[3] / "jars" / "pom.xml"
 _NS = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -51,7 +51,7 @@ def test_the_pom_pins_what_the_package_pins(line: str) -> None:
 @pytest.fixture
 def no_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     """As from a wheel: no SPARKCDC_JARS_DIR, no checkout's jars folder."""
-    monkeypatch.setattr(session, "connector_folder", lambda: None)
+    monkeypatch.setattr(session_plan, "connector_folder", lambda: None)
 
 
 def _spark_home(tmp_path: Path, *jars: str) -> Path:

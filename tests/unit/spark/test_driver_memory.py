@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sparkcdc.spark import session
+from sparkcdc.spark import session_plan
 
 
 @pytest.mark.parametrize(
@@ -19,7 +19,7 @@ def test_a_quarter_of_the_machine_between_2g_and_8g(
     page = 4096
     sizes = {"SC_PAGE_SIZE": page, "SC_PHYS_PAGES": (physical_gib << 30) // page}
     monkeypatch.setattr(os, "sysconf", lambda name: sizes[name])
-    assert session.driver_memory() == expected
+    assert session_plan.driver_memory() == expected
 
 
 def test_without_a_memory_figure_it_asks_for_2g(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,4 +27,4 @@ def test_without_a_memory_figure_it_asks_for_2g(monkeypatch: pytest.MonkeyPatch)
         raise ValueError(name)
 
     monkeypatch.setattr(os, "sysconf", unknown)
-    assert session.driver_memory() == "2g"
+    assert session_plan.driver_memory() == "2g"

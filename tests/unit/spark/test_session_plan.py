@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 
 from sparkcdc.errors import ConfigError, SparkMasterError
-from sparkcdc.spark import session
-from sparkcdc.spark.session import (
-    check_master,
-    ensure_python_env,
-    is_local_master,
-    plan_session,
-    python_environ,
-)
+from sparkcdc.spark import masters, python_env, session
+from sparkcdc.spark.masters import check_master, is_local_master
+from sparkcdc.spark.python_env import ensure_python_env, python_environ
+from sparkcdc.spark.session_plan import plan_session
 
 CLUSTER = "spark://10.1.2.3:7077"
 
@@ -80,15 +76,15 @@ def test_a_launcher_set_for_a_local_session_is_not_left_for_a_cluster(
 ) -> None:
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.setenv("PYTHONPATH", "")
-    monkeypatch.setattr(session, "_OWN_PYTHON", set())
+    monkeypatch.setattr(python_env, "_OWN_PYTHON", set())
     ensure_python_env("local[2]")
-    ours = session.os.environ["PYSPARK_PYTHON"]
+    ours = python_env.os.environ["PYSPARK_PYTHON"]
     assert python_environ(CLUSTER, {"PYSPARK_PYTHON": ours}) == {
-        "PYSPARK_DRIVER_PYTHON": session._local_launcher() or sys.executable,
+        "PYSPARK_DRIVER_PYTHON": python_env._local_launcher() or sys.executable,
         "PYSPARK_PYTHON": None,
     }
     ensure_python_env(CLUSTER)
-    assert "PYSPARK_PYTHON" not in session.os.environ
+    assert "PYSPARK_PYTHON" not in python_env.os.environ
 
 
 def test_connector_jars_come_after_the_users_jars(connector_dir: Path) -> None:
@@ -309,7 +305,7 @@ def test_the_connector_jars_go_on_the_class_path_of_a_local_jvm_about_to_start(
 def test_what_asks_for_spark_connect_is_named_without_its_credentials(
     master: str, settings: dict[str, str], environ: dict[str, str], shown: str | None
 ) -> None:
-    assert session.connect_request(master, settings, environ) == shown
+    assert masters.connect_request(master, settings, environ) == shown
 
 
 def test_spark_session_refuses_spark_connect_before_starting_anything(
