@@ -232,7 +232,7 @@ def test_a_column_that_cannot_be_read_back_is_reported(
             "ALTER TABLE ev DROP COLUMN ts",
         ]
     ]
-    with caplog.at_level(logging.WARNING, logger="sparkcdc.pipeline.composer"):
+    with caplog.at_level(logging.WARNING, logger="sparkcdc.pipeline.batch_writer"):
         run_steps(spark, config, source, steps)
     warned = [r.getMessage() for r in caplog.records if "cannot be read back" in r.getMessage()]
     assert len(warned) == 1 and "column ts" in warned[0] and "CURRENT_TIMESTAMP" in warned[0]
@@ -247,7 +247,7 @@ def test_console_sink_warns_that_written_messages_keep_null(
     spark: Any, server: DevServer, source: Any, tmp_path: Path, caplog: Any
 ) -> None:
     config = make_config(server, tmp_path, "type: console\n", "evolve")
-    with caplog.at_level(logging.WARNING, logger="sparkcdc.pipeline.composer"):
+    with caplog.at_level(logging.WARNING, logger="sparkcdc.pipeline.batch_writer"):
         run_steps(spark, config, source, [["ALTER TABLE ev ADD COLUMN n INT DEFAULT 7"]])
     warned = [r.getMessage() for r in caplog.records if "materialize" in r.getMessage()]
     assert len(warned) == 1 and "column n (DEFAULT 7)" in warned[0]
@@ -271,20 +271,20 @@ def test_a_read_back_whose_connection_dropped_between_pages_reads_on(
     row once, in key order, with its value."""
     from sparkcdc.mysql.admin import catalog
     from sparkcdc.mysql.protocol.connection import ConnectionSettings
-    from sparkcdc.pipeline import composer
+    from sparkcdc.snapshot import keyset
 
     sql.execute("CREATE TABLE rb (id INT PRIMARY KEY, pad VARCHAR(100), n INT)")
     sql.executemany(
         "INSERT INTO rb VALUES (%s, %s, %s)", [(k, "p" * 100, k * 3) for k in range(1, 3_001)]
     )
-    monkeypatch.setattr(composer, "READ_BACK_ROWS", 500)
+    monkeypatch.setattr(keyset, "READ_BACK_ROWS", 500)
     with dev_server.connection(database) as conn:
         schema = catalog.load_schema(conn, database, "rb")
     columns = {c.name: c for c in schema.columns}
     s = dev_server.settings
     settings = ConnectionSettings(s.host, s.port, s.user, s.password, connect_max_retries=0)
     before = _idle_ids(dev_server)
-    pages = composer._read_column(settings, schema, [columns["id"]], columns["n"])
+    pages = keyset.read_column_pages(settings, schema, [columns["id"]], columns["n"])
     rows = list(next(pages))
     (reader,) = _idle_ids(dev_server) - before
     with dev_server.root_connection() as root, root.cursor() as cur:

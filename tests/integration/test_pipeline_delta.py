@@ -302,7 +302,7 @@ def test_a_kill_after_a_one_pass_snapshot_append_loses_and_doubles_nothing(
     from sparkcdc.errors import SparkCdcError
     from sparkcdc.sinks.base import SINK_TYPES
 
-    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.composer")
+    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.batch_writer")
     monkeypatch.setitem(SINK_TYPES, "delta", f"{__name__}:CrashAfterAppend")
     monkeypatch.setattr(CrashAfterAppend, "appends_seen", [])
     monkeypatch.setattr(CrashAfterAppend, "crash", True)

@@ -1,5 +1,5 @@
 """Every column type through the pipeline path: the tables shape → typed change frame
-(``composer.source_changes``) must give exactly the values the typed changelog gives for the
+(``change_frames.source_changes``) must give exactly the values the typed changelog gives for the
 same rows, for snapshot rows and for binlog rows, both when the values travel typed in their
 table's struct and when they travel as text (a table without a struct: here the envelope's
 JSON images as a map of texts, which the tables shape spells the same way)."""
@@ -15,7 +15,7 @@ from test_decoder_types import CASES
 
 from sparkcdc.mysql.admin import catalog
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
-from sparkcdc.pipeline.composer import source_changes
+from sparkcdc.pipeline.change_frames import source_changes
 from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 
 pytestmark = pytest.mark.integration

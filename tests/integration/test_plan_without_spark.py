@@ -9,8 +9,10 @@ import pytest
 
 from sparkcdc.model.changelog import METADATA_COLUMNS
 from sparkcdc.model.schema import Column, TableSchema
-from sparkcdc.pipeline.composer import _text_rows, apply_transform, sink_frame, source_changes
+from sparkcdc.pipeline.change_frames import source_changes, text_rows
 from sparkcdc.pipeline.config import TransformRule
+from sparkcdc.pipeline.routes import sink_frame
+from sparkcdc.pipeline.transforms import apply_transform
 from sparkcdc.sinks.base import spark_type_name
 
 pytestmark = pytest.mark.integration
@@ -55,7 +57,7 @@ def test_source_columns_are_typed_without_spark_as_spark_types_them(spark: Any) 
     schema = TableSchema("db", "t", columns, (columns[0].name,))
     keys_only = TransformRule(**{"source-table": "db.t", "primary-keys": columns[1].name})
     analysed = apply_transform(
-        source_changes(_text_rows(spark, []), schema), None, schema.column_names
+        source_changes(text_rows(spark, []), schema), None, schema.column_names
     )
     by_spark = [
         (f.name, spark_type_name(f.dataType))

@@ -460,7 +460,7 @@ def test_a_chunk_that_brings_a_schema_change_stops_the_one_pass_append(
     way (the column added, then the rows). The Delta table equals the source."""
     import logging
 
-    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.composer")
+    caplog.set_level(logging.DEBUG, logger="sparkcdc.pipeline.batch_writer")
     with source.cursor() as cur:
         cur.execute("CREATE TABLE onepass (id INT PRIMARY KEY, b VARCHAR(20))")
         cur.executemany(

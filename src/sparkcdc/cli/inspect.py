@@ -35,8 +35,8 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     its JVM logging to the file ``spark_log`` names for the pipeline.
     """
     from sparkcdc.mysql.admin.validator import tls_report, validate_source
-    from sparkcdc.pipeline.composer import needs_session, plan_pipeline
     from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
+    from sparkcdc.pipeline.routes import needs_session, plan_pipeline
     from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
 

@@ -39,6 +39,7 @@ from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
+from sparkcdc.pipeline.batch_writer import BatchWriter, initial_state
 from sparkcdc.pipeline.checkpoint import (
     WrittenTables,
     claim_state,
@@ -46,13 +47,13 @@ from sparkcdc.pipeline.checkpoint import (
     open_checkpoint,
     spark_checkpoint,
 )
-from sparkcdc.pipeline.composer import BatchWriter, PipelinePlan, initial_state, plan_pipeline
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState
 from sparkcdc.pipeline.lease import CheckpointLease
 from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
 from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged
+from sparkcdc.pipeline.routes import PipelinePlan, plan_pipeline
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
 from sparkcdc.spark.streams import query_error
 
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
 _POLL_S = 0.5
-# Each micro-batch is cached once and read back once or twice (composer.BatchWriter), and a
+# Each micro-batch is cached once and read back once or twice (batch_writer.BatchWriter), and a
 # binlog batch is cached by one task: compressing the cache cost more than it saved. With
 # it off, the lag of bench/pipeline_throughput.py's Kafka step at 100,000 changes/s levelled off
 UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}

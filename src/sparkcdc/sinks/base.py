@@ -75,7 +75,7 @@ class SinkColumn:
     """One column of a sink table: name, Spark DDL type, nullability.
 
     ``source``: for one batch's write, the source column whose values this column holds
-    unchanged in every row of the batch (see ``pipeline.composer.described``), else None.
+    unchanged in every row of the batch (see ``pipeline.batch_writer.described``), else None.
     Formats that declare values by their MySQL type (the Kafka sink's Kafka Connect
     schemas: DATETIME(3) as milliseconds, NOT NULL as required) read it; nothing else does,
     and it is not part of the column's identity.

@@ -356,7 +356,7 @@ def carrier_type(column: Column) -> str:
 
 def value_text(value: Any) -> str:
     """A decoded value as text, as the envelope's JSON images spell it (what
-    ``pipeline.composer`` turns back into the value of any column type).
+    ``pipeline.change_frames`` turns back into the value of any column type).
 
     >>> value_text(Decimal("1.50")), value_text(b"\\x00"), value_text(dt.timedelta(hours=-1))
     ('1.50', 'AA==', '-01:00:00')
@@ -420,7 +420,7 @@ class TablesBuilder:
     value of the image (a column added or changed since the query started, a table that joined the
     query, a row written before a schema change) travels as text in ``_text`` under its
     column name, spelled as the envelope's JSON has it. Nothing is dropped and nothing
-    converted by a guess: the reader of the row (the pipeline composer, which knows each
+    converted by a guess: the reader of the row (the pipeline's change frames, which knows each
     row's schema from the DDL in the stream) takes each column from its field or its text.
 
     An update gives a ``-U`` row (before image) and a ``+U`` row (after) that share

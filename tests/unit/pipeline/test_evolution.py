@@ -854,7 +854,7 @@ def test_a_migration_across_batches_is_kept_in_the_state() -> None:
     evolver, sink = osc()
     first = evolver.plan(start(), GH_OST[:3], batch_id=1)
     assert sink.calls == []
-    assert first.changed  # so the composer saves the state with the copy's statements
+    assert first.changed  # so the batch writer saves the state with the copy's statements
     assert first.state.shadows == {"db._t_gho": [(30, "db", GH_OST[2].statement)]}
     plan = evolver.plan(first.state, GH_OST[3:], batch_id=2)
     assert sink.calls == [("add_column", "e", "BIGINT"), ("drop_column", "c")]

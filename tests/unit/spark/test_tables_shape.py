@@ -81,7 +81,7 @@ def test_values_stored_as_the_struct_has_them_travel_typed() -> None:
     struct = table_column(0, "app", "orders")
     assert [r["_op"] for r in out] == ["+I", "-U", "+U"]
     assert out[1]["_seq"] == out[2]["_seq"]  # an update's halves share it
-    # TINYINT(1) travels as its number: the composer makes it a BOOLEAN by the row's schema
+    # TINYINT(1) travels as its number: change_frames.py makes it a BOOLEAN by the row's schema
     assert out[0][struct] == {"id": 1, "flag": 7, "name": "a", "price": Decimal("9.50")}
     assert all(r["_text"] is None for r in out)
     assert out[0]["_op_ts"] == dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)
@@ -163,7 +163,7 @@ def test_same_storage_compares_what_the_binlog_says() -> None:
 
 
 def test_text_values_are_spelled_as_the_envelope_json_spells_them() -> None:
-    """The composer casts text values exactly as it cast the envelope's JSON values (the
+    """change_frames.py casts text values exactly as it cast the envelope's JSON values (the
     integration test of every type holds it to that)."""
     import json
 

@@ -18,8 +18,8 @@ from sparkcdc.sinks.base import SinkColumn, SinkTable
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from sparkcdc.pipeline.composer import SourceTablePlan
     from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState
+    from sparkcdc.pipeline.routes import SourceTablePlan
 
 
 @dataclass(frozen=True)

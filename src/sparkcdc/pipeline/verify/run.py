@@ -53,8 +53,8 @@ def verify_pipeline(
     >>> report.equal, report.to_json()["tables"][0]["counts"]  # doctest: +SKIP
     (False, {'missing': 1, 'extra': 0, 'different': 0})
     """
-    from sparkcdc.pipeline.composer import needs_session, plan_pipeline
     from sparkcdc.pipeline.evolution.persistence import SchemaHistory
+    from sparkcdc.pipeline.routes import needs_session, plan_pipeline
     from sparkcdc.pipeline.runner import server_position, source_settings
     from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture

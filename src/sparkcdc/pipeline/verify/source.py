@@ -154,7 +154,8 @@ def transformed_source(
     import pyarrow as pa
 
     from sparkcdc.mysql.protocol.connection import sql_connection
-    from sparkcdc.pipeline.composer import apply_transform, to_sink
+    from sparkcdc.pipeline.change_frames import to_sink
+    from sparkcdc.pipeline.transforms import apply_transform
     from sparkcdc.snapshot.reader import select_on
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
     from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks

@@ -69,7 +69,7 @@ def _struct(name: str, table: SinkTable, columns: Sequence[SinkColumn]) -> dict[
 
 def _optional(column: SinkColumn, table: SinkTable) -> bool:
     """Whether a value of ``column`` may be null: not a key column, and not every row's
-    value a NOT NULL source column's (see :func:`sparkcdc.pipeline.composer.described`)."""
+    value a NOT NULL source column's (see :func:`sparkcdc.pipeline.batch_writer.described`)."""
     required = column.source is not None and not column.source.nullable
     return column.nullable and column.name not in table.primary_key and not required
 

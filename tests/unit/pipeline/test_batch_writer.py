@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.text import split_top_level
-from sparkcdc.pipeline.composer import described, widest_type
+from sparkcdc.pipeline.batch_writer import described
 from sparkcdc.pipeline.config import TransformRule
 from sparkcdc.pipeline.evolution.evolver import Segment
+from sparkcdc.pipeline.routes import widest_type
 from sparkcdc.sinks.base import SinkColumn, SinkTable
 
 # ------------------------------------------------------------------------ split_top_level

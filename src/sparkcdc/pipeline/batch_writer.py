@@ -1,449 +1,42 @@
-"""Turns a pipeline definition into a Spark streaming query (Flink CDC's composer, for Spark).
-
-The source reads the typed many-table shape (``changelog.shape=tables``, DESIGN.md §4): one
-struct column per captured table, values typed, and the few values that travel as text (a
-column in another shape than the struct's) in ``_text``. Each micro-batch is cached once;
-per source table and schema segment its rows become the table's typed change rows (each
-column from its struct field or its text, by the segment's schema), the table's transform
-runs (filter on the source row, then projection, both Spark SQL), route merges source
-tables into sink tables, and the sink writes each sink table's change frame (see
-:mod:`sparkcdc.sinks.base`) under the batch id.
+"""The ``foreachBatch`` function of a pipeline's query: each micro-batch is cached once, its
+schema change rows handled first (``pipeline/evolution/``), then every touched sink table
+written once, in its shape at the end of the batch, under the batch id (see
+:mod:`sparkcdc.sinks.base`); columns added with values the binlog did not carry are filled
+in afterwards.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.errors import ConfigError, SinkError
-from sparkcdc.model.changelog import DATABASE, METADATA_COLUMNS, OP, OP_TS, SEQ, TABLE, RowKind
+from sparkcdc.errors import SinkError
+from sparkcdc.model.changelog import DATABASE, OP, OP_TS, SEQ, TABLE, RowKind
 from sparkcdc.model.events import SchemaChange
-from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table, quote_spark
+from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
-from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits, spark_decimal
-from sparkcdc.model.text import split_top_level
-from sparkcdc.pipeline.config import PipelineConfig, TransformRule
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.pipeline.change_frames import ChangeColumns, source_changes, text_rows, to_sink
+from sparkcdc.pipeline.config import TransformRule
 from sparkcdc.pipeline.evolution.evolver import SchemaEvolver, Segment
 from sparkcdc.pipeline.evolution.fills import ColumnFill
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState
-from sparkcdc.sinks.base import (
-    SinkColumn,
-    SinkTable,
-    session_conf,
-    spark_error_text,
-    spark_type_name,
-)
-from sparkcdc.spark.changelog import DDL_OP, TABLES_METADATA_DDL, carrier_type, value_text
+from sparkcdc.pipeline.routes import PipelinePlan, sink_frame
+from sparkcdc.pipeline.transforms import apply_transform, passes_through
+from sparkcdc.sinks.base import SinkTable, session_conf, spark_error_text
+from sparkcdc.snapshot.keyset import read_column_pages
+from sparkcdc.spark.changelog import DDL_OP, value_text
 from sparkcdc.spark.concurrent import ConcurrentWrites
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-# Flink CDC 3.x transform metadata columns (op_ts as epoch milliseconds, as Flink has it)
-TRANSFORM_METADATA = (
-    "__namespace_name__",
-    "__schema_name__",
-    "__table_name__",
-    "__data_event_type__",
-    "op_ts",
-)
-
-
-@dataclass(frozen=True)
-class SourceTablePlan:
-    """One captured source table: its schema, where it goes, how it is transformed."""
-
-    schema: TableSchema
-    sink_table: str
-    transform: TransformRule | None
-
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    """Every captured table and every sink table, decided once before the stream starts."""
-
-    sources: tuple[SourceTablePlan, ...]
-    sink_tables: tuple[SinkTable, ...]
-    # the source's treat-tinyint1-as-boolean.enabled (tables created by DDL are typed by it)
-    tinyint1_as_boolean: bool = True
-    # the source's scan.parse.online.schema.changes.enabled
-    online_schema_changes: bool = False
-
-    def sources_of(self, sink_table: SinkTable) -> tuple[SourceTablePlan, ...]:
-        return tuple(s for s in self.sources if s.sink_table == sink_table.name)
-
-
-# --------------------------------------------------------------------------- change frames
-
-
-def _from_text(raw: SparkColumn, column: SchemaColumn) -> SparkColumn:
-    """The typed value of one column from its text (``changelog.value_text``: bytes as
-    base64, BIT(n) as its number, the rest as the envelope's JSON spells them); BIT(n > 1)
-    maps to BINARY: big-endian, ceil(n/8) bytes, as the typed changelog has it."""
-    from pyspark.sql import functions as F
-
-    if column.data_type == "time":
-        return _time_digits(raw, fraction_digits(column.column_type))
-    if column.spark_type == "STRING":
-        return raw
-    if column.spark_type == "BINARY" and column.data_type == "bit":
-        width = 2 * ((bit_width(column.column_type) + 7) // 8)  # hex digits
-        return F.unhex(F.lpad(F.conv(raw, 10, 16), width, "0"))
-    if column.spark_type == "BINARY":
-        return F.unbase64(raw)
-    if column.spark_type == "BOOLEAN":  # TINYINT(1): any value but 0 is true (MySQL's rule)
-        return raw.cast("SMALLINT") != 0
-    return raw.cast(column.spark_type)
-
-
-def _time_digits(raw: SparkColumn, digits: int) -> SparkColumn:
-    """A TIME's text with ``digits`` fraction digits, as the server (and the typed path)
-    spells it: the text path's ``value_text`` knows no column precision."""
-    from pyspark.sql import functions as F
-
-    whole = F.substring_index(raw, ".", 1)
-    if not digits:
-        return whole
-    fraction = F.when(F.instr(raw, ".") > 0, F.substring_index(raw, ".", -1)).otherwise("")
-    return F.concat(whole, F.lit("."), F.rpad(fraction, digits, "0"))
-
-
-def _struct_of(frame: DataFrame, schema: TableSchema) -> tuple[str, dict[str, str]] | None:
-    """The struct column of ``schema``'s table in a tables-shape frame, and its fields'
-    types (None: the table joined the query after it started; all its values are text)."""
-    from pyspark.sql.types import StructType
-
-    wanted = f"{schema.database}.{schema.table}"
-    for field in frame.schema.fields:
-        if isinstance(field.dataType, StructType) and field.name.partition(":")[2] == wanted:
-            types = {f.name: spark_type_name(f.dataType) for f in field.dataType.fields}
-            return field.name, types
-    return None
-
-
-def _column_value(
-    column: SchemaColumn, struct: tuple[str, dict[str, str]] | None, where: str
-) -> SparkColumn:
-    """One column of a row in the shape its segment's schema gives it: from the row's
-    struct field when the value travelled typed, else from its text.
-
-    A value typed in a field of another type than the segment's column is a row the
-    reader took for another shape of the column than the one the schema history has for
-    it: stop, rather than guess its value.
-    """
-    from pyspark.sql import functions as F
-
-    text = _from_text(F.col("_text").getItem(column.name), column)
-    if struct is None or column.name not in struct[1]:
-        return text
-    field = F.col(quote_spark(struct[0])).getField(column.name)
-    if struct[1][column.name] != carrier_type(column):
-        message = (
-            f"{where}: column {column.name} arrived as {struct[1][column.name]} where the "
-            f"schema history has it as {column.column_type}; the stream does not know which "
-            "shape these rows were written with. Restart the pipeline; if this repeats, "
-            "report it with the DDL history of the table"
-        )
-        return F.when(field.isNull(), text).otherwise(F.raise_error(F.lit(message)))
-    typed = field != 0 if column.spark_type == "BOOLEAN" else field
-    return F.coalesce(text, typed)
-
-
-ChangeColumns = tuple["SparkColumn", list["SparkColumn"]]  # source_changes' filter, columns
-
-
-def source_changes(
-    frame: DataFrame,
-    schema: TableSchema,
-    built: dict[tuple[Any, ...], ChangeColumns] | None = None,
-) -> DataFrame:
-    """One source table's rows of a tables-shape batch as a typed change frame, in the
-    columns and types of ``schema`` (the table's schema for these rows' segment); an update's
-    ``-U`` and ``+U`` halves share their ``_seq``. Schema-change rows are left out.
-
-    ``built``: the filter and columns made for earlier batches, by schema and the shape of
-    the table's struct; they are taken from there, and put there when new (making them is
-    dozens of calls into the JVM, per table and batch)."""
-    from pyspark.sql import functions as F
-
-    struct = _struct_of(frame, schema)
-    key = (schema, None if struct is None else (struct[0], tuple(struct[1].items())))
-    columns = None if built is None else built.get(key)
-    if columns is None:
-        columns = (
-            (F.col(DATABASE) == schema.database)
-            & (F.col(TABLE) == schema.table)
-            & (F.col(OP) != DDL_OP),
-            [_column_value(c, struct, schema.qualified_name).alias(c.name) for c in schema.columns],
-        )
-        if built is not None:
-            built[key] = columns
-    rows, values = columns
-    return frame.where(rows).select(*METADATA_COLUMNS, *values)
-
-
-def apply_transform(
-    changes: DataFrame, rule: TransformRule | None, data_columns: Sequence[str]
-) -> DataFrame:
-    """The rule's filter then projection (``*`` = the source columns), as Flink CDC 3.x:
-
-    - an item that names a column ``*`` also gives (``*, UPPER(name) AS name``) replaces
-      that column: ``*`` stands for the source columns no other item defines;
-    - the filter sees the source row and the columns the projection computes under new
-      names (``projection: id, UPPER(city) AS city_uc`` / ``filter: city_uc = 'OSLO'``);
-      a name that is both (a redefined source column) means the source column there.
-
-    Both are Spark SQL and may use the metadata columns ``__namespace_name__`` (NULL for
-    MySQL), ``__schema_name__`` (the database), ``__table_name__``, ``__data_event_type__``
-    (``+I``/``-U``/``+U``/``-D``) and ``op_ts`` (epoch milliseconds; NULL for snapshot rows).
-    """
-    from pyspark.sql import functions as F
-
-    if rule is None or (rule.filter is None and rule.projection is None):
-        return changes
-    with_meta = changes.select(
-        "*",
-        F.lit(None).cast("string").alias("__namespace_name__"),
-        F.col(DATABASE).alias("__schema_name__"),
-        F.col(TABLE).alias("__table_name__"),
-        F.col(OP).alias("__data_event_type__"),
-        F.unix_millis(F.col(OP_TS)).alias("op_ts"),
-    )
-    if not rule.projection:
-        if rule.filter:
-            with_meta = with_meta.where(F.expr(rule.filter))
-        return with_meta.select(*METADATA_COLUMNS, *[quote_spark(c) for c in data_columns])
-    items = [item.strip() for item in split_top_level(rule.projection)]
-    named = {i: with_meta.selectExpr(i).columns[0] for i in items if i != "*"}
-    existing = {c.lower() for c in with_meta.columns}
-    computed = {i: n for i, n in named.items() if n.lower() not in existing}
-    if computed:  # evaluated once, visible to the filter
-        with_meta = with_meta.selectExpr("*", *computed)
-    if rule.filter:
-        with_meta = with_meta.where(F.expr(rule.filter))
-    defined = {n.lower() for n in named.values()}
-    columns: list[str] = []
-    for item in items:
-        if item == "*":
-            columns.extend(quote_spark(c) for c in data_columns if c.lower() not in defined)
-        elif item in computed:
-            columns.append(quote_spark(computed[item]))
-        else:
-            columns.append(item)
-    return with_meta.selectExpr(*METADATA_COLUMNS, *columns)
-
-
-def passes_through(rule: TransformRule | None, columns: Sequence[str]) -> bool:
-    """Whether ``rule``'s projection gives each of ``columns`` the source column of that
-    name unchanged: no projection, or the column listed by name or in ``*`` and not
-    redefined by another item.
-
-    >>> from sparkcdc.pipeline.config import TransformRule
-    >>> rule = TransformRule(**{"source-table": "a.t", "projection": "*, id + 1 AS n"})
-    >>> passes_through(rule, ["id"]), passes_through(rule, ["n"])
-    (True, False)
-    """
-    if rule is None or not rule.projection:
-        return True
-    items = [item.strip() for item in split_top_level(rule.projection)]
-    for column in columns:
-        plain = {column.lower(), f"`{column.lower()}`"}
-        named = any(i.lower() in plain for i in items) or "*" in items
-        redefined = any(
-            re.search(rf"\bAS\s+`?{re.escape(column)}`?\s*$", i, re.IGNORECASE) for i in items
-        )
-        if not named or redefined:
-            return False
-    return True
-
-
-# ------------------------------------------------------------------------------ planning
-
-
-_INTEGRAL = ["TINYINT", "SMALLINT", "INT", "BIGINT"]
-_INTEGRAL_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INT": 10, "BIGINT": 19}
-
-
-def widest_type(a: str, b: str) -> str:
-    """The type that holds values of both (Flink CDC merges sharded tables this way).
-
-    >>> widest_type("INT", "BIGINT"), widest_type("DECIMAL(10,2)", "INT"), widest_type("DATE", "X")
-    ('BIGINT', 'DECIMAL(12,2)', 'STRING')
-    """
-    if a == b:
-        return a
-    if a in _INTEGRAL and b in _INTEGRAL:
-        return max(a, b, key=_INTEGRAL.index)
-
-    def decimal(t: str) -> tuple[int, int] | None:
-        if t in _INTEGRAL_DIGITS:
-            return _INTEGRAL_DIGITS[t], 0
-        return spark_decimal(t)
-
-    da, db = decimal(a), decimal(b)
-    if da and db:
-        scale = max(da[1], db[1])
-        digits = max(da[0] - da[1], db[0] - db[1])
-        return f"DECIMAL({min(38, digits + scale)},{scale})"
-    numeric = {"FLOAT", "DOUBLE"}
-    if (a in numeric or da) and (b in numeric or db):
-        return "DOUBLE"
-    if {a, b} == {"TIMESTAMP", "TIMESTAMP_NTZ"}:
-        return "TIMESTAMP"
-    return "STRING"
-
-
-def _text_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
-    """A tables-shape frame with no struct columns: every value travels as text."""
-    return spark.createDataFrame(rows, TABLES_METADATA_DDL)
-
-
-def is_spark_sql(rule: TransformRule | None) -> bool:
-    """Whether ``rule`` holds Spark SQL (a projection or a filter): only Spark can tell
-    the columns and types it gives. Routing and ``primary-keys`` alone need no Spark.
-
-    >>> is_spark_sql(TransformRule(**{"source-table": "a.t", "primary-keys": "id"}))
-    False
-    """
-    return rule is not None and bool(rule.projection or rule.filter)
-
-
-def needs_session(config: PipelineConfig, schemas: Sequence[TableSchema]) -> bool:
-    """Whether :func:`plan_pipeline` needs a SparkSession for ``schemas``: some captured
-    table's transform is Spark SQL (``sparkcdc validate`` starts Spark only then)."""
-    return any(is_spark_sql(config.transform_for(s.database, s.table)) for s in schemas)
-
-
-def plan_pipeline(
-    config: PipelineConfig, schemas: Sequence[TableSchema], spark: SparkSession | None
-) -> PipelinePlan:
-    """Route and transform every captured table; merge routed tables into sink tables.
-
-    Spark analyses each transform on an empty frame, so a bad expression fails here, before
-    the stream starts, with the table and the rule named. A table without Spark SQL in its
-    transform keeps its source columns and types, known without Spark: ``spark`` may be
-    None when :func:`needs_session` says so.
-    """
-    sources = [
-        SourceTablePlan(
-            schema,
-            config.route_for(schema.database, schema.table),
-            config.transform_for(schema.database, schema.table),
-        )
-        for schema in schemas
-    ]
-    names = dict.fromkeys(s.sink_table for s in sources)
-    # one frame to analyse every transform on
-    empty = None if spark is None else _text_rows(spark, [])
-    sink_tables = tuple(
-        sink_frame(
-            spark,
-            name,
-            [(s.schema, s.transform) for s in sources if s.sink_table == name],
-            empty,
-        )
-        for name in names
-    )
-    return PipelinePlan(
-        tuple(sources),
-        sink_tables,
-        config.source.tinyint1_as_boolean,
-        config.source.online_schema_changes,
-    )
-
-
-def sink_frame(
-    spark: SparkSession | None,
-    name: str,
-    members: Sequence[tuple[TableSchema, TransformRule | None]],
-    empty: DataFrame | None = None,
-) -> SinkTable:
-    """The sink table that ``members`` (source schemas and their transforms) route into;
-    ``empty``: an empty tables-shape frame to analyse them on (made here if not given).
-    ``spark`` may be None when no member's transform is Spark SQL (:func:`is_spark_sql`)."""
-    shapes = []
-    for schema, rule in members:
-        if not is_spark_sql(rule):  # the source columns as they are (source_changes' types)
-            fields = [(c.name, c.spark_type) for c in schema.columns]
-            shapes.append((schema, fields, _sink_keys(schema, rule, fields)))
-            continue
-        if spark is None:
-            raise ValueError(f"the transform of {schema.qualified_name} needs a SparkSession")
-        if empty is None:
-            empty = _text_rows(spark, [])
-        try:
-            frame = apply_transform(source_changes(empty, schema), rule, schema.column_names)
-            fields = [
-                (f.name, spark_type_name(f.dataType))
-                for f in frame.schema.fields
-                if f.name not in METADATA_COLUMNS
-            ]
-        except Exception as exc:  # Spark's AnalysisException and friends
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(
-                f"transform for {schema.qualified_name} (source-table "
-                f"{rule.source_table if rule else '?'}): Spark cannot apply it: "
-                f"{spark_error_text(exc)}"
-            ) from None
-        shapes.append((schema, fields, _sink_keys(schema, rule, fields)))
-    return _merge(name, shapes)
-
-
-def _sink_keys(
-    schema: TableSchema, rule: TransformRule | None, fields: Sequence[tuple[str, str]]
-) -> tuple[str, ...]:
-    """The key columns of ``schema``'s rows in the sink: the rule's primary-keys, else
-    the source's primary key; ConfigError when there is none, or it is not among
-    ``fields`` (the transformed columns)."""
-    keys = (rule.key_columns() if rule else None) or schema.primary_key
-    missing = [k for k in keys if k not in {n for n, _ in fields}]
-    if not keys:
-        raise ConfigError(
-            f"table {schema.qualified_name} has no primary key, and sinks write by key: "
-            f"add a transform with primary-keys for source-table {schema.qualified_name}"
-        )
-    if missing:
-        raise ConfigError(
-            f"primary key {list(keys)} of {schema.qualified_name} is not in its transformed "
-            f"columns {[n for n, _ in fields]} (missing {missing}): keep the key columns "
-            "in the projection, or set primary-keys"
-        )
-    return tuple(keys)
-
-
-def _merge(
-    name: str, members: list[tuple[TableSchema, list[tuple[str, str]], tuple[str, ...]]]
-) -> SinkTable:
-    first_schema, _, keys = members[0]
-    for schema, _, other_keys in members[1:]:
-        if other_keys != keys:
-            raise ConfigError(
-                f"route: sink table {name} merges {first_schema.qualified_name} (primary key "
-                f"{list(keys)}) and {schema.qualified_name} (primary key {list(other_keys)}); "
-                "merged tables need the same key columns. Route them to different sink tables, "
-                "or give both the same primary-keys in a transform"
-            )
-    types: dict[str, str] = {}
-    for _, fields, _ in members:
-        for column, spark_type in fields:
-            types[column] = (
-                widest_type(types[column], spark_type) if column in types else spark_type
-            )
-    columns = tuple(SinkColumn(c, t, nullable=c not in keys) for c, t in types.items())
-    return SinkTable(name, columns, keys, tuple(s.qualified_name for s, _, _ in members))
-
-
-# ---------------------------------------------------------------------------- batches
 
 
 BatchListener = Callable[[int, dict[str, int]], None]
@@ -497,32 +90,9 @@ spark_type='TIMESTAMP_NTZ', charset=None)
     )
 
 
-def to_sink(changes: DataFrame, mapping: dict[str, str], table: SinkTable) -> DataFrame:
-    """A transformed frame in the sink table's shape: each column renamed to the sink column
-    ``mapping`` names (unmapped ones left out); sink columns nothing feeds are NULL.
-
-    A column whose type differs from the sink's is cast; where the value does not fit (a type
-    change the sink did not follow: ``ignore``, or an excluded change) it is written as NULL
-    rather than failing every batch from then on.
-    """
-    from pyspark.sql import functions as F
-
-    types = {f.name: spark_type_name(f.dataType) for f in changes.schema.fields}
-    fed = {mapping[c]: c for c in changes.columns if c in mapping}
-
-    def value(column: SinkColumn) -> SparkColumn:
-        if column.name not in fed:
-            return F.lit(None).cast(column.spark_type)
-        source = F.col(quote_spark(fed[column.name]))
-        if types[fed[column.name]] == column.spark_type:
-            return source
-        return source.try_cast(column.spark_type)
-
-    return changes.select(*METADATA_COLUMNS, *[value(c).alias(c.name) for c in table.columns])
-
-
 # what stops a one-pass append at a row that is not a snapshot row of the recorded table
 _NOT_SNAPSHOT_ONLY = "sparkcdc: a row that is not a snapshot row of the batch's one table"
+
 _COUNTS_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 
 
@@ -867,8 +437,6 @@ class BatchWriter:
         )
         return to_sink(frame, segment.mapping, table)
 
-    # ------------------------------------------------------------------ added columns
-
     def _fill(self, fill: ColumnFill, state: SchemaState) -> None:
         """Give the rows the sink table had before ``fill``'s column was added the value
         the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution.fills`)."""
@@ -916,7 +484,7 @@ class BatchWriter:
         texts = [
             {n: value_text(v) for n, v in zip(names, r, strict=True) if v is not None} for r in rows
         ]
-        frame = _text_rows(
+        frame = text_rows(
             self.sink.spark,
             [(RowKind.INSERT.value, None, 0, database, name, None, t) for t in texts],
         )
@@ -948,7 +516,7 @@ class BatchWriter:
                 raise SparkCdcError("the pipeline gave no source connection")
             key_columns = [k for k in keys if k is not None]
             done = 0
-            for rows in _read_column(self.source, schema, key_columns, fill.column):
+            for rows in read_column_pages(self.source, schema, key_columns, fill.column):
                 frame = self._typed_frame(fill, key_columns, rows)
                 frame = frame.select(
                     *[
@@ -985,62 +553,3 @@ class BatchWriter:
             Divergences(self.history.checkpoint).record(
                 table.name, fill.target.name, fill.seq, message
             )
-
-
-READ_BACK_ROWS = 50_000  # keys per SELECT, and per update of the sink
-
-
-def _read_column(
-    settings: Any, schema: TableSchema, keys: Sequence[SchemaColumn], column: SchemaColumn
-) -> Any:
-    """The column and the sink's key columns of every source row, in the decoder's value
-    form, in pages of ``READ_BACK_ROWS`` rows (keyset pagination on the primary key, a
-    plain non-locking SELECT per page; a page whose connection the server dropped is read
-    again on a new one)."""
-    from sparkcdc.mysql.protocol.connection import KeptConnection
-    from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
-
-    order = list(schema.primary_key) or [k.name for k in keys]
-    by_name = {c.name: c for c in schema.columns}
-    wanted = [*keys, column]
-    selected = [*[by_name[o] for o in order], *wanted]
-    converters = [sql_converter(c) for c in selected]
-    # the statement runs with parameters (pymysql formats it with %)
-    names = ", ".join(quote_mysql(c.name, pyformat=True) for c in selected)
-    table = quote_mysql_table(schema.database, schema.table, pyformat=True)
-    ordered = ", ".join(quote_mysql(o, pyformat=True) for o in order)
-
-    def page(after: tuple[Any, ...] | None, conn: Any) -> list[tuple[Any, ...]]:
-        where, params = "", []
-        if after is not None:
-            holes = ", ".join("%s" for _ in order)
-            where = f"WHERE ({ordered}) > ({holes})"
-            params = [to_sql_param(v) for v in after]
-        with conn.cursor() as cur:
-            cur.execute(
-                f"SELECT {names} FROM {table} {where} ORDER BY {ordered} LIMIT {READ_BACK_ROWS}",
-                params,
-            )
-            return list(cur.fetchall())
-
-    after: tuple[Any, ...] | None = None
-    conn = KeptConnection.to(settings)
-    conn.session(SESSION_TIME_ZONE_SQL)
-    try:
-        while True:
-            raw = conn.run(functools.partial(page, after))
-            if not raw:
-                return
-            rows = [
-                tuple(
-                    v if v is None or f is None else f(v)
-                    for v, f in zip(r, converters, strict=True)
-                )
-                for r in raw
-            ]
-            after = tuple(raw[-1][: len(order)])
-            yield [r[len(order) :] for r in rows]
-            if len(raw) < READ_BACK_ROWS:
-                return
-    finally:
-        conn.close()
