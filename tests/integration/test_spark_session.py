@@ -171,7 +171,7 @@ def test_a_running_jvm_is_asked_whether_it_loads_a_connectors_class(spark: Any) 
     """How a session on a JVM that runs already (spark-submit's, a platform's) finds the
     connectors it has, whatever their jars are called."""
     from sparkcdc.spark.connectors import LINES, SPARK_LINE
-    from sparkcdc.spark.session import _jvm_loads
+    from sparkcdc.spark.jvm import jvm_loads
 
-    assert _jvm_loads(LINES[SPARK_LINE]["delta"].probe_class)
-    assert not _jvm_loads("io.example.NoSuchConnector")
+    assert jvm_loads(LINES[SPARK_LINE]["delta"].probe_class)
+    assert not jvm_loads("io.example.NoSuchConnector")
