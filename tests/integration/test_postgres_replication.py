@@ -136,8 +136,11 @@ def changes(transaction: Transaction) -> list[Any]:
 
 def same(transactions: list[Transaction]) -> list[tuple[Any, ...]]:
     """What every read of these transactions gives alike (a new stream sends a table's
-    Relation again before its first change)."""
-    return [(t.xid, t.commit_lsn, t.end_lsn, changes(t)) for t in transactions]
+    Relation again before its first change; a streamed change carries its xid)."""
+    return [
+        (t.xid, t.commit_lsn, t.end_lsn, [dataclasses.replace(c, xid=None) for c in changes(t)])
+        for t in transactions
+    ]
 
 
 def test_every_change_decodes_from_the_servers_output(source: Source) -> None:
@@ -251,11 +254,16 @@ def test_a_large_transaction_streams_and_its_aborted_parts_are_dropped(source: S
     with ReplicationConnection.open(source.endpoint) as conn:
         if conn.protocol_version < 2:
             pytest.skip(f"PostgreSQL {conn.server_version} has no streaming of large transactions")
-    large, small = transactions(source.read(start, source.watermark()))
+    end = source.watermark()
+    large, small = transactions(source.read(start, end))
     assert large.streamed and not small.streamed
     keys = [int(i.new[0]) for i in changes(large)]
     assert keys == [*range(1, 3001), 9000]
     assert [i.new[0] for i in changes(small)] == ["9001"]
+    # protocol 1 has no streaming: the same transactions whole, from the server's buffer
+    whole = transactions(source.read(start, end, protocol_version=1))
+    assert [t.streamed for t in whole] == [False, False]
+    assert same(whole) == same([large, small])
 
 
 def test_the_reader_stops_exactly_at_end(source: Source) -> None:
@@ -297,6 +305,10 @@ def test_the_slot_moves_only_to_what_confirm_was_given(source: Source) -> None:
             admin.execute("SELECT pg_terminate_backend(%s)", (conn.backend_pid,))
     wait_for(lambda: not slot_active(source), 10, "the slot's release")
     assert source.confirmed() == t1.end_lsn < t3.end_lsn
+    with ReplicationConnection.open(source.endpoint) as conn:
+        info = slot_info(conn, source.slot)
+    assert info is not None and info.restart_lsn is not None and info.restart_lsn <= t1.end_lsn
+    assert info.retained_wal_bytes is not None and info.retained_wal_bytes > 0
     # the next reader starts where the slot was confirmed and gets what was not
     assert same(transactions(source.read(t1.end_lsn, end))) == same([t2, t3])
 
