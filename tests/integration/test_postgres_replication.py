@@ -18,7 +18,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from sparkcdc.errors import PublicationError, ReplicationSlotError, SourceConnectionError
+from sparkcdc.errors import (
+    PublicationError,
+    ReplicationSlotError,
+    SourceConnectionError,
+    SourceError,
+)
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.pgoutput import (
     UNCHANGED_TOAST,
@@ -333,6 +338,14 @@ def test_a_dropped_connection_is_a_clear_error(source: Source) -> None:
         lost.value
     )
     assert source.endpoint.password not in str(lost.value)
+
+
+def test_an_end_the_wal_does_not_reach_is_a_clear_error(source: Source) -> None:
+    start = source.confirmed()
+    with ReplicationConnection.open(source.endpoint) as conn:
+        stream = conn.start_replication(source.slot, start, [source.publication])
+        with pytest.raises(SourceError, match="no further for 1s, short of the range end"):
+            list(stream.transactions(Lsn.parse("FFFFFFFF/0"), stall_timeout_s=1))
 
 
 def test_tls_and_a_refused_password(source: Source) -> None:
