@@ -226,7 +226,7 @@ def decode_to_arrow(events: list[bytes], start: BinlogPosition, end: BinlogPosit
     """Rows of the typed changelog's record batches built from captured events."""
     from sparkcdc.model.schema import Column, TableSchema
     from sparkcdc.mysql.stream.binlog_range import changes_of_events
-    from sparkcdc.spark.changelog import TypedChangelogBuilder
+    from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 
     columns = (
         Column.from_mysql("id", "bigint", "bigint", False),

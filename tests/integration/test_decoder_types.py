@@ -26,7 +26,8 @@ from sparkcdc.snapshot import textrows
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import select_pymysql, select_text
 from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
-from sparkcdc.spark.changelog import TablesBuilder, TypedChangelogBuilder
+from sparkcdc.spark.changelog.tables import TablesBuilder
+from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration

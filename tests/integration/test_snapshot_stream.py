@@ -483,7 +483,7 @@ def test_uca_string_key_snapshot_under_concurrent_writes_equals_the_source(
     changelog replays to the source table."""
     import json
 
-    from sparkcdc.spark.changelog import image_json
+    from sparkcdc.spark.changelog.text import image_json
 
     sql.execute(UCA_DDL)
     rng = random.Random(51)
@@ -534,7 +534,7 @@ def test_uca_string_key_snapshot_under_concurrent_writes_equals_the_source(
 def _uca_source(conn: Any) -> dict[tuple[Any, ...], dict[str, Any]]:
     import json
 
-    from sparkcdc.spark.changelog import image_json
+    from sparkcdc.spark.changelog.text import image_json
 
     with conn.cursor() as cur:
         cur.execute("SELECT * FROM names")

@@ -30,7 +30,8 @@ from sparkcdc.pipeline.routes import PipelinePlan, sink_frame
 from sparkcdc.pipeline.transforms import apply_transform, passes_through
 from sparkcdc.sinks.base import SinkTable, session_conf, spark_error_text
 from sparkcdc.snapshot.keyset import read_column_pages
-from sparkcdc.spark.changelog import DDL_OP, value_text
+from sparkcdc.spark.changelog.tables import DDL_OP
+from sparkcdc.spark.changelog.text import value_text
 from sparkcdc.spark.concurrent import ConcurrentWrites
 
 if TYPE_CHECKING:

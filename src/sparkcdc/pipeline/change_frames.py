@@ -17,7 +17,7 @@ from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema, bit_width, fraction_digits
 from sparkcdc.sinks.base import SinkColumn, SinkTable, spark_type_name
-from sparkcdc.spark.changelog import DDL_OP, TABLES_METADATA_DDL, carrier_type
+from sparkcdc.spark.changelog.tables import DDL_OP, TABLES_METADATA_DDL, carrier_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn

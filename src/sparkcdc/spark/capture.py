@@ -12,14 +12,12 @@ from sparkcdc.model.dialect import SourceDialect, dialect_for
 from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.splitter import chunk_key_column
-from sparkcdc.spark.changelog import (
-    ENVELOPE_DDL,
-    Builder,
-    EnvelopeBuilder,
-    TablesBuilder,
-    TypedChangelogBuilder,
-    typed_ddl,
-)
+from sparkcdc.spark.changelog.envelope import ENVELOPE_DDL, EnvelopeBuilder
+from sparkcdc.spark.changelog.tables import TablesBuilder
+from sparkcdc.spark.changelog.typed import TypedChangelogBuilder, typed_ddl
+
+Builder = TypedChangelogBuilder | EnvelopeBuilder | TablesBuilder
+"""What builds a stream's record batches, by its output shape."""
 
 
 @dataclass(frozen=True)

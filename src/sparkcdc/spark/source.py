@@ -55,9 +55,7 @@ from sparkcdc.snapshot.reader import read_chunks, read_together
 from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
 from sparkcdc.spark.capture import CapturePlan, plan_capture
-from sparkcdc.spark.changelog import (
-    SnapshotRows,
-)
+from sparkcdc.spark.changelog.decoded import SnapshotRows
 from sparkcdc.spark.compat import (
     AvailableNowBase,
     binlog_budget,

@@ -32,7 +32,7 @@ from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.decoded_events import RowsEvent
 from sparkcdc.mysql.binlog.decoder import BinlogDecoder, EventRows
 from sparkcdc.mysql.protocol.constants import EventType
-from sparkcdc.spark.changelog import TypedChangelogBuilder
+from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 
 needs_kernel = pytest.mark.skipif(not arrowrows.COMPILED, reason="the kernel is not built")
 

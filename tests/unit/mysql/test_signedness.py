@@ -29,7 +29,7 @@ from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.binlog.table_map import OptionalMetadata
 from sparkcdc.mysql.protocol.constants import ColumnType, EventType
 from sparkcdc.mysql.stream.binlog_range import changes_of_events
-from sparkcdc.spark.changelog import TypedChangelogBuilder
+from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 
 START = BinlogPosition("binlog.000001", 4)
 TABLE_ID = 71

@@ -14,7 +14,8 @@ from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
 from sparkcdc.mysql.binlog.metadata_from_schema import image_columns, same_storage
 from sparkcdc.mysql.protocol.constants import ColumnType
-from sparkcdc.spark.changelog import SnapshotRows, TablesBuilder, table_column
+from sparkcdc.spark.changelog.decoded import SnapshotRows
+from sparkcdc.spark.changelog.tables import TablesBuilder, table_column
 
 UTF8 = 45  # utf8mb4_general_ci
 BINARY = 63
@@ -167,7 +168,7 @@ def test_text_values_are_spelled_as_the_envelope_json_spells_them() -> None:
     integration test of every type holds it to that)."""
     import json
 
-    from sparkcdc.spark.changelog import image_json, value_text
+    from sparkcdc.spark.changelog.text import image_json, value_text
 
     values = [
         -(2**63),

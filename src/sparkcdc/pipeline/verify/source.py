@@ -159,7 +159,8 @@ def transformed_source(
     from sparkcdc.snapshot.reader import select_on
     from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
     from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
-    from sparkcdc.spark.changelog import SnapshotRows, TypedChangelogBuilder
+    from sparkcdc.spark.changelog.decoded import SnapshotRows
+    from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 
     builder = TypedChangelogBuilder(schema)
     batches: list[pa.RecordBatch] = []
