@@ -74,7 +74,7 @@ def quote_ansi(name: str, *, pyformat: bool = False) -> str:
 
 def path_segment(name: str) -> str:
     """``name`` as one segment of a path: ASCII letters, digits and ``_ - . $`` as they are
-    (so the paths of such names are the ones earlier versions wrote), a leading ``.`` and
+    (the usual names read as themselves in a listing), a leading ``.`` and
     every other character as ``~XX`` per UTF-8 byte. Different names give different segments,
     and no segment is ``.``, ``..`` or holds a ``/``. The escape is ``~``, not ``%``: readers
     that take paths as URLs (delta-rs, object stores) would decode ``%2F`` into a ``/``. A
