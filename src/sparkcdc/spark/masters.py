@@ -110,7 +110,7 @@ def _shown_remote(url: str) -> str:
 
 def connect_refusal(received: str) -> ConfigError:
     """The error of a Spark Connect session where sparkcdc needs a classic one
-    (``received`` says what asked for it); DESIGN.md "Spark Connect" says why."""
+    (``received`` says what asked for it); DESIGN.md §7.3 says why."""
     return ConfigError(
         f"{received}, but sparkcdc needs a classic one: a pipeline drives its sinks, its "
         "checkpoint lease and its location checks through the Spark driver's JVM, which a "
