@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc.spark.connectors import has_iceberg_runtime
 from sparkcdc.spark.session import spark_session
 from sparkcdc_dev.devkafka import DevKafka

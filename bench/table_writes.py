@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.pipeline.config import parse_pipeline
-from sparkcdc.pipeline.runner import PIPELINE_DEFAULTS, run_pipeline
+from sparkcdc.pipeline.run_plan import PIPELINE_DEFAULTS
+from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.spark.session import spark_session
 from sparkcdc_dev.devserver import DEV_PASSWORD, DEV_USER, DevServer
 

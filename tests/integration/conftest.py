@@ -11,7 +11,7 @@ from flink_consumer import flink_harness  # noqa: F401  (a fixture: Flink's harn
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from sparkcdc.pipeline.runner import NO_CALL_SITES
+    from sparkcdc.pipeline.run_plan import NO_CALL_SITES
     from sparkcdc.spark.session import spark_session
 
     # as a pipeline's own session: no Python call site recorded per DataFrame call (half the

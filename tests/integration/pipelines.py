@@ -271,7 +271,7 @@ def delta_rows(minio: Any, table: str, columns: tuple[str, ...]) -> list[tuple[A
 def chunks_left(checkpoint: Any) -> bool:
     """Whether the newest batch committed in ``checkpoint`` (a path or Location) left
     snapshot chunks unread: a run stopped then was stopped mid-snapshot."""
-    from sparkcdc.pipeline.runner import committed_offset
+    from sparkcdc.pipeline.status import committed_offset
     from sparkcdc.snapshot.coordinator import SnapshotProgress
 
     committed = committed_offset(checkpoint)

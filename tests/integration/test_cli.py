@@ -73,7 +73,7 @@ def test_run_available_now_then_status(pipeline: Path, tmp_path: Path) -> None:
     table = pa.table(reader.execute("SELECT id, v FROM t").read_all()).to_pydict()
     assert sorted(zip(table["id"], table["v"], strict=True)) == [(i, f"v{i}") for i in range(1, 31)]
     # the run's session writes local checkpoint and Delta log files without the checksum
-    # file Hadoop's local file system keeps beside each (.<name>.crc; runner.RAW_LOCAL_CONTEXT)
+    # file Hadoop's local file system keeps beside each (.<name>.crc; run_plan.RAW_LOCAL_CONTEXT)
     logs = [tmp_path / "checkpoint" / "spark", tmp_path / "lake" / DATABASE / "t" / "_delta_log"]
     assert all(list(d.glob("*/0")) or list(d.glob("*.json")) for d in logs), logs
     assert not [p for d in logs for p in d.rglob(".*.crc")], [list(d.rglob(".*.crc")) for d in logs]

@@ -45,7 +45,7 @@ from pipelines import (
 from psycopg import sql
 
 from sparkcdc.locations import Location, open_location
-from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc.spark.connectors import connector_jars
 from sparkcdc_dev.devminio import DevMinio
 from sparkcdc_dev.devpostgres import DevPostgres

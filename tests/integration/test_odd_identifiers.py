@@ -21,7 +21,8 @@ from psycopg import sql as pgsql
 
 from sparkcdc.model.identifiers import quote_mysql, quote_spark
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
-from sparkcdc.pipeline.runner import STATUS_FILE, run_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.status import STATUS_FILE
 from sparkcdc.pipeline.verify.run import verify_pipeline
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer

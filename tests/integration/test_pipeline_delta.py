@@ -18,7 +18,8 @@ from pipelines import Writer, create_shop, write_pipeline
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import load_pipeline, parse_pipeline
-from sparkcdc.pipeline.runner import committed_offset, run_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc.sinks.delta import DeltaSink
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 

@@ -27,7 +27,8 @@ from psycopg import sql
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.checkpoint import has_planned_batches, run_id
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
-from sparkcdc.pipeline.runner import committed_offset, run_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc.sinks.base import SinkContext
 from sparkcdc_dev.devpostgres import DEFAULT_DIR, DevPostgres
 from sparkcdc_dev.devpostgres import DEV_PASSWORD as PG_PASSWORD

@@ -39,7 +39,8 @@ from pipelines import Writer, burst, create_shop, fresh_database, uncommitted_ba
 from sparkcdc.errors import SinkError
 from sparkcdc.pipeline.checkpoint import has_planned_batches
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
-from sparkcdc.pipeline.runner import committed_offset, run_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc.sinks.kafka.messages import SEQ_HEADER
 from sparkcdc.sinks.kafka.producer_pool import cached_producers, discard_unsent
 from sparkcdc_dev.devkafka import DEFAULT_DIR, DevKafka

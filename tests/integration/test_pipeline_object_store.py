@@ -36,7 +36,7 @@ from pipelines import (
 )
 
 from sparkcdc.locations import Location, open_location
-from sparkcdc.pipeline.runner import committed_offset
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc_dev.devminio import DevMinio
 from sparkcdc_dev.devpostgres import DevPostgres
 from sparkcdc_dev.devserver import DevServer

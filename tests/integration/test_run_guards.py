@@ -23,7 +23,8 @@ from sparkcdc.mysql.admin import server as mysql_server
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.protocol.replication import BinlogClient
 from sparkcdc.pipeline.config import PipelineConfig, parse_pipeline
-from sparkcdc.pipeline.runner import committed_offset, run_pipeline
+from sparkcdc.pipeline.runner import run_pipeline
+from sparkcdc.pipeline.status import committed_offset
 from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import pytest
 
 from sparkcdc.errors import PrivateDirectoryError
 from sparkcdc.files import ensure_private_dir, make_private_dirs, write_private
-from sparkcdc.pipeline.runner import STATUS_FILE, write_status
+from sparkcdc.pipeline.status import STATUS_FILE, write_status
 from sparkcdc.spark.python_env import launcher_dir
 
 
@@ -104,11 +104,11 @@ def test_a_running_pipelines_status_is_written_when_it_matters(
 ) -> None:
     """At once when the run starts or stops running; a change at most every few seconds;
     the same status again only as a heartbeat (not on every poll: a PUT each on S3)."""
-    from sparkcdc.pipeline import runner
+    from sparkcdc.pipeline import status as run_status
 
     clock = [1000.0]
-    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
-    status = runner.StatusWriter(str(tmp_path / "checkpoint"))
+    monkeypatch.setattr(run_status.time, "monotonic", lambda: clock[0])
+    status = run_status.StatusWriter(str(tmp_path / "checkpoint"))
     path = tmp_path / "checkpoint" / STATUS_FILE
 
     def at(seconds: float, **fields: object) -> bool:
@@ -118,9 +118,9 @@ def test_a_running_pipelines_status_is_written_when_it_matters(
     assert at(0, last_batch=-1)  # the first
     assert not at(0.5, last_batch=-1)  # only "updated" differs
     assert not at(1, last_batch=0)  # a change, too soon
-    assert at(runner.STATUS_MIN_INTERVAL_S, last_batch=0)
+    assert at(run_status.STATUS_MIN_INTERVAL_S, last_batch=0)
     assert json.loads(path.read_text())["last_batch"] == 0
-    assert not at(runner.STATUS_MIN_INTERVAL_S + 10, last_batch=0)
-    assert at(runner.STATUS_MIN_INTERVAL_S + runner.STATUS_HEARTBEAT_S, last_batch=0)
-    assert at(runner.STATUS_MIN_INTERVAL_S + runner.STATUS_HEARTBEAT_S + 0.1, running=False)
+    assert not at(run_status.STATUS_MIN_INTERVAL_S + 10, last_batch=0)
+    assert at(run_status.STATUS_MIN_INTERVAL_S + run_status.STATUS_HEARTBEAT_S, last_batch=0)
+    assert at(run_status.STATUS_MIN_INTERVAL_S + run_status.STATUS_HEARTBEAT_S + 0.1, running=False)
     assert json.loads(path.read_text())["running"] is False

@@ -15,13 +15,9 @@ from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState
-from sparkcdc.pipeline.runner import (
-    STATUS_FILE,
-    committed_offset,
-    lag_text,
-    server_position,
-    source_settings,
-)
+from sparkcdc.pipeline.progress import lag_text
+from sparkcdc.pipeline.run_plan import server_position, source_settings
+from sparkcdc.pipeline.status import STATUS_FILE, committed_offset
 
 
 def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None = None) -> int:

@@ -129,7 +129,7 @@ def _prepare(args: argparse.Namespace) -> int:
     conf = None
     if args.file:
         from sparkcdc.pipeline.config import load_pipeline
-        from sparkcdc.pipeline.runner import pipeline_conf
+        from sparkcdc.pipeline.run_plan import pipeline_conf
 
         conf = pipeline_conf(load_pipeline(args.file))
     path, seconds = write_class_archive(conf, force=args.force)

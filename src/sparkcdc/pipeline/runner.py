@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdcError
 from sparkcdc.locations import (
     Location,
-    as_location,
     blind_executors,
     open_location,
     s3a_settings,
@@ -35,7 +34,7 @@ from sparkcdc.locations import (
     state_options,
 )
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
-from sparkcdc.model.position import BinlogPosition, binlog_file_number
+from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
@@ -45,16 +44,24 @@ from sparkcdc.pipeline.checkpoint import (
     claim_state,
     logged_end,
     open_checkpoint,
-    spark_checkpoint,
 )
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState
 from sparkcdc.pipeline.lease import CheckpointLease
 from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
+from sparkcdc.pipeline.progress import (
+    POLL_S,
+    Progress,
+    offset_caught_up,
+    snapshot_done,
+    table_snapshot_done,
+)
 from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged
 from sparkcdc.pipeline.routes import PipelinePlan, plan_pipeline
-from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class, sink_class
+from sparkcdc.pipeline.run_plan import pipeline_session, server_position, source_settings
+from sparkcdc.pipeline.status import StatusWriter, committed_offset
+from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class
 from sparkcdc.spark.streams import query_error
 
 if TYPE_CHECKING:
@@ -64,30 +71,6 @@ if TYPE_CHECKING:
     from sparkcdc.spark.source import BatchHold
 
 log = logging.getLogger(__name__)
-
-STATUS_FILE = "status.json"
-_POLL_S = 0.5
-# Each micro-batch is cached once and read back once or twice (batch_writer.BatchWriter), and a
-# binlog batch is cached by one task: compressing the cache cost more than it saved. With
-# it off, the lag of bench/pipeline_throughput.py's Kafka step at 100,000 changes/s levelled off
-UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
-# pyspark (4.x) records where each Column and DataFrame call was made, for its error messages:
-# per call a py4j round trip for a setting, a walk up the Python stack, and an `import IPython`
-# (tried; 0.5 s on first use where IPython is installed), then two more round trips. A pipeline
-# builds its DataFrames in our code, not the user's, so the call sites would name sparkcdc's
-# lines; without them a batch's frame is built in half the time (91 against 182 ms for one
-# table's changes here)
-NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
-# Spark's checkpoint logs and Delta's log on a local path are written through Hadoop's
-# FileContext, whose default local file system keeps a checksum file beside each file and
-# renames both: writing the offset and commit logs took ~110 ms of each micro-batch here,
-# ~55 ms without (a batch at 1,000 changes/s into Kafka takes ~0.75 s in all). Only local
-# paths, and only FileContext's: Hadoop's FileSystem API (Parquet files) keeps its checksums
-RAW_LOCAL_CONTEXT = {
-    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"
-}
-# what a pipeline's new session has unless its file or spark-submit says otherwise
-PIPELINE_DEFAULTS = {**UNCOMPRESSED_CACHE, **NO_CALL_SITES, **RAW_LOCAL_CONTEXT}
 
 
 @dataclass
@@ -104,272 +87,6 @@ class RunSummary:
     @property
     def total_rows(self) -> int:
         return sum(self.rows.values())
-
-
-def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
-    from sparkcdc.mysql.dialect import connection_settings
-
-    options = SourceOptions.from_options(config.source_options())
-    return options, connection_settings(options)
-
-
-def server_position(settings: Any) -> BinlogPosition:
-    from sparkcdc.mysql.admin import server
-    from sparkcdc.mysql.protocol.connection import sql_connection
-
-    with sql_connection(settings) as conn:
-        return server.current_position(conn, server.server_info(conn), with_gtids=False)
-
-
-def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> bool:
-    """Whether a committed source offset has every chunk read and the binlog at ``target``.
-
-    >>> offset_caught_up({"binlog": BinlogPosition("b.000002", 4).to_offset(),
-    ...     "snapshot": {"a.t": {"next": 2, "prev": 2, "total": 2}}}, BinlogPosition("b.000001", 9))
-    True
-    """
-    if not offset or "binlog" not in offset:
-        return False
-    return snapshot_done(offset) and BinlogPosition.from_offset(offset["binlog"]) >= target
-
-
-LOG_EVERY_S = 10.0
-
-
-class Progress:
-    """Progress of a running pipeline: one rewritten line on a terminal, log lines otherwise.
-
-    The terminal's line is rewritten at most every ``_POLL_S``; a log (not a terminal: a
-    file, a service's journal) gets a line at most every ``log_every_s`` seconds, and at once
-    when the phase changes (the snapshot done) and at the end (``finish``), so that a run of
-    days does not flood it. During a snapshot the line has the rows per second since the
-    first batch began (the JVM's start and the planning before it are not the pipeline's
-    speed), tables and chunks done of their totals, and an ETA: a table whose chunk
-    plan is still growing (DESIGN.md §2) counts the chunks its row estimate over the chunk
-    size gives (``chunk_estimates``), marked ``~``. Then the binlog position, its lag
-    behind the server in bytes, and the last batch's event lag in seconds.
-
-    >>> import io
-    >>> progress = Progress(io.StringIO(), interactive=False, chunk_estimates={"db.t": 62})
-    >>> progress.line(None, -1, None)
-    'first batch running | 0 rows | snapshot: 0/1 tables, chunks 0/~62'
-    """
-
-    def __init__(
-        self,
-        out: TextIO,
-        interactive: bool | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        log_every_s: float = LOG_EVERY_S,
-        chunk_estimates: Mapping[str, int] | None = None,
-    ) -> None:
-        self.out = out
-        self.interactive = out.isatty() if interactive is None else interactive
-        self.every_s = _POLL_S if self.interactive else log_every_s
-        self._clock = clock
-        self.started = clock()
-        self.rows = 0
-        self.first_began: float | None = None  # when the first batch began writing
-        self.chunk_estimates = dict(chunk_estimates or {})
-        self._last_text = ""  # the last text shown
-        self._pending = ""  # a newer text, held back by the interval
-        self._shown_at: float | None = None
-        self._phase: str | None = None
-
-    def count(self, rows: int) -> None:
-        """Rows the sink took for the batch being written (the batch writer's listener)."""
-        self.rows += rows
-
-    def timed(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        """``write`` (a foreachBatch function), noting when the first batch began: the
-        rate counts from then."""
-
-        def run(frame: Any, batch_id: int) -> None:
-            if self.first_began is None:
-                self.first_began = self._clock()
-            write(frame, batch_id)
-
-        return run
-
-    def line(
-        self,
-        offset: dict[str, Any] | None,
-        batch: int,
-        server_pos: BinlogPosition | None,
-        event_lag_s: float | None = None,
-    ) -> str:
-        now = self._clock()
-        writing = None if self.first_began is None else max(now - self.first_began, 1e-6)
-        rows = f"{self.rows:,} rows"
-        tables = (offset or {}).get("snapshot")
-        if tables is None and not offset:  # before the first batch: the tables to snapshot
-            tables = {name: {"next": 0, "total": None} for name in self.chunk_estimates}
-        snapshot = bool(tables) and not snapshot_done({"snapshot": tables})
-        if snapshot and writing is not None and self.rows and batch >= 0:
-            # batches run back to back while a snapshot lasts; after it, a rate would sink
-            # in every idle gap between batches: the lag says how the binlog keeps up
-            rows += f", {self.rows / writing:,.0f} rows/s"
-        # batch: the last committed one (-1 before the first commits)
-        parts = [f"batch {batch}" if batch >= 0 else "first batch running", rows]
-        if tables:
-            parts.append(self._snapshot_text(tables, writing))
-        if offset and "binlog" in offset:
-            position = BinlogPosition.from_offset(offset["binlog"])
-            binlog = f"binlog {position.file}:{position.pos}"
-            if server_pos is not None:
-                binlog += f", lag {lag_text(position, server_pos)}"
-            if event_lag_s is not None:
-                binlog += f", {event_lag_s:,.1f}s behind"
-            parts.append(binlog)
-        return " | ".join(parts)
-
-    def _snapshot_text(self, tables: Mapping[str, Any], writing: float | None) -> str:
-        """Tables and chunks done of their totals (``~``: a total from an estimate), and
-        the time left at the rate the chunks were read so far."""
-        done = sum(1 for p in tables.values() if table_snapshot_done(p))
-        chunks_done = sum(int(p["next"]) for p in tables.values())
-        total = 0
-        estimated = False
-        for name, p in tables.items():
-            if p.get("total") is not None:
-                total += int(p["total"])
-            else:  # the plan still grows: at least one chunk more than read
-                estimated = True
-                total += max(int(p["next"]) + 1, self.chunk_estimates.get(name, 0))
-        text = (
-            f"snapshot: {done}/{len(tables)} tables, chunks {chunks_done:,}/"
-            f"{'~' if estimated else ''}{total:,}"
-        )
-        if writing is not None and chunks_done and total > chunks_done:
-            eta = writing * (total - chunks_done) / chunks_done
-            text += f", ETA {'~' if estimated else ''}{_duration(eta)}"
-        return text
-
-    def update(
-        self,
-        offset: dict[str, Any] | None,
-        batch: int,
-        server_pos: BinlogPosition | None,
-        event_lag_s: float | None = None,
-    ) -> None:
-        """Show the current line, unless one was shown less than the interval ago in the
-        same phase (then it is held back: a later update or ``finish`` shows it)."""
-        phase = "binlog" if snapshot_done(offset) else "snapshot"
-        text = self.line(offset, batch, server_pos, event_lag_s)
-        now = self._clock()
-        due = self._shown_at is None or now - self._shown_at >= self.every_s
-        if due or phase != self._phase:
-            self._phase = phase
-            self._show(text, now)
-        else:
-            self._pending = text
-
-    def _show(self, text: str, now: float) -> None:
-        self._pending = ""
-        if text == self._last_text:
-            return
-        self._last_text, self._shown_at = text, now
-        if self.interactive:
-            self.out.write("\r\033[K" + text)
-            self.out.flush()
-        else:
-            log.info("%s", text)
-
-    def finish(self) -> None:
-        """The end of the run: the last line held back is shown."""
-        if self._pending:
-            self._show(self._pending, self._clock())
-        if self.interactive and self._last_text:
-            self.out.write("\n")
-            self.out.flush()
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a person reads it.
-
-    >>> _duration(42.4), _duration(754), _duration(7384)
-    ('42s', '12m34s', '2h03m')
-    """
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-
-
-def table_snapshot_done(progress: dict[str, Any]) -> bool:
-    """Whether a table's snapshot progress (in a source offset) has every chunk read.
-
-    >>> table_snapshot_done({"next": "3", "prev": 2, "total": 3})
-    True
-    """
-    total = progress.get("total")
-    return total is not None and int(progress["next"]) >= int(total)
-
-
-def snapshot_done(offset: dict[str, Any] | None) -> bool:
-    """Whether a source offset has every table's snapshot done (True for no snapshot)."""
-    tables = (offset or {}).get("snapshot") or {}
-    return all(table_snapshot_done(p) for p in tables.values())
-
-
-def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
-    """How far ``position`` is behind the server, in bytes of the same file or in files."""
-    if position.file == server_pos.file:
-        return f"{max(0, server_pos.pos - position.pos):,} bytes"
-    files = binlog_file_number(server_pos.file) - binlog_file_number(position.file)
-    return f"{max(files, 0)} binlog file(s)"
-
-
-def write_status(checkpoint: str | Location, status: dict[str, Any]) -> None:
-    (as_location(checkpoint) / STATUS_FILE).write(json.dumps(status, indent=1, default=str))
-
-
-STATUS_MIN_INTERVAL_S = 5.0  # a run's status.json changes at most this often ...
-STATUS_HEARTBEAT_S = 60.0  # ... and is written at least this often ("updated")
-
-
-class StatusWriter:
-    """A running pipeline's ``status.json``: written at once when it starts or stops
-    running, when what it says changes (at most every ``STATUS_MIN_INTERVAL_S``), and every
-    ``STATUS_HEARTBEAT_S`` (its ``updated`` tells a live run from a dead one). The run polls
-    its query twice a second; writing on every poll made ~170,000 PUTs a day on an object
-    store, each billed."""
-
-    def __init__(self, checkpoint: str | Location) -> None:
-        self.checkpoint = checkpoint
-        self._said: dict[str, Any] | None = None  # the last written status, but "updated"
-        self._at = 0.0
-
-    def write(self, status: dict[str, Any]) -> bool:
-        """Write ``status`` if it is due; whether it was."""
-        said = {k: v for k, v in status.items() if k != "updated"}
-        since = time.monotonic() - self._at
-        due = (
-            self._said is None
-            or said.get("running") != self._said.get("running")
-            or (said != self._said and since >= STATUS_MIN_INTERVAL_S)
-            or since >= STATUS_HEARTBEAT_S
-        )
-        if due:
-            write_status(self.checkpoint, status)
-            self._said, self._at = said, time.monotonic()
-        return due
-
-
-def committed_offset(checkpoint: str | Location) -> tuple[int, dict[str, Any]] | None:
-    """The newest batch Spark committed in ``<checkpoint>/spark`` and its source end offset."""
-    root = spark_checkpoint(checkpoint)
-    commits = sorted(
-        (int(name) for name in (root / "commits").children() if name.isdigit()), reverse=True
-    )
-    for batch in commits:
-        end = logged_end(checkpoint, batch)
-        if end is not None:
-            return batch, end
-    return None
 
 
 MAX_SCHEMA_RESTARTS = 100
@@ -420,116 +137,6 @@ def run_pipeline(
                 raise
             restarts += 1
             log.info("%s; restarting the pipeline to read the new schema", exc)
-
-
-def session_master(config: PipelineConfig, flag: str | None, configured: str | None) -> str:
-    """The master of a pipeline's new session: ``flag`` (``sparkcdc run --master``), else
-    the file's ``pipeline.spark.master``, else ``configured`` (spark-submit's master, or
-    ``SPARK_MASTER``), else ``local[pipeline.parallelism]``. A file and a spark-submit that
-    name different masters are a ConfigError: which one was meant is not ours to guess.
-
-    >>> session_master(config, "spark://10.0.0.5:7077", "yarn")  # doctest: +SKIP
-    'spark://10.0.0.5:7077'
-    """
-    chosen = config.pipeline.master
-    if flag:
-        return flag
-    if chosen and configured and chosen != configured:
-        raise ConfigError(
-            f"pipeline.spark.master is {chosen!r} but this process runs under the master "
-            f"{configured!r} (spark-submit's --master, spark.master or SPARK_MASTER): remove "
-            "one of them, or give `sparkcdc run --master` to choose"
-        )
-    return chosen or configured or f"local[{config.pipeline.parallelism}]"
-
-
-def pipeline_conf(config: PipelineConfig) -> dict[str, str]:
-    """The Spark settings a pipeline's session gets: its sink's, then the file's
-    ``spark.conf`` (the master aside: ``session_master`` chooses it)."""
-    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
-    conf = {**sink_conf, **config.pipeline.session_conf()}
-    conf.pop("spark.master", None)
-    return conf
-
-
-def session_connectors(config: PipelineConfig) -> tuple[str, ...]:
-    """The connectors a pipeline's session needs: its sink's, and S3A where a location of
-    the file (checkpoint, state, sink tables, warehouse) is an ``s3a://`` path."""
-    from sparkcdc.spark.connectors import pipeline_connectors
-
-    return pipeline_connectors(
-        config.sink.type,
-        [config.checkpoint, config.state_location, *_strings(config.sink.model_dump())],
-    )
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string inside ``value`` (nested dicts, lists and tuples)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        return [s for item in value for s in _strings(item)]
-    return []
-
-
-def pipeline_session(
-    config: PipelineConfig,
-    spark: Any = None,
-    log_file: str | None = None,
-    *,
-    master: str | None = None,
-    py_files: Sequence[str] = (),
-    available_now: bool = False,
-) -> Any:
-    """``spark`` (or a new session on ``session_master``'s choice) set up for the pipeline:
-    the mysql-cdc source registered, the sink's and the file's Spark settings applied,
-    ``py_files`` added to ``spark.submit.pyFiles``.
-
-    A new session's console progress bars are off when stderr is not a terminal: they
-    rewrite their line several times a second, a flood in a log (the pipeline's own progress
-    says where it is); the file's ``spark.conf`` may turn them on again. A new session
-    caches the micro-batches uncompressed, does not record the Python call site of each
-    DataFrame call and writes local checkpoint and Delta log files without Hadoop's checksum
-    files (``PIPELINE_DEFAULTS``) unless the file's ``spark.conf`` or spark-submit says
-    otherwise, and its JVM is tuned as a pipeline's driver:
-    it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
-    (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
-    ``available_now`` (``spark/jit.py``)."""
-    from sparkcdc.spark.jvm import configured_master
-    from sparkcdc.spark.masters import connect_refusal, is_connect_session
-    from sparkcdc.spark.session import register, spark_session
-
-    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
-    user_conf = config.pipeline.session_conf()
-    conf = pipeline_conf(config)
-    if py_files:
-        listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
-        conf["spark.submit.pyFiles"] = ",".join(p for p in listed if p)
-    if spark is None:
-        bars = "true" if sys.stderr.isatty() else "false"
-        spark = spark_session(
-            config.pipeline.name,
-            session_master(config, master, None if master else configured_master()),
-            connectors=session_connectors(config),
-            conf={"spark.ui.showConsoleProgress": bars, **conf},
-            log_file=log_file,
-            defaults=PIPELINE_DEFAULTS,
-            pipeline_driver=True,
-            available_now=available_now,
-        )
-        spark.sparkContext.setLogLevel("WARN")
-    elif is_connect_session(spark):
-        raise connect_refusal("the session given is a Spark Connect client's")
-    else:
-        register(spark)
-        for key, value in conf.items():
-            # a sink's default of a setting fixed when a session starts is for new sessions
-            if key in sink_conf and key not in user_conf and not spark.conf.isModifiable(key):
-                continue
-            spark.conf.set(key, value)
-    return spark
 
 
 def _run_once(
@@ -727,7 +334,7 @@ def _run_leased(
                 )
                 break
             try:
-                query.awaitTermination(_POLL_S)
+                query.awaitTermination(POLL_S)
             except StreamingQueryException:
                 break  # reported below, as our own error
             lease.renew()

@@ -12,13 +12,9 @@ from hypothesis import strategies as st
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import parse_pipeline
-from sparkcdc.pipeline.runner import (
-    Progress,
-    _offset_dict,
-    lag_text,
-    offset_caught_up,
-    pipeline_session,
-)
+from sparkcdc.pipeline.progress import Progress, lag_text, offset_caught_up
+from sparkcdc.pipeline.run_plan import pipeline_session
+from sparkcdc.pipeline.runner import _offset_dict
 
 positions = st.builds(
     BinlogPosition,
@@ -179,11 +175,11 @@ def snapshot_offset(chunks_done: int, total: int = 100) -> dict[str, Any]:
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "sparkcdc.pipeline.runner"]
+    return [r.getMessage() for r in caplog.records if r.name == "sparkcdc.pipeline.progress"]
 
 
 def test_progress_in_a_log_is_a_line_every_ten_seconds(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.progress")
     clock = FakeClock()
     progress = Progress(io.StringIO(), interactive=False, clock=clock)
     for step in range(120):  # a minute of the runner's polls, every one with news
@@ -198,7 +194,7 @@ def test_progress_in_a_log_is_a_line_every_ten_seconds(caplog: pytest.LogCapture
 def test_progress_logs_the_end_of_the_snapshot_and_of_the_run_at_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.progress")
     clock = FakeClock()
     progress = Progress(io.StringIO(), interactive=False, clock=clock)
     progress.update(snapshot_offset(99), 1, None)

@@ -10,7 +10,7 @@ import pytest
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import parse_pipeline
-from sparkcdc.pipeline.runner import pipeline_session, session_master
+from sparkcdc.pipeline.run_plan import pipeline_session, session_master
 
 PIPELINE = """
 source: {type: mysql, hostname: db, username: cdc, password: pw, tables: app.t}

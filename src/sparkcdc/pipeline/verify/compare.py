@@ -82,7 +82,8 @@ def wait_for_pipeline(
 ) -> str | None:
     """Wait until the pipeline's committed offset has passed ``position``; None when it has,
     else what stopped the wait (not running, or the timeout)."""
-    from sparkcdc.pipeline.runner import STATUS_FILE, committed_offset, offset_caught_up
+    from sparkcdc.pipeline.progress import offset_caught_up
+    from sparkcdc.pipeline.status import STATUS_FILE, committed_offset
 
     deadline = time.monotonic() + timeout_s
     # a pipeline restarting (scheduled runs, a schema restart) is not running for a moment

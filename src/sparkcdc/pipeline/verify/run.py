@@ -55,7 +55,7 @@ def verify_pipeline(
     """
     from sparkcdc.pipeline.evolution.persistence import SchemaHistory
     from sparkcdc.pipeline.routes import needs_session, plan_pipeline
-    from sparkcdc.pipeline.runner import server_position, source_settings
+    from sparkcdc.pipeline.run_plan import server_position, source_settings
     from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
 

@@ -95,7 +95,7 @@ def verify_session(
     with at most this machine's cores (the pipeline's master is not taken: on a cluster a
     running pipeline holds its cores, and verify would wait for them), the sink's and the
     file's Spark settings (its master aside)."""
-    from sparkcdc.pipeline.runner import pipeline_conf
+    from sparkcdc.pipeline.run_plan import pipeline_conf
     from sparkcdc.spark.session import spark_session
 
     cores = max(1, min(config.pipeline.parallelism, os.cpu_count() or 1))
