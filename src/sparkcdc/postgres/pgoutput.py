@@ -312,7 +312,15 @@ class _Reader:
         return Lsn(self.unpack(_UINT64))
 
     def timestamp(self) -> datetime:
-        return POSTGRES_EPOCH + timedelta(microseconds=self.unpack(_INT64))
+        micros = self.unpack(_INT64)
+        try:
+            return POSTGRES_EPOCH + timedelta(microseconds=micros)
+        except OverflowError:
+            raise ProtocolError(
+                f"a pgoutput {self.what} message has a timestamp of {micros} microseconds "
+                "since 2000-01-01, outside the years 1-9999: the message is damaged or not "
+                "pgoutput's"
+            ) from None
 
     def byte(self) -> bytes:
         return bytes(self.take(1))
