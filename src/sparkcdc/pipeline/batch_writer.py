@@ -59,6 +59,7 @@ def described(
     feeds from a differently defined column stays undescribed.
 
     >>> from sparkcdc.model.schema import Column, TableSchema
+    >>> from sparkcdc.sinks.base import SinkColumn
     >>> c = Column.from_mysql("at", "datetime", "datetime(3)", False)
     >>> schema = TableSchema("db", "t", (c,), ("at",))
     >>> table = SinkTable("db.t", (SinkColumn("at", c.spark_type),), ("at",), ("db.t",))
