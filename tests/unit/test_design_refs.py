@@ -79,3 +79,25 @@ def test_design_md_names_no_path_outside_the_repository() -> None:
     assert not outside, f"DESIGN.md names paths outside the repository: {outside}"
     gone = [link for link in LINK.findall(text) if "://" not in link and not (ROOT / link).exists()]
     assert not gone, f"DESIGN.md links files the repository does not hold: {gone}"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as ``-``.
+
+    >>> anchor("2.2 Trigger.AvailableNow and the Spark lines")
+    '22-triggeravailablenow-and-the-spark-lines'
+    """
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def test_links_into_design_md_name_its_headings() -> None:
+    text = DESIGN.read_text(encoding="utf-8")
+    anchors = {anchor(h) for h in re.findall(r"^#{1,4} (.+)$", text, re.MULTILINE)}
+    gone = []
+    for path in citing_files():
+        for target in re.findall(r"DESIGN\.md#([\w\-]+)", path.read_text(errors="replace")):
+            if target not in anchors:
+                gone.append(f"{path.relative_to(ROOT)}: #{target}")
+    assert not gone, f"links to DESIGN.md name no heading of it: {gone}"
