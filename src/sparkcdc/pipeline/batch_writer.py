@@ -296,9 +296,9 @@ class BatchWriter:
         """Append a batch the source planned as snapshot chunks of ``source`` alone in one
         pass over the source's rows: no cache, no counts job before the write (DESIGN.md
         §6.2). True when the batch was written so (or skipped as a replay); False when it
-        must be written the general way: the table's rows are not plain appends here, or the batch held a row that is not a
-        snapshot row of ``source`` (a schema change a chunk brought), which stops the append
-        before it commits."""
+        must be written the general way: the table's rows are not plain appends here, or
+        the batch held a row that is not a snapshot row of ``source`` (a schema change a
+        chunk brought), which stops the append before it commits."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
