@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.tables import TableFilter
@@ -51,6 +52,61 @@ class Session(Protocol):
     and does it again, whole, on a new one when the server dropped it."""
 
     def run(self, work: Callable[[Any], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class StreamFollower(Protocol[P]):
+    """The driver's watch over the change stream a query reads: which server answers, and
+    whether an offset is still a place on it. ``view`` is the dialect's own look at the
+    server (``observe``), with ``identity``, ``end`` and ``where()``."""
+
+    def run(self, work: Callable[[Any], T]) -> T:
+        """``work`` on the driver's kept SQL connection."""
+        ...
+
+    def observe(self) -> Any:
+        """The server as the driver sees it now."""
+        ...
+
+    def end_of(self, view: Any) -> P:
+        """Where the server's change stream ends, as a place on it an offset can hold."""
+        ...
+
+    def mark(self, view: Any, position: P) -> P:
+        """A start position taken elsewhere, as a place on the server of ``view``."""
+        ...
+
+    def continued(self, position: P, start: P) -> P:
+        """``position`` numbered (``seq``) as the batch that starts at ``start``."""
+        ...
+
+    def trust(self, key: str) -> None:
+        """The offset named ``key`` was taken here on this server: check it lightly."""
+        ...
+
+    def locate(
+        self,
+        key: str,
+        position: P,
+        identity: ServerIdentity | None,
+        view: Any,
+        highs: Callable[[], Sequence[P]],
+    ) -> tuple[P, bool]:
+        """Where ``position`` (of the offset ``key``, taken on ``identity``) is on the
+        server of ``view``, and whether that is another server it was followed to (with
+        ``highs()``, the last chunk HWs, followed too). Raises ``ServerContinuityError``
+        when it is no place there: another server, a reset, a stream behind it."""
+        ...
+
+    def high_on(self, view: Any, old: ServerIdentity, high: P) -> P:
+        """A chunk HW taken on ``old`` as a place on the server of ``view``."""
+        ...
+
+    def cut(self, here: P, end: P, view: Any, budget: int, high: Callable[[], P | None]) -> P:
+        """``end``, or the first transaction boundary past ``budget`` bytes from ``here``
+        (never before ``high()``) when the range is longer (budget <= 0: no bound)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -117,6 +173,7 @@ class SourceDialect(ABC, Generic[P]):
     """
 
     type_name: str  # the source type: the streaming format and pipeline ``source.type``
+    settings: Any  # how its connections are made (the dialect's own type)
 
     @abstractmethod
     def __init__(self, options: SourceOptions) -> None: ...
@@ -131,6 +188,10 @@ class SourceDialect(ABC, Generic[P]):
     @abstractmethod
     def session(self, database: str | None = None) -> Session:
         """A kept SQL connection to the server (opened on first use)."""
+
+    @abstractmethod
+    def follower(self) -> StreamFollower[P]:
+        """A driver's watch over the server (no connection until first used)."""
 
     @abstractmethod
     def claim_readers(self, ids: ServerIdRange) -> ReaderClaim:
@@ -163,6 +224,11 @@ class SourceDialect(ABC, Generic[P]):
     def estimated_rows(self, conn: Any, database: str, table: str) -> int:
         """The server's estimate of a table's row count (no scan)."""
 
+    @abstractmethod
+    def create_table_statement(self, schema: TableSchema) -> str:
+        """The statement that creates a table of ``schema`` in the source's SQL: the schema
+        change a table that joins a running stream brings before its rows."""
+
     # -- positions --------------------------------------------------------------------
 
     @abstractmethod
@@ -184,6 +250,21 @@ class SourceDialect(ABC, Generic[P]):
         """Every change of ``spec.tables`` in ``[spec.start, spec.end)`` once, in stream
         order, each row carrying the ``seq`` of its position; raise when the stream there
         is not the one the positions were taken on."""
+
+    # -- rows logged without their columns ---------------------------------------------
+
+    def schema_versions(
+        self, start: P, read_at: P, tables: Sequence[TableSchema], reader_id: int, saved: str
+    ) -> str:
+        """The schemas of ``tables`` by position from ``start`` on (the dialect's JSON, the
+        ``RangeRead.versions`` of later reads), for a change stream that logs rows without
+        their columns' metadata (``CapturedSchemas.rows_carry_columns`` false); ``saved``:
+        what the last run returned. A stream whose rows carry their columns keeps none."""
+        return ""
+
+    def versions_with(self, versions: str, added: Sequence[TableSchema]) -> str:
+        """``versions`` with tables that joined the stream, each holding from its start."""
+        return versions
 
 
 SOURCE_TYPES = {

@@ -23,10 +23,12 @@ from sparkcdc.mysql.admin import catalog, server
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.ddl import schema_changes
 from sparkcdc.mysql.ddl.table_names import with_shadows
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
 from sparkcdc.mysql.stream import positions
 from sparkcdc.mysql.stream.binlog_range import Share, read_range, refuse_row_changing_ddl
+from sparkcdc.mysql.stream.follower import BinlogFollower
 
 SCHEMA_READ_ATTEMPTS = 5
 
@@ -78,6 +80,9 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
     def session(self, database: str | None = None) -> KeptConnection:
         return KeptConnection.to(self.settings, database)
 
+    def follower(self) -> BinlogFollower:
+        return BinlogFollower(self.settings)
+
     def claim_readers(self, ids: ServerIdRange) -> ServerIdClaim:
         return ServerIdClaim.take(self.settings, ids)
 
@@ -96,6 +101,9 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
 
     def estimated_rows(self, conn: Any, database: str, table: str) -> int:
         return catalog.estimated_rows(conn, database, table)
+
+    def create_table_statement(self, schema: TableSchema) -> str:
+        return schema_changes.create_table_statement(schema)
 
     def current_position(self, conn: Any) -> BinlogPosition:
         return server.current_position(conn, server.server_info(conn))
@@ -163,6 +171,68 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
             f"scan.startup.mode={mode} is not available in this version; use latest-offset, "
             "earliest-offset, specific-offset or timestamp"
         )
+
+    def schema_versions(
+        self,
+        start: BinlogPosition,
+        read_at: BinlogPosition,
+        tables: Sequence[TableSchema],
+        reader_id: int,
+        saved: str,
+    ) -> str:
+        """The captured tables' schema versions by position, for a server that logs rows
+        without column metadata (``binlog_row_metadata`` not FULL).
+
+        The DDL statements on captured tables between ``start`` and ``read_at`` (where the
+        schemas were read) are found in the binlog. None: the read schema holds from
+        ``start``. One: the version ``saved`` by the run that stopped at it holds before it,
+        the read one after it. Two or more: the schema between them was never read; stop.
+        Later DDL stops the run (read_range), and the next run learns its schema this way.
+        """
+        kept = TableVersions.from_json(json.loads(saved)) if saved else TableVersions({})
+        ddl: dict[tuple[str, str], list[BinlogPosition]] = {}
+        if start < read_at:
+            captured = frozenset((t.database, t.table) for t in tables)
+            for change in self.read_range(
+                RangeRead(start, read_at, reader_id, captured, rows=False)
+            ):
+                assert isinstance(change, SchemaChange) and change.position is not None
+                ddl.setdefault((change.database, change.table), []).append(change.position)
+        versions: dict[tuple[str, str], list[tuple[int, TableSchema]]] = {}
+        for schema in tables:
+            key = (schema.database, schema.table)
+            known = list(kept.versions.get(key, []))
+            changes = ddl.get(key, [])
+            if len(changes) > 1:
+                raise SourceError(
+                    f"table {schema.qualified_name} changed {len(changes)} times (at "
+                    f"{changes[0]} and {changes[1]}) in the binlog this query has yet to read, "
+                    "and the server logs rows without column metadata (binlog_row_metadata is "
+                    "not FULL): the rows between those changes cannot be decoded exactly. "
+                    "SET GLOBAL binlog_row_metadata='FULL' and take a new snapshot "
+                    "(scan.startup.mode=initial with a new checkpoint and state.location)"
+                )
+            if changes:
+                before = TableVersions({key: known}).at(*key, start.seq())
+                if before is None:
+                    raise SourceError(
+                        f"table {schema.qualified_name} changed at {changes[0]} in the binlog "
+                        "this query has yet to read, and the server logs rows without column "
+                        "metadata (binlog_row_metadata is not FULL), but no schema of the "
+                        "table before that change was kept (give the query a state.location, "
+                        "which keeps them). SET GLOBAL binlog_row_metadata='FULL' and take a "
+                        "new snapshot, or start from latest-offset"
+                    )
+                known = [*(v for v in known if v[0] < changes[0].seq()), (changes[0].seq(), schema)]
+            elif not known or known[-1][1] != schema:
+                known = [*known, (start.seq(), schema)]
+            versions[key] = known
+        return json.dumps(TableVersions(versions).to_json())
+
+    def versions_with(self, versions: str, added: Sequence[TableSchema]) -> str:
+        grown = TableVersions.from_json(json.loads(versions)).versions
+        grown.update(TableVersions.of(added).versions)
+        return json.dumps(TableVersions(grown).to_json())
 
     def read_range(self, spec: RangeRead[BinlogPosition]) -> Iterator[RowChanges | SchemaChange]:
         includes: TablePredicate = spec.captures

@@ -67,8 +67,8 @@ from sparkcdc.spark.streams import query_error
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from sparkcdc.spark.batch_records import BatchHold
     from sparkcdc.spark.capture import CapturePlan
-    from sparkcdc.spark.source import BatchHold
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ def _run_leased(
 
         estimates = _chunk_estimates(settings, config, schemas, committed)
         progress = Progress(out, chunk_estimates=estimates)
-        from sparkcdc.spark.source import BatchHold, SnapshotBatchRecord
+        from sparkcdc.spark.batch_records import BatchHold, SnapshotBatchRecord
 
         planned = SnapshotBatchRecord(config.state_location, state_hadoop)
 

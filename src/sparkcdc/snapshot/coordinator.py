@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.model.dialect import Session
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import completed_chunks, filter_state, pure_table, tracked_table
 from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation
@@ -80,7 +80,7 @@ class SnapshotCoordinator:
 
     def __init__(
         self,
-        conn: KeptConnection,
+        conn: Session,
         schemas: tuple[TableSchema, ...],
         settings: SnapshotSettings,
         store: StateStore,

@@ -37,8 +37,8 @@ from functools import lru_cache
 from typing import Any
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.model.dialect import Session
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
-from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import KeyOrder, PythonKeyOrder, Ranker, key_order
 
@@ -172,7 +172,7 @@ class InterleavingFilter:
     of collations only the server orders; ``close`` closes it.
     """
 
-    def __init__(self, conn: KeptConnection | None = None) -> None:
+    def __init__(self, conn: Session | None = None) -> None:
         self._tables: dict[str, _TableState] = {}
         self._conn = conn
         self._orders: dict[str | None, KeyOrder] = {}
@@ -229,9 +229,7 @@ class InterleavingFilter:
     # -- offsets ---------------------------------------------------------------------
 
     @classmethod
-    def from_state(
-        cls, data: dict[str, Any], conn: KeptConnection | None = None
-    ) -> InterleavingFilter:
+    def from_state(cls, data: dict[str, Any], conn: Session | None = None) -> InterleavingFilter:
         """The filter of a state built by ``filter_state`` (after a JSON round trip)."""
         out = cls(conn)
         for name, t in data.get("tables", {}).items():

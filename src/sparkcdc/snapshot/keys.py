@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.model.dialect import Session
 from sparkcdc.mysql.protocol.connection import KeptConnection
 
 T = TypeVar("T")
@@ -277,7 +278,7 @@ class ServerKeyOrder:
     ``conn`` (opened when the first key is ranked; opened again if the server drops it,
     when it is not a caller's own: ``KeptConnection.over``)."""
 
-    def __init__(self, collation: str, conn: KeptConnection) -> None:
+    def __init__(self, collation: str, conn: Session) -> None:
         self.collation = collation
         self._conn = conn
 
@@ -304,7 +305,7 @@ def _no_connection() -> Any:
     )
 
 
-def key_order(collation: str | None, conn: KeptConnection | None = None) -> KeyOrder:
+def key_order(collation: str | None, conn: Session | None = None) -> KeyOrder:
     """The KeyOrder of a chunk key column of this collation (None: not a string column)."""
     if python_orders(collation):
         return PythonKeyOrder(collation)

@@ -1,13 +1,14 @@
-"""The ``mysql-cdc`` PySpark streaming source (the only camelCase code is here).
+"""The ``mysql-cdc`` PySpark streaming source: its driver side (the only camelCase code is here).
 
-Offsets are ``{"binlog": <BinlogPosition.to_offset()>, "server": <ServerIdentity>}``,
-always on transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one or more
-partitions on executors (``spark/offsets.py`` plans them: binlog shares, snapshot chunk
-groups); a replayed batch reads the same range and yields the same rows. What a query
-captures and where it starts is ``spark/capture.py``'s; this module is the Spark adapter.
+Offsets are ``{"binlog": <position.to_offset()>, "server": <ServerIdentity>}``, always on
+transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one or more partitions on
+executors (``spark/offsets.py`` plans them: binlog shares, snapshot chunk groups; what a task
+reads is ``spark/partition_reader.py``'s); a replayed batch reads the same range and yields
+the same rows. What a query captures is ``spark/capture.py``'s. The database is reached only
+through its dialect (``model/dialect.py``, DESIGN.md §10).
 
-Before a batch is planned the offsets are checked against the server that answers
-(``mysql/stream/continuity.py``): another server, a reset or restored binlog, or a binlog behind
+Before a batch is planned the offsets are checked against the server that answers (the
+dialect's ``StreamFollower``): another server, a reset or restored binlog, or a binlog behind
 the offset stops the query with a clear error; a failover to a server whose GTID state
 holds the offset's GTID set (and, right after a snapshot's last chunks, their HWs' sets) is
 followed by GTID.
@@ -15,13 +16,12 @@ followed by GTID.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial, wraps
 from typing import Any, TypeVar
@@ -30,32 +30,17 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from sparkcdc.errors import (
     ConfigError,
-    DifferentServerError,
-    SnapshotError,
     SourceError,
     SparkCdcError,
 )
-from sparkcdc.model.dialect import RangeRead, dialect_for
-from sparkcdc.model.events import RowChanges, SchemaChange
-from sparkcdc.model.identity import ServerIdentity
+from sparkcdc.model.dialect import StreamFollower, dialect_for
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import TableSchema, schema_from_json, schema_to_json
-from sparkcdc.mysql.admin import server
-from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
-from sparkcdc.mysql.dialect import connection_settings
-from sparkcdc.mysql.protocol.connection import KeptConnection
-from sparkcdc.mysql.stream import positions
-from sparkcdc.mysql.stream.continuity import Continuity, ServerView, judge
-from sparkcdc.snapshot.chunks import ChunkRange
+from sparkcdc.model.schema import TableSchema, schema_to_json
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
-from sparkcdc.snapshot.filter import InterleavingFilter
-from sparkcdc.snapshot.interleave import filter_changes
-from sparkcdc.snapshot.reader import read_chunks, read_together
-from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
+from sparkcdc.spark.batch_records import BatchHold, SnapshotBatchRecord
 from sparkcdc.spark.capture import CapturePlan, plan_capture
-from sparkcdc.spark.changelog.decoded import SnapshotRows
 from sparkcdc.spark.compat import (
     AvailableNowBase,
     binlog_budget,
@@ -63,7 +48,6 @@ from sparkcdc.spark.compat import (
     default_read_limit,
 )
 from sparkcdc.spark.offsets import (
-    READ_GROUP_ROWS,
     RESTART,
     AvailableNowTarget,
     BinlogRangePartition,
@@ -83,6 +67,7 @@ from sparkcdc.spark.offsets import (
     spread,
     tasks_per_table,
 )
+from sparkcdc.spark.partition_reader import PartitionReader
 
 log = logging.getLogger(__name__)
 
@@ -126,76 +111,6 @@ def _quiet_runner_shutdown() -> None:
 _quiet_runner_shutdown()
 
 
-class BatchHold:
-    """A request that the source plan no new batch, kept as a file under the query's
-    ``state.location`` (``hold/requested``): while it is there, ``latestOffset`` answers
-    with the offset Spark has, so the query idles between triggers.
-
-    The pipeline runner sets it before it stops a query, and waits for the trigger in
-    flight to end: ``query.stop()`` during a batch cancels the batch's Spark jobs, and the
-    sink's writer then fails with an ``InterruptedException`` (a Java and a Python stack on
-    the console) in a run that did nothing wrong. It clears the hold when it starts.
-
-    >>> hold = BatchHold("/tmp/sparkcdc-doctest-hold")
-    >>> hold.set(); hold.held
-    True
-    >>> hold.clear(); hold.held
-    False
-    """
-
-    def __init__(self, state_location: str, hadoop: Mapping[str, str] | None = None) -> None:
-        self.store = StateStore.open(state_location, "hold", hadoop)
-        self.path = self.store.path("requested")
-
-    @property
-    def held(self) -> bool:
-        return self.store.exists(self.path)
-
-    def set(self) -> None:
-        self.store.overwrite(self.path, b"")
-
-    def clear(self) -> None:
-        self.store.delete(self.path)
-
-
-class SnapshotBatchRecord:
-    """The source's word to a pipeline's batch writer on the newest batch it planned: when
-    that batch reads snapshot chunks of one table and nothing else (no binlog range, and
-    not a table that joined the running query, whose first chunk brings its CREATE TABLE),
-    ``planned/snapshot-batch.json`` under the query's ``state.location`` names the table
-    and the batch's end offset; otherwise there is no such file.
-
-    Every row of such a batch is a snapshot row of that table unless a chunk brings a
-    schema change made between the batch's planning and the chunk's read, which only the
-    read finds; the writer checks each row for that as it writes (``BatchWriter``).
-
-    >>> record = SnapshotBatchRecord("/tmp/sparkcdc-doctest-planned")
-    >>> record.write({"binlog": {"file": "b.1", "pos": 4}}, "app.t")
-    >>> record.read()
-    ({'binlog': {'file': 'b.1', 'pos': 4}}, 'app.t')
-    >>> record.clear(); record.read() is None
-    True
-    """
-
-    def __init__(self, state_location: str, hadoop: Mapping[str, str] | None = None) -> None:
-        self.store = StateStore.open(state_location, "planned", hadoop)
-        self.path = self.store.path("snapshot-batch.json")
-
-    def write(self, end: dict[str, Any], table: str) -> None:
-        self.store.overwrite(self.path, json.dumps({"end": end, "table": table}).encode())
-
-    def clear(self) -> None:
-        self.store.delete(self.path)
-
-    def read(self) -> tuple[dict[str, Any], str] | None:
-        """The recorded batch's end offset and table (qualified name); None: no record."""
-        raw = self.store.read(self.path)
-        if raw is None:
-            return None
-        record = json.loads(raw)
-        return record["end"], str(record["table"])
-
-
 _LAST_END = ("offsets", "last-end.json")
 _VERSIONS = ("schema", "versions.json")
 DISCOVERY_INTERVAL_S = 2.0  # how often scan.newly-added-table.enabled looks for new tables
@@ -227,26 +142,6 @@ def message_first(method: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def _refuse_ddl_of(
-    changes: Iterable[RowChanges | SchemaChange], gone: frozenset[tuple[str, str]], table: str
-) -> Iterator[RowChanges | SchemaChange]:
-    """``changes`` of a typed stream, stopped at a DDL statement on a table it captured
-    before it stopped and no longer captures (``gone``): its typed changelog holds one
-    table's changes and has no row for it."""
-    for change in changes:
-        if isinstance(change, SchemaChange) and (change.database, change.table) in gone:
-            raise SourceError(
-                f"at {change.where} the statement {change.statement!r} changed "
-                f"{change.database}.{change.table}, which this query captured when it last "
-                "stopped and which has not existed since it started again (dropped or renamed "
-                f"meanwhile). The query now captures only {table}, whose typed changelog has "
-                "no room for another table's schema change (a DROP TABLE must reach the "
-                "sink). Set changelog.shape=envelope (the shape changelog.shape=auto gave the "
-                "query when it captured several tables) to go on from this checkpoint"
-            )
-        yield change
-
-
 class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: ignore[misc]
     def __init__(
         self,
@@ -260,7 +155,6 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self.server_ids = server_ids
         self.parallelism = max(1, parallelism)  # the session's, for spreading chunks
         self.dialect = dialect_for(options)
-        self.settings = connection_settings(options)
         self.snapshot = options.scan_startup_mode in SNAPSHOT_MODES
         self._coordinator: SnapshotCoordinator | None = None
         self._last_end: dict[str, Any] | None = None
@@ -272,25 +166,17 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._resnapshot = {
             t.strip() for t in (options.resnapshot_tables or "").split(",") if t.strip()
         }
-        # driver-side continuity memory: file tags per (server, file), offsets checked in
-        # full (with their file's tag) and where offsets of a failed-over server land
-        self._tags: dict[tuple[str, str], str | None] = {}
-        self._checked: set[str] = set()
-        self._located: dict[str, BinlogPosition] = {}
-        self._highs: dict[tuple[str, str], BinlogPosition] = {}  # chunk HWs' sets followed
+        # the driver's watch over the server: which one answers, where offsets are on it
+        self.follower: StreamFollower[BinlogPosition] = self.dialect.follower()
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
-        self._versions: TableVersions | None = None  # binlog without column metadata only
+        self._versions: str | None = None  # a stream without its rows' column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
-        # the driver's connection for latestOffset's look at the server, kept between polls
-        # (a login, and a TLS handshake, saved at every trigger); made at the first poll
-        self._poll: KeptConnection | None = None
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_coordinator"] = None
-        state["_poll"] = None
         return state
 
     @property
@@ -310,7 +196,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 self.options.factor_upper,
             )
             self._coordinator = SnapshotCoordinator(
-                KeptConnection.to(self.settings), self.plan.tables, settings, self.store
+                self.dialect.session(), self.plan.tables, settings, self.store
             )
         return self._coordinator
 
@@ -328,16 +214,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def _initial_offset(self) -> dict[str, Any]:
         # Spark may ask latestOffset() before initialOffset(): both must see one start.
         if self._initial is None:
-            view = self._observe()
+            view = self.follower.observe()
             if self.snapshot:
-                position = self._stamp(view, view.end)
+                position = self.follower.end_of(view)
                 self._initial = make_offset(position, self.coordinator.initial(), view.identity)
             else:
-                position = self.dialect.startup_position()
-                if position.file in dict(view.files):
-                    position = self._stamp(view, position)
+                position = self.follower.mark(view, self.dialect.startup_position())
                 self._initial = make_offset(position, identity=view.identity, tables=self._tables())
-            self._checked.add(json.dumps(self._initial, sort_keys=True))
+            self.follower.trust(json.dumps(self._initial, sort_keys=True))
             log.info(
                 "mysql-cdc: a new query starts at %s (%s) on %s",
                 position,
@@ -349,47 +233,19 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             self.table_versions(position)
         return self._initial
 
-    # -- which server: identity, reset, rewind, failover (mysql/stream/continuity.py) -----------
+    # -- which server: identity, reset, rewind, failover (the dialect's StreamFollower) --
 
-    def _view(self, conn: Any) -> ServerView:
-        return ServerView.observe(conn, self.settings.endpoint)
-
-    def _tag(self, view: ServerView, file: str) -> str | None:
-        key = (json.dumps(view.identity.to_offset(), sort_keys=True), file)
-        if key not in self._tags:
-            self._tags[key] = positions.file_tag(self.settings, file)
-        return self._tags[key]
-
-    def _stamp(self, view: ServerView, position: BinlogPosition) -> BinlogPosition:
-        """``position`` on the server of ``view`` with the tag of its file."""
-        return position.with_file_tag(self._tag(view, position.file))
-
-    def _locate(self, offset: dict[str, Any], view: ServerView) -> tuple[BinlogPosition, bool]:
+    def _locate(self, offset: dict[str, Any], view: Any) -> tuple[BinlogPosition, bool]:
         """Where ``offset`` is on the server of ``view``, and whether that is another
-        server it was followed to by GTID. Raises ``ServerContinuityError`` when the offset
-        is no place there. An offset is checked in full (its file's tag too) once per
-        process; the cheap checks (identity, files, end, GTID state) every time."""
+        server it was followed to (``StreamFollower.locate``; raises when it is no place
+        there). A failover while a snapshot runs stops the query: its chunk plan and
+        watermarks are places on the old server."""
         key = json.dumps({k: offset.get(k) for k in ("binlog", "server")}, sort_keys=True)
-        located = self._located.get(key + json.dumps(view.identity.to_offset()))
-        if located is not None:
-            return located, True
         position, identity = offset_position(offset), offset_identity(offset)
-        tag_of = None if key in self._checked else partial(self._tag, view)
-        verdict = judge(position, identity, view, tag_of)
-        self._checked.add(key)
-        if verdict is Continuity.ADOPT:
-            log.warning(
-                "mysql-cdc: the offset %s carries no server identity (written by an older "
-                "sparkcdc); it is taken as a place on %s, which answers now, and later offsets "
-                "carry that identity",
-                position,
-                view.where(),
-            )
-        if verdict is not Continuity.FAILOVER:
-            return position, False
-        assert position.gtids is not None and identity is not None  # judge's FAILOVER
-        highs: list[BinlogPosition] = []
-        if snapshot_running(offset):
+
+        def highs() -> list[BinlogPosition]:
+            if not snapshot_running(offset):
+                return []
             if not snapshot_read(offset):
                 raise SourceError(
                     f"the source failed over from {identity} to {view.where()} while a "
@@ -398,59 +254,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     "Start the query over with a new checkpoint and an empty state.location "
                     "(scan.startup.mode=initial)"
                 )
-            # every chunk is read; the last batch's HWs (after the offset) are followed
-            # by their GTID sets: each is checked here, before anything is planned
-            highs = self.coordinator.last_highs(offset["snapshot"])
-            for high in highs:
-                self._high_on(view, identity, high)
-        found = positions.position_after_gtids(self.settings, position.gtids, view.end)
-        # the chunk rows carry their HW's seq: new events sort after the latest of them
-        latest = max([position, *highs], key=lambda p: p.seq())
-        found = self._stamp(view, found).after_failover(latest)
-        log.warning(
-            "mysql-cdc: followed failover from server %s to %s at GTID %s: offset %s there is "
-            "%s here",
-            identity,
-            view.where(),
-            position.gtids,
-            position,
-            found,
-        )
-        self._located[key + json.dumps(view.identity.to_offset())] = found
-        return found, True
+            return self.coordinator.last_highs(offset["snapshot"])
 
-    def _high_on(
-        self, view: ServerView, old: ServerIdentity, high: BinlogPosition
-    ) -> BinlogPosition:
-        """A chunk's HW, taken on the server ``old`` we failed over from, as a place on the
-        server of ``view``: right after the transactions of its GTID set, as an offset is
-        followed. The chunk saw those transactions; a server that lacks one of them lost
-        a change the chunk's rows hold, and the query stops (DESIGN.md, "A failover right
-        after the snapshot")."""
-        # chunks read while the server was idle share a set: one dump each set
-        key = (json.dumps(view.identity.to_offset(), sort_keys=True), str(high.gtids))
-        found = self._highs.get(key)
-        if found is not None:
-            return found
-        if high.gtids is None or not server.gtid_state_contains(view.gtid_state, high.gtids):
-            have = (
-                "has no GTID set to follow it by (read before sparkcdc kept one, or while "
-                "the binlog kept moving)"
-                if high.gtids is None
-                else f"has GTID set {high.gtids}, which the GTID state of the new server "
-                f"({view.gtid_state or 'empty'}) does not hold: transactions the chunk's "
-                "rows hold were lost in the failover"
-            )
-            raise DifferentServerError(
-                f"the source failed over from {old} to {view.where()} right after the batch "
-                f"that read the snapshot's last chunks; a chunk's high watermark {high} "
-                f"{have}. The rows already delivered may hold changes the new server does "
-                "not have. Start the query over with a new checkpoint and an empty "
-                "state.location (scan.startup.mode=initial) on the new server"
-            )
-        found = positions.position_after_gtids(self.settings, high.gtids, view.end)
-        self._highs[key] = found
-        return found
+        return self.follower.locate(key, position, identity, view, highs)
 
     def _base(self) -> dict[str, Any]:
         if self._last_end is None and self.snapshot:
@@ -481,7 +287,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 self.dialect.check_databases(conn, (db for db, _ in names))
             return tuple(self.dialect.load_schema(conn, db, t) for db, t in names)
 
-        added = self._on_server(new_tables)
+        added = self.follower.run(new_tables)
         for schema in added:
             log.info("mysql-cdc: table %s now matches; its snapshot starts", schema.qualified_name)
             self.coordinator.schemas[schema.qualified_name] = schema
@@ -494,10 +300,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
             if self._versions is not None and not self.plan.full_metadata:
                 # read now; its binlog rows before its chunks complete are dropped anyway
-                grown = {**self._versions.versions}
-                for schema in added:
-                    grown[(schema.database, schema.table)] = [(-1, schema)]
-                self._versions = TableVersions(grown)
+                self._versions = self.dialect.versions_with(self._versions, added)
 
     @message_first
     def initialOffset(self) -> dict[str, Any]:
@@ -539,8 +342,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         the binlog up to T and no further; once no chunk is left and the binlog is at T (or
         past it), ``latestOffset`` returns its start and Spark stops the query.
         """
-        view = self._observe()
-        self._target = AvailableNowTarget(self._stamp(view, view.end), view.identity)
+        view = self.follower.observe()
+        self._target = AvailableNowTarget(self.follower.end_of(view), view.identity)
         if self.snapshot and self.options.newly_added_table and not self.plan.typed:
             self._discovered_at = 0.0
             self._discover()
@@ -579,7 +382,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         at = None if self.options.scan_startup_mode == "snapshot" else offset_position(base)
         return self.coordinator.read_as_of(snapshot, at)
 
-    def _target_on(self, view: ServerView) -> BinlogPosition:
+    def _target_on(self, view: Any) -> BinlogPosition:
         """The run's binlog target as a place on the server of ``view``: a server that
         took over since the run started is read to its end as of now."""
         target = self._target
@@ -592,7 +395,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 view.where(),
                 view.end,
             )
-            target = AvailableNowTarget(self._stamp(view, view.end), view.identity)
+            target = AvailableNowTarget(self.follower.end_of(view), view.identity)
             self._target = target
         return target.position
 
@@ -609,7 +412,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # the offset is a place on the server that answers, or the query stops: before
         # anything else, the AvailableNow "caught up" too (a reset or another server's
         # binlog may end before the offset, which must not read as "nothing new")
-        view = self._observe() if binlog else None
+        view = self.follower.observe() if binlog else None
         located = None if view is None else self._locate(base, view)
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
@@ -621,10 +424,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         else:
             here, moved = located
             # the end carries its GTID set, so a failover can be followed from it
-            position = self._stamp(view, view.end)
+            position = self.follower.end_of(view)
             if self._target is not None and not self._chunks_pending(base):
                 position = min(position, self._target_on(view))  # the run's binlog ends there
-            position = replace(position, seq_file_base=here.seq_file_base)
+            position = self.follower.continued(position, here)
             position = max(position, here)
             place = self._placer(base, view) if moved else None
             position = self._bounded(here, position, view, limit, base.get("snapshot"), place)
@@ -689,7 +492,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self,
         here: BinlogPosition,
         end: BinlogPosition,
-        view: ServerView,
+        view: Any,
         limit: Any,
         snapshot: dict[str, Any] | None,
         place: Callable[[BinlogPosition], BinlogPosition] | None = None,
@@ -700,42 +503,30 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         for hours) is then read in bounded batches, each committed on its own, rather than
         as one batch whose rows all wait in the executors.
 
-        Where may a batch end? At a transaction boundary, with its GTID set: the one the
-        budget reaches first (``positions.transaction_cut``: ``here``'s set grown by the GTIDs
-        read up to it, or asked of MariaDB where ``here`` has none). And, while a snapshot
+        Where may a batch end? At a transaction boundary (``StreamFollower.cut``: the one
+        the budget reaches first, with its GTID set). And, while a snapshot
         runs, at or past the HWs of the chunks the previous batch read (DESIGN.md §2: every
         chunk's HW is at or before the binlog end of the batch after its own, which the
         next filter and the snapshot's end count on); the chunks of this batch have LWs at
         or past the server's end, so past any end before it. ``place`` maps those HWs to
-        this server after a failover (``_high_on``).
+        this server after a failover (``StreamFollower.high_on``).
         """
         budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
-        waiting = server.binlog_bytes(here, end, view.files)
-        if budget <= 0 or waiting <= budget:
-            return end
-        # the HWs are staged metadata (a read each, a GET on an object store): only now
-        high = None if snapshot is None else self.coordinator.last_high(snapshot)
-        if high is not None and place is not None:
-            high = place(high)
-        if high is not None:
-            budget = max(budget, server.binlog_bytes(here, high, view.files))
-        if waiting <= budget:
-            return end
-        cut = positions.transaction_cut(self.settings, here, end, budget)
-        if cut is None:
-            return end
-        if cut.gtids is None and view.identity.flavor == "mariadb":
-            file, pos = cut.file, cut.pos
-            cut = cut.with_gtids(
-                self._on_server(lambda conn: server.mariadb_gtid_at(conn, file, pos))
+
+        def high() -> BinlogPosition | None:
+            # the HWs are staged metadata (a read each, a GET on an object store): asked
+            # only of a range over budget
+            last = None if snapshot is None else self.coordinator.last_high(snapshot)
+            return place(last) if last is not None and place is not None else last
+
+        cut = self.follower.cut(here, end, view, budget, high)
+        if cut is not end:
+            log.info(
+                "mysql-cdc: %s of binlog waits; this batch reads up to %s "
+                "(scan.binlog.max-bytes-per-batch)",
+                distance(here, end),
+                cut,
             )
-        cut = replace(self._stamp(view, cut), seq_file_base=end.seq_file_base)
-        log.info(
-            "mysql-cdc: %s of binlog waits; this batch reads up to %s "
-            "(scan.binlog.max-bytes-per-batch)",
-            distance(here, end),
-            cut,
-        )
         return cut
 
     def _binlog_range(
@@ -759,23 +550,23 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         )
         if fresh and same:
             return begin, stop, None
-        view = self._observe()
+        view = self.follower.observe()
         if not fresh:
             stop, _ = self._locate(end, view)
         begin, moved = self._locate(start, view)
         if not moved:
             return begin, stop, None
-        return begin, replace(stop, seq_file_base=begin.seq_file_base), self._placer(start, view)
+        return begin, self.follower.continued(stop, begin), self._placer(start, view)
 
     def _placer(
-        self, offset: dict[str, Any], view: ServerView
+        self, offset: dict[str, Any], view: Any
     ) -> Callable[[BinlogPosition], BinlogPosition] | None:
         """How the HWs staged for ``offset``'s batch map to the server of ``view``, which
         ``offset`` was followed to by GTID (None: they need no mapping, or have none)."""
         identity = offset_identity(offset)
         if identity is None or same_server(identity, view.identity):
             return None
-        return partial(self._high_on, view, identity)
+        return partial(self.follower.high_on, view, identity)
 
     @message_first
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -832,7 +623,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     flt,
                     keys,
                     tables,
-                    "" if versions is None else json.dumps(versions.to_json()),
+                    versions,
                     index,
                     shares,
                     json.dumps(vanished) if vanished else "",
@@ -893,219 +684,29 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             record.clear()
         self._recorded = alone
 
-    def table_versions(self, start: BinlogPosition) -> TableVersions | None:
-        """The captured tables' schema versions by position, when the server logs rows
-        without column metadata (``binlog_row_metadata`` not FULL); None otherwise.
-
-        Built once per run from ``start`` (the run's first batch start) on: the DDL statements
-        on captured tables between ``start`` and the position the plan read the schemas at
-        are found in the binlog. None: the plan's schema holds from ``start``. One: the
-        version saved under ``state.location`` by the run that stopped at it holds before it,
-        the plan's after it. Two or more: the schema between them was never read; stop.
-        Later DDL stops the run (read_range), and the next run learns its schema this way.
-        """
+    def table_versions(self, start: BinlogPosition) -> str:
+        """The captured tables' schema versions by position (the dialect's JSON) where the
+        change stream logs rows without their columns' metadata; "" otherwise. Built once
+        per run from ``start`` (the run's first batch start), and kept under
+        ``state.location`` for the next run (``SourceDialect.schema_versions``)."""
         if self._versions is not None:
-            return None if self.plan.full_metadata else self._versions
+            return "" if self.plan.full_metadata else self._versions
         if self.plan.full_metadata:
             if self.options.state_location:  # kept versions would go stale under FULL
                 self.store.delete(self.store.path(*_VERSIONS))
-            self._versions = TableVersions({})
-            return None
-        saved: TableVersions | None = None
+            self._versions = ""
+            return ""
+        saved = ""
         if self.options.state_location:
             raw = self.store.read(self.store.path(*_VERSIONS))
-            saved = TableVersions.from_json(json.loads(raw)) if raw is not None else None
-        read_at = BinlogPosition.from_offset(json.loads(self.plan.schema_offset))
-        ddl: dict[tuple[str, str], list[BinlogPosition]] = {}
-        if start < read_at:
-            spec = RangeRead(
-                start, read_at, self.server_ids.pick(0), frozenset(self._tables()), rows=False
-            )
-            for change in self.dialect.read_range(spec):
-                assert isinstance(change, SchemaChange) and change.position is not None
-                ddl.setdefault((change.database, change.table), []).append(change.position)
-        versions: dict[tuple[str, str], list[tuple[int, TableSchema]]] = {}
-        for schema in self.plan.tables:
-            key = (schema.database, schema.table)
-            known = list(saved.versions.get(key, [])) if saved is not None else []
-            changes = ddl.get(key, [])
-            if len(changes) > 1:
-                raise SourceError(
-                    f"table {schema.qualified_name} changed {len(changes)} times (at "
-                    f"{changes[0]} and {changes[1]}) in the binlog this query has yet to read, "
-                    "and the server logs rows without column metadata (binlog_row_metadata is "
-                    "not FULL): the rows between those changes cannot be decoded exactly. "
-                    "SET GLOBAL binlog_row_metadata='FULL' and take a new snapshot "
-                    "(scan.startup.mode=initial with a new checkpoint and state.location)"
-                )
-            if changes:
-                before = TableVersions({key: known}).at(*key, start.seq())
-                if before is None:
-                    raise SourceError(
-                        f"table {schema.qualified_name} changed at {changes[0]} in the binlog "
-                        "this query has yet to read, and the server logs rows without column "
-                        "metadata (binlog_row_metadata is not FULL), but no schema of the "
-                        "table before that change was kept (give the query a state.location, "
-                        "which keeps them). SET GLOBAL binlog_row_metadata='FULL' and take a "
-                        "new snapshot, or start from latest-offset"
-                    )
-                known = [*(v for v in known if v[0] < changes[0].seq()), (changes[0].seq(), schema)]
-            elif not known or known[-1][1] != schema:
-                known = [*known, (start.seq(), schema)]
-            versions[key] = known
-        self._versions = TableVersions(versions)
+            saved = raw.decode() if raw is not None else ""
+        read_at = self.dialect.position_from_offset(json.loads(self.plan.schema_offset))
+        self._versions = self.dialect.schema_versions(
+            start, read_at, self.plan.tables, self.server_ids.pick(0), saved
+        )
         if self.options.state_location:
-            data = json.dumps(self._versions.to_json()).encode()
-            self.store.overwrite(self.store.path(*_VERSIONS), data)
+            self.store.overwrite(self.store.path(*_VERSIONS), self._versions.encode())
         return self._versions
-
-    def read(self, partition: InputPartition) -> Any:
-        if isinstance(partition, ChunkPartition):
-            yield from self._read_chunk(partition)
-            return
-        assert isinstance(partition, BinlogRangePartition)
-        start = offset_position(json.loads(partition.start))
-        end = offset_position(json.loads(partition.end))
-        captured = frozenset(self._tables())
-        if partition.tables:
-            captured = frozenset((db, t) for db, t in json.loads(partition.tables))
-        # the databases of the stream's tables: those it captures now, and those its start
-        # offset names (a table whose database was dropped while the query was stopped is
-        # in no plan)
-        databases = {db for db, _ in captured}
-        if partition.vanished:
-            databases |= set(json.loads(partition.vanished))
-        # tables the start offset names that no longer exist for the query: their DDL is
-        # delivered (a DROP TABLE made while it was stopped), their rows cannot be
-        gone = frozenset((db, t) for db, t in json.loads(partition.gone or "[]"))
-        spec = RangeRead(
-            start,
-            end,
-            partition.server_id,
-            captured,
-            gone,
-            frozenset(databases),
-            # a typed stream restarts at the cut-over's own RENAME and reads the new schema
-            # then: the copies' statements would only restart it more often
-            follow_copies=self.options.online_schema_changes and not self.plan.typed,
-            refuse_row_changing_ddl=self.options.ddl_row_changes == "fail",
-            versions=partition.versions,
-            share=partition.share,
-            shares=partition.shares,
-        )
-        changes: Any = self.dialect.read_range(spec)
-        if gone and self.plan.typed:
-            changes = _refuse_ddl_of(changes, gone, self.plan.tables[0].qualified_name)
-        if not partition.filter_state:
-            yield from self.plan.builder().batches(changes)
-            return
-        # string chunk keys of collations only the server orders are ranked over SQL
-        flt = InterleavingFilter.from_state(
-            json.loads(partition.filter_state), KeptConnection.to(self.settings)
-        )
-        try:
-            changes = filter_changes(changes, flt, json.loads(partition.key_columns))
-            yield from self.plan.builder().batches(changes)
-        finally:
-            flt.close()
-
-    def _read_chunk(self, partition: ChunkPartition) -> Any:
-        with contextlib.ExitStack() as stack:
-            yield from self._read_chunks(partition, stack)
-
-    def _read_chunks(self, partition: ChunkPartition, stack: contextlib.ExitStack) -> Any:
-        builder = self.plan.builder()
-        for chunk, staged in self._staged_chunks(partition, stack):
-            if staged.rows is None:
-                raise SnapshotError(
-                    f"chunk {chunk.index} of {chunk.table} was committed and released already, "
-                    "yet Spark asks for it again: the checkpoint and state.location disagree; "
-                    "start with a new checkpoint and state location"
-                )
-            schema = staged.meta.schema
-            rows = SnapshotRows(
-                schema.database,
-                schema.table,
-                schema.column_names,
-                staged.rows,
-                staged.meta.high.seq(),
-                staged.meta.ddl,
-                schema.columns,
-            )
-            yield from builder.snapshot_batches(rows)
-
-    def _staged_chunks(
-        self, partition: ChunkPartition, stack: contextlib.ExitStack
-    ) -> Iterator[tuple[ChunkRange, StagedChunk]]:
-        """The partition's chunks in order, each staged: loaded if it was, else read and
-        staged. Adjacent chunks not staged yet are read together (``read_chunks``), up to
-        ``READ_GROUP_ROWS`` rows' worth of chunks."""
-        chunks = [ChunkRange.from_json(text) for text in partition.chunks]
-        if not chunks:
-            return
-        staging = ChunkStaging(self.store)
-        limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
-        since = offset_position(json.loads(partition.since)) if partition.since else None
-        schema = (  # a partition's chunks are of one table
-            schema_from_json(json.loads(partition.schema))
-            if partition.schema
-            else next(t for t in self.plan.tables if t.qualified_name == chunks[0].table)
-        )
-        # one SQL connection for the task's chunks, opened when needed; a group of chunks a
-        # lost connection cut short is read again, whole, on a new one
-        conn = KeptConnection.to(self.settings, schema.database)
-        stack.callback(conn.close)
-        group: list[ChunkRange] = []
-
-        def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
-            read = partial(
-                read_chunks,
-                self.settings,
-                schema,
-                group,
-                key_column=partition.key_column,
-                collation=partition.collation,
-                server_id=partition.server_id,
-                since=since,
-                tinyint1_as_boolean=self.options.tinyint1_as_boolean,
-            )
-            results = conn.run(lambda c: read(conn=c))
-            group.clear()
-            for result in results:
-                if partition.schema and result.chunk.index == 0:
-                    # a table that joined the running query: its CREATE TABLE (at the first
-                    # chunk's low watermark) tells consumers its columns before its rows
-                    from sparkcdc.mysql.ddl.schema_changes import (
-                        create_table_statement,  # sqlglot: 35 ms
-                    )
-
-                    create = SchemaChange.from_binlog(
-                        schema.database,
-                        schema.table,
-                        create_table_statement(result.schema),
-                        int(time.time()),
-                        result.low,
-                    )
-                    result = replace(result, ddl=(*result.ddl, create))
-                yield result.chunk, staging.stage(result)
-
-        for chunk in chunks:
-            staged = staging.load(chunk)
-            joins = staged is None and (
-                not group
-                or (
-                    len(group) < limit
-                    and read_together(schema, partition.key_column, [*group, chunk])
-                )
-            )
-            if not joins and group:
-                yield from read_group()
-            if staged is None:
-                group.append(chunk)
-            else:
-                yield chunk, staged
-        if group:
-            yield from read_group()
 
     @message_first
     def commit(self, end: dict[str, Any]) -> None:
@@ -1113,20 +714,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if snapshot is not None:
             self.coordinator.release(snapshot)
 
-    def _observe(self) -> ServerView:
-        """The server as the driver sees it now (``_on_server``)."""
-        return self._on_server(self._view)
-
-    def _on_server(self, work: Callable[[Any], T]) -> T:
-        """``work`` on the driver's kept connection, done again on a new one when the
-        server has dropped it (wait_timeout, a KILL, a restart, a failover)."""
-        if self._poll is None:
-            self._poll = KeptConnection.to(self.settings)
-        return self._poll.run(work)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """On an executor: the rows of one partition (``spark/partition_reader.py``)."""
+        reader = PartitionReader(self.options, self.plan, self.dialect, self.store)
+        yield from reader.read(partition)
 
     def stop(self) -> None:
-        if self._poll is not None:
-            self._poll.close()
+        self.follower.close()
         if self._coordinator is not None:
             self._coordinator.close()
 
