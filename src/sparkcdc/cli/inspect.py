@@ -30,6 +30,7 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     Spark starts only where a transform is Spark SQL (it types the transform's columns),
     its JVM logging to the file ``spark_log`` names for the pipeline.
     """
+    from sparkcdc.model.dialect import dialect_for
     from sparkcdc.mysql.admin.validator import tls_report, validate_source
     from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
     from sparkcdc.pipeline.routes import needs_session, plan_pipeline
@@ -49,8 +50,9 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
         print(f"source {settings.endpoint}: not ready for CDC")
         return 3
     print(f"source {settings.endpoint}: ready for CDC")
-    capture = plan_capture(options)
-    findings = check_pipeline(config, capture.tables, settings)
+    dialect = dialect_for(options)
+    capture = plan_capture(options, dialect)
+    findings = check_pipeline(config, capture.tables, dialect)
     for finding in findings:
         print(f"  pipeline {finding.severity}: {finding}")
     raise_errors(findings)

@@ -221,6 +221,13 @@ class SourceDialect(ABC, Generic[P]):
         """A table's unique keys (chunk key candidates when it has no primary key)."""
 
     @abstractmethod
+    def shared_keys(
+        self, conn: Any, database: str, table: str, columns: Sequence[str], limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` values of ``columns`` that several rows share, each followed by
+        how many rows share it (a scan: for small tables)."""
+
+    @abstractmethod
     def estimated_rows(self, conn: Any, database: str, table: str) -> int:
         """The server's estimate of a table's row count (no scan)."""
 

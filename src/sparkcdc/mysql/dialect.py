@@ -15,6 +15,7 @@ from typing import Any
 from sparkcdc.errors import ConfigError, SourceError
 from sparkcdc.model.dialect import CapturedSchemas, RangeRead, SourceDialect
 from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import TableSchema, with_tinyint1
@@ -98,6 +99,17 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
 
     def unique_keys(self, conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
         return catalog.unique_keys(conn, database, table)
+
+    def shared_keys(
+        self, conn: Any, database: str, table: str, columns: Sequence[str], limit: int
+    ) -> list[tuple[Any, ...]]:
+        listed = ", ".join(quote_mysql(c) for c in columns)
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT {listed}, COUNT(*) FROM {quote_mysql_table(database, table)} "
+                f"GROUP BY {listed} HAVING COUNT(*) > 1 LIMIT {int(limit)}"
+            )
+            return [tuple(row) for row in cur.fetchall()]
 
     def estimated_rows(self, conn: Any, database: str, table: str) -> int:
         return catalog.estimated_rows(conn, database, table)

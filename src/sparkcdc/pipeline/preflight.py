@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import open_location
-from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
+from sparkcdc.model.dialect import SourceDialect
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.admin.catalog import estimated_rows, unique_keys
-from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.pipeline.config import PipelineConfig
 
 DUPLICATE_SCAN_ROWS = 1_000_000  # tables up to this size are searched for duplicate keys
@@ -41,7 +40,7 @@ class Finding:
 
 
 def check_pipeline(
-    config: PipelineConfig, tables: Sequence[TableSchema], settings: ConnectionSettings
+    config: PipelineConfig, tables: Sequence[TableSchema], dialect: SourceDialect[Any]
 ) -> list[Finding]:
     """Every finding about ``config`` against the captured ``tables``."""
     findings = list(unused_rules(config, tables))
@@ -54,9 +53,13 @@ def check_pipeline(
         and set(keys) <= set(schema.column_names)  # else named by a projection: not checked
     ]
     if declared:
-        with sql_connection(settings) as conn:
+        session = dialect.session()
+        try:
             for i, schema, keys in declared:
-                findings.extend(declared_key_findings(conn, f"transform[{i}]", schema, keys))
+                check = partial(declared_key_findings, dialect, where=f"transform[{i}]")
+                findings.extend(session.run(partial(check, schema=schema, keys=keys)))
+        finally:
+            session.close()
     return findings
 
 
@@ -82,25 +85,23 @@ def unused_rules(config: PipelineConfig, tables: Sequence[TableSchema]) -> list[
 
 
 def declared_key_findings(
-    conn: Any, where: str, schema: TableSchema, keys: tuple[str, ...]
+    dialect: SourceDialect[Any],
+    conn: Any,
+    *,
+    where: str,
+    schema: TableSchema,
+    keys: tuple[str, ...],
 ) -> list[Finding]:
     """Whether ``keys`` identify the rows of ``schema``: a unique index of NOT NULL columns
     within them says so; else the rows are searched for a shared key, where cheap."""
     nullable = {c.name for c in schema.columns if c.nullable}
-    for index in unique_keys(conn, schema.database, schema.table):
+    for index in dialect.unique_keys(conn, schema.database, schema.table):
         if set(index) <= set(keys) and not set(index) & nullable:
             return []
     name = schema.qualified_name
     listed = ", ".join(keys)
-    if estimated_rows(conn, schema.database, schema.table) <= DUPLICATE_SCAN_ROWS:
-        columns = ", ".join(quote_mysql(k) for k in keys)
-        with conn.cursor() as cur:
-            cur.execute(
-                f"SELECT {columns}, COUNT(*) FROM "
-                f"{quote_mysql_table(schema.database, schema.table)} "
-                f"GROUP BY {columns} HAVING COUNT(*) > 1 LIMIT 3"
-            )
-            shared = cur.fetchall()
+    if dialect.estimated_rows(conn, schema.database, schema.table) <= DUPLICATE_SCAN_ROWS:
+        shared = dialect.shared_keys(conn, schema.database, schema.table, keys, 3)
         if shared:
             examples = "; ".join(
                 f"({', '.join(map(repr, row[:-1]))}) in {row[-1]} rows" for row in shared

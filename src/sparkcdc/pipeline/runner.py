@@ -33,6 +33,7 @@ from sparkcdc.locations import (
     session_hadoop_settings,
     state_options,
 )
+from sparkcdc.model.dialect import dialect_for
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
@@ -151,15 +152,15 @@ def _run_once(
     master: str | None = None,
     py_files: Sequence[str] = (),
 ) -> RunSummary:
-    from sparkcdc.mysql.admin.validator import check_source
     from sparkcdc.spark.capture import plan_capture
 
     out = out or sys.stdout
     runnable_sink_class(config.sink.type)  # a sink that cannot run stops before any work
     options, settings = source_settings(config)
-    check_source(settings)
-    capture = plan_capture(options)
-    findings = check_pipeline(config, capture.tables, settings)
+    dialect = dialect_for(options)
+    dialect.check_server()
+    capture = plan_capture(options, dialect)
+    findings = check_pipeline(config, capture.tables, dialect)
     raise_errors(findings)
     for finding in findings:
         log.warning("%s", finding)

@@ -1,0 +1,71 @@
+"""snapshot/, spark/ and pipeline/ reach the MySQL source only through the source interface
+(``sparkcdc.model.dialect``, DESIGN.md §10), except for the modules listed here, each with
+what keeps it there. A new import of ``sparkcdc.mysql`` in those layers fails this test;
+so does a listed module that no longer needs its entry (take it off the list)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "sparkcdc"
+LAYERS = ("snapshot", "spark", "pipeline")
+
+# module (relative to src/sparkcdc) -> why it still imports sparkcdc.mysql
+NOT_YET_ON_THE_INTERFACE = {
+    "snapshot/reader.py": "the chunk read task: MySQL watermarks, SELECTs and binlog backfill",
+    "snapshot/splitter.py": "the splitter's SQL queries and the catalog's row estimate",
+    "snapshot/keys.py": "the server-ranked collations run over a MySQL KeptConnection",
+    "snapshot/interleave.py": "filters the binlog decoder's compiled rows (EventRows)",
+    "snapshot/textrows.py": "the compiled text-protocol result splitter",
+    "spark/changelog.py": "builds change rows from the binlog decoder's compiled rows",
+    "spark/offsets.py": "how many binlog shares: whether the compiled row kernel is built",
+    "pipeline/composer.py": "a MySQL read and a DDL default value in the batch writer",
+    "pipeline/evolution.py": "parses DDL statements with the MySQL DDL parser",
+    "pipeline/runner.py": "server positions, the server-id claim, the catalog's row estimate",
+    "pipeline/verify.py": "the chunked checksums' SQL connections",
+}
+
+
+def _imports_mysql(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            if node.module == "sparkcdc" and any(a.name == "mysql" for a in node.names):
+                return True
+            if node.module == "sparkcdc.mysql" or node.module.startswith("sparkcdc.mysql."):
+                return True
+        if isinstance(node, ast.Import) and any(
+            a.name == "sparkcdc.mysql" or a.name.startswith("sparkcdc.mysql.") for a in node.names
+        ):
+            return True
+    return False
+
+
+def _importers() -> set[str]:
+    return {
+        str(path.relative_to(SRC))
+        for layer in LAYERS
+        for path in sorted((SRC / layer).rglob("*.py"))
+        if _imports_mysql(path)
+    }
+
+
+def test_the_layers_above_the_source_reach_mysql_only_through_the_interface() -> None:
+    new = sorted(_importers() - set(NOT_YET_ON_THE_INTERFACE))
+    assert not new, (
+        f"{new} import sparkcdc.mysql: call the source's dialect (sparkcdc.model.dialect) "
+        "instead, adding the method a second source would implement too"
+    )
+
+
+def test_the_list_of_modules_not_yet_on_the_interface_is_current() -> None:
+    done = sorted(set(NOT_YET_ON_THE_INTERFACE) - _importers())
+    assert not done, f"{done} no longer import sparkcdc.mysql: take them off the list"
+
+
+def test_the_check_sees_an_import_of_mysql(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from sparkcdc.mysql import server\n")
+    assert _imports_mysql(module)
+    module.write_text("from sparkcdc.model.dialect import dialect_for\n")
+    assert not _imports_mysql(module)
