@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -67,12 +67,12 @@ class PartitionReader:
         options: SourceOptions,
         plan: CapturePlan,
         dialect: SourceDialect[Any],
-        store: StateStore,
+        store: Callable[[], StateStore],
     ) -> None:
         self.options = options
         self.plan = plan
         self.dialect = dialect
-        self.store = store
+        self.store = store  # opened where a chunk task stages: only snapshots keep state
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, ChunkPartition):
@@ -158,7 +158,7 @@ class PartitionReader:
         chunks = [ChunkRange.from_json(text) for text in partition.chunks]
         if not chunks:
             return
-        staging = ChunkStaging(self.store)
+        staging = ChunkStaging(self.store())
         limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
         since = offset_position(json.loads(partition.since)) if partition.since else None
         schema = (  # a partition's chunks are of one table

@@ -716,7 +716,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """On an executor: the rows of one partition (``spark/partition_reader.py``)."""
-        reader = PartitionReader(self.options, self.plan, self.dialect, self.store)
+        reader = PartitionReader(self.options, self.plan, self.dialect, lambda: self.store)
         yield from reader.read(partition)
 
     def stop(self) -> None:
