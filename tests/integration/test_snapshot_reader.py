@@ -20,6 +20,7 @@ from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_sort_key
 from sparkcdc.snapshot.reader import (
+    ChunkRead,
     ChunkResult,
     apply_backfill,
     read_chunk,
@@ -98,13 +99,15 @@ def test_snapshot_rows_look_like_binlog_rows(
             decoded[after[0]] = tuple(after)
     result = read_chunk(
         settings,
-        schema,
+        ChunkRead(
+            schema,
+            key_column="id",
+            collation=None,
+            server_id=SERVER_ID,
+            use_connectorx=reader == "connectorx",
+            use_text=reader == "text",
+        ),
         whole("x"),
-        key_column="id",
-        collation=None,
-        server_id=SERVER_ID,
-        use_connectorx=reader == "connectorx",
-        use_text=reader == "text",
     )
     assert result.reader == reader
     snap = {row[0]: row for row in rows_of(result)}
@@ -188,11 +191,8 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
             for i in range(0, len(batch), group):
                 results += read_chunks(
                     settings,
-                    schema,
+                    ChunkRead(schema, key_column="id", collation=None, server_id=SERVER_ID),
                     batch[i : i + group],
-                    key_column="id",
-                    collation=None,
-                    server_id=SERVER_ID,
                 )
     finally:
         stop.set()
@@ -251,12 +251,8 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     chunk = ChunkRange(f"{database}.ev", 0, None, None)
     result = read_chunk(
         settings,
-        planned,
+        ChunkRead(planned, key_column="id", collation=None, server_id=SERVER_ID, since=batch_end),
         chunk,
-        key_column="id",
-        collation=None,
-        server_id=SERVER_ID,
-        since=batch_end,
     )
     # read with the table as it is now, and carrying the two statements that made it so
     assert result.schema.column_names == ("id", "bb", "c")
@@ -269,12 +265,10 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     # the same chunk planned with the current schema carries nothing
     again = read_chunk(
         settings,
-        result.schema,
+        ChunkRead(
+            result.schema, key_column="id", collation=None, server_id=SERVER_ID, since=batch_end
+        ),
         chunk,
-        key_column="id",
-        collation=None,
-        server_id=SERVER_ID,
-        since=batch_end,
     )
     assert again.ddl == ()
     conn.close()

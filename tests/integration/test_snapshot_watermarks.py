@@ -21,7 +21,7 @@ from sparkcdc.mysql.admin.server import committed_position, current_position, se
 from sparkcdc.mysql.protocol.connection import sql_connection
 from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.reader import ChunkResult, read_chunk
+from sparkcdc.snapshot.reader import ChunkRead, ChunkResult, read_chunk
 from sparkcdc_dev.devserver import DevServer
 
 pytestmark = pytest.mark.integration
@@ -84,12 +84,8 @@ def test_a_chunk_read_during_an_unfinished_xa_stops_with_what_to_do(
         with pytest.raises(SnapshotError, match=r"XA .*XA RECOVER"):
             read_chunk(
                 settings_of(dev_server),
-                schema,
+                ChunkRead(schema, key_column="id", collation=None, server_id=5622, xa_wait_s=0),
                 ChunkRange(f"{database}.t", 0, None, None),
-                key_column="id",
-                collation=None,
-                server_id=5622,
-                xa_wait_s=0,
             )
     finally:
         with xa.cursor() as cur:
@@ -123,12 +119,10 @@ def test_a_chunk_read_waits_for_the_xa_and_then_has_its_row(
             out.append(
                 read_chunk(
                     settings_of(dev_server),
-                    schema,
+                    ChunkRead(
+                        schema, key_column="id", collation=None, server_id=5623, xa_wait_s=60
+                    ),
                     ChunkRange(f"{database}.t", 0, None, None),
-                    key_column="id",
-                    collation=None,
-                    server_id=5623,
-                    xa_wait_s=60,
                 )
             )
         except BaseException as exc:

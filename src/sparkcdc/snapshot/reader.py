@@ -374,37 +374,46 @@ def merge_backfill(
 # --------------------------------------------------------------------------------- reader
 
 
+@dataclass(frozen=True)
+class ChunkRead:
+    """How a task reads a table's chunks: built once where the partition is read, frozen
+    and picklable. ``schema``: the one the stream planned the table with; ``since``: the
+    batch's binlog end (DDL between it and a chunk's low watermark comes with the chunk);
+    ``server_id``: the replication connection's for the backfill; ``use_connectorx`` None:
+    where it is installed; ``xa_wait_s``: how long to wait for XA transactions around it."""
+
+    schema: TableSchema
+    key_column: str
+    collation: str | None
+    server_id: int
+    since: BinlogPosition | None = None
+    tinyint1_as_boolean: bool = True
+    use_connectorx: bool | None = None
+    use_text: bool = True
+    xa_wait_s: float = XA_WAIT_S
+
+
 def read_chunk(
-    settings: ConnectionSettings,
-    schema: TableSchema,
-    chunk: ChunkRange,
-    *,
-    key_column: str,
-    collation: str | None,
-    server_id: int,
-    use_connectorx: bool | None = None,
-    use_text: bool = True,
-    since: BinlogPosition | None = None,
-    conn: Any = None,
-    xa_wait_s: float = XA_WAIT_S,
-    tinyint1_as_boolean: bool = True,
+    settings: ConnectionSettings, spec: ChunkRead, chunk: ChunkRange, conn: Any = None
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
 
     The chunk is read with the table's schema at its low watermark. Where that differs from
-    ``schema`` (the one the stream planned with), the DDL statements on the table from
-    ``since`` (the batch's binlog end) to the low watermark come along in the result, so a
-    consumer learns of them no later than of the rows they shaped.
+    ``spec.schema`` (the one the stream planned with), the DDL statements on the table from
+    ``spec.since`` (the batch's binlog end) to the low watermark come along in the result,
+    so a consumer learns of them no later than of the rows they shaped.
 
     ``conn``: an open SQL connection to the table's database to use (a task reading several
     chunks keeps one: opening one costs more than reading a chunk); by default one is opened
     and closed.
 
-    >>> result = read_chunk(settings, schema, chunk, key_column="id", collation=None,
-    ...                     server_id=5401)                        # doctest: +SKIP
+    >>> spec = ChunkRead(schema, "id", collation=None, server_id=5401)  # doctest: +SKIP
+    >>> result = read_chunk(settings, spec, chunk)                 # doctest: +SKIP
     >>> result.low <= result.high                                  # doctest: +SKIP
     True
     """
+    schema, key_column, collation = spec.schema, spec.key_column, spec.collation
+    server_id, since, use_connectorx = spec.server_id, spec.since, spec.use_connectorx
     if use_connectorx is None:
         use_connectorx = connectorx_available()
     owned = conn is None
@@ -414,7 +423,7 @@ def read_chunk(
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
         info = server_info(conn)
-        ddl_left, deadline = DDL_RETRIES, time.monotonic() + xa_wait_s
+        ddl_left, deadline = DDL_RETRIES, time.monotonic() + spec.xa_wait_s
         while True:
             # LW: a position before which every transaction is committed, taken BEFORE the
             # SELECT starts (not SHOW MASTER STATUS: a transaction is in the binlog before
@@ -439,7 +448,8 @@ def read_chunk(
             low = committed_position(conn, info)
             # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
             current = with_tinyint1(  # typed as the source's option says
-                load_schema(conn, schema.database, schema.table), as_boolean=tinyint1_as_boolean
+                load_schema(conn, schema.database, schema.table),
+                as_boolean=spec.tinyint1_as_boolean,
             )
             ddl: tuple[SchemaChange, ...] = ()
             if current != schema and since is not None and since < low:
@@ -455,7 +465,7 @@ def read_chunk(
             started = time.perf_counter()
             try:
                 base, reader = _select(
-                    conn, settings, current, key_column, chunk, use_connectorx, use_text
+                    conn, settings, current, key_column, chunk, use_connectorx, spec.use_text
                 )
             except pymysql.MySQLError as exc:
                 raise _changed_shape(current, chunk, exc) from None
@@ -517,18 +527,7 @@ def read_together(schema: TableSchema, key_column: str, group: Sequence[ChunkRan
 
 
 def read_chunks(
-    settings: ConnectionSettings,
-    schema: TableSchema,
-    chunks: Sequence[ChunkRange],
-    *,
-    key_column: str,
-    collation: str | None,
-    server_id: int,
-    use_connectorx: bool | None = None,
-    use_text: bool = True,
-    since: BinlogPosition | None = None,
-    conn: Any = None,
-    tinyint1_as_boolean: bool = True,
+    settings: ConnectionSettings, spec: ChunkRead, chunks: Sequence[ChunkRange], conn: Any = None
 ) -> list[ChunkResult]:
     """Adjacent chunks (``read_together``) read under one pair of watermarks.
 
@@ -538,26 +537,16 @@ def read_chunks(
     watermark, schema and connection work besides its rows; a group pays it once. DDL
     carried (see ``read_chunk``) comes with the first chunk, whose rows are emitted first.
     """
-    if not read_together(schema, key_column, chunks):
+    key_column = spec.key_column
+    if not read_together(spec.schema, key_column, chunks):
         raise ValueError("read_chunks needs adjacent chunks of an integer chunk key")
-    read = partial(
-        read_chunk,
-        settings,
-        key_column=key_column,
-        collation=collation,
-        server_id=server_id,
-        use_connectorx=use_connectorx,
-        use_text=use_text,
-        since=since,
-        conn=conn,
-        tinyint1_as_boolean=tinyint1_as_boolean,
-    )
     if len(chunks) == 1:
-        return [read(schema, chunks[0])]
+        return [read_chunk(settings, spec, chunks[0], conn)]
     span = ChunkRange(chunks[0].table, chunks[0].index, chunks[0].start, chunks[-1].end)
-    whole = read(schema, span)
+    whole = read_chunk(settings, spec, span, conn)
     if not read_together(whole.schema, key_column, chunks):  # a DDL changed the key's type
-        return [read(whole.schema, chunk) for chunk in chunks]
+        again = replace(spec, schema=whole.schema)
+        return [read_chunk(settings, again, chunk, conn) for chunk in chunks]
     keys = whole.rows.column(whole.schema.column_names.index(key_column))
     results = []
     for i, chunk in enumerate(chunks):

@@ -26,7 +26,7 @@ from sparkcdc.model.schema import schema_from_json
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import InterleavingFilter
 from sparkcdc.snapshot.interleave import filter_changes
-from sparkcdc.snapshot.reader import read_chunks, read_together
+from sparkcdc.snapshot.reader import ChunkRead, read_chunks, read_together
 from sparkcdc.snapshot.staging import ChunkStaging, StagedChunk
 from sparkcdc.snapshot.storage import StateStore
 from sparkcdc.spark.capture import CapturePlan
@@ -171,19 +171,17 @@ class PartitionReader:
         conn = self.dialect.session(schema.database)
         stack.callback(conn.close)
         group: list[ChunkRange] = []
+        spec = ChunkRead(
+            schema,
+            partition.key_column,
+            partition.collation,
+            partition.server_id,
+            since,
+            self.options.tinyint1_as_boolean,
+        )
 
         def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
-            read = partial(
-                read_chunks,
-                self.dialect.settings,
-                schema,
-                group,
-                key_column=partition.key_column,
-                collation=partition.collation,
-                server_id=partition.server_id,
-                since=since,
-                tinyint1_as_boolean=self.options.tinyint1_as_boolean,
-            )
+            read = partial(read_chunks, self.dialect.settings, spec, list(group))
             results = conn.run(lambda c: read(conn=c))
             group.clear()
             for result in results:
