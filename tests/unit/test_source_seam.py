@@ -11,19 +11,19 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "sparkcdc"
 LAYERS = ("snapshot", "spark", "pipeline")
 
-# module (relative to src/sparkcdc) -> why it still imports sparkcdc.mysql
+# module or package (relative to src/sparkcdc, no suffix) -> why it still imports sparkcdc.mysql
 NOT_YET_ON_THE_INTERFACE = {
-    "snapshot/reader.py": "the chunk read task: MySQL watermarks, SELECTs and binlog backfill",
-    "snapshot/splitter.py": "the splitter's SQL queries and the catalog's row estimate",
-    "snapshot/keys.py": "the server-ranked collations run over a MySQL KeptConnection",
-    "snapshot/interleave.py": "filters the binlog decoder's compiled rows (EventRows)",
-    "snapshot/textrows.py": "the compiled text-protocol result splitter",
-    "spark/changelog.py": "builds change rows from the binlog decoder's compiled rows",
-    "spark/offsets.py": "how many binlog shares: whether the compiled row kernel is built",
-    "pipeline/composer.py": "a MySQL read and a DDL default value in the batch writer",
-    "pipeline/evolution.py": "parses DDL statements with the MySQL DDL parser",
-    "pipeline/runner.py": "server positions, the server-id claim, the catalog's row estimate",
-    "pipeline/verify.py": "the chunked checksums' SQL connections",
+    "snapshot/reader": "the chunk read task: MySQL watermarks, SELECTs and binlog backfill",
+    "snapshot/splitter": "the splitter's SQL queries and the catalog's row estimate",
+    "snapshot/keys": "the server-ranked collations run over a MySQL KeptConnection",
+    "snapshot/interleave": "filters the binlog decoder's compiled rows (EventRows)",
+    "snapshot/textrows": "the compiled text-protocol result splitter",
+    "spark/changelog": "builds change rows from the binlog decoder's compiled rows",
+    "spark/offsets": "how many binlog shares: whether the compiled row kernel is built",
+    "pipeline/composer": "a MySQL read and a DDL default value in the batch writer",
+    "pipeline/evolution": "parses DDL statements with the MySQL DDL parser",
+    "pipeline/runner": "server positions, the server-id claim, the catalog's row estimate",
+    "pipeline/verify": "the chunked checksums' SQL connections",
 }
 
 
@@ -43,24 +43,37 @@ def _imports_mysql(path: Path) -> bool:
 
 def _importers() -> set[str]:
     return {
-        str(path.relative_to(SRC))
+        str(path.relative_to(SRC).with_suffix(""))
         for layer in LAYERS
         for path in sorted((SRC / layer).rglob("*.py"))
         if _imports_mysql(path)
     }
 
 
+def _listed(module: str) -> bool:
+    return any(module == key or module.startswith(f"{key}/") for key in NOT_YET_ON_THE_INTERFACE)
+
+
 def test_the_layers_above_the_source_reach_mysql_only_through_the_interface() -> None:
-    new = sorted(_importers() - set(NOT_YET_ON_THE_INTERFACE))
+    new = sorted(m for m in _importers() if not _listed(m))
     assert not new, (
         f"{new} import sparkcdc.mysql: call the source's dialect (sparkcdc.model.dialect) "
-        "instead, adding the method a second source would implement too"
+        "instead, adding the method a second source would implement too (code moved from a "
+        "listed module: list its new module here, with the reason)"
     )
 
 
 def test_the_list_of_modules_not_yet_on_the_interface_is_current() -> None:
-    done = sorted(set(NOT_YET_ON_THE_INTERFACE) - _importers())
-    assert not done, f"{done} no longer import sparkcdc.mysql: take them off the list"
+    importers = _importers()
+    done = sorted(
+        key
+        for key in NOT_YET_ON_THE_INTERFACE
+        if not any(m == key or m.startswith(f"{key}/") for m in importers)
+    )
+    assert not done, (
+        f"{done} no longer import sparkcdc.mysql (or were moved: list the new modules): take "
+        "them off the list"
+    )
 
 
 def test_the_check_sees_an_import_of_mysql(tmp_path: Path) -> None:
