@@ -23,6 +23,7 @@ NOT_YET_ON_THE_INTERFACE = {
     "spark/offsets": "how many binlog shares: whether the compiled row kernel is built",
     "pipeline/batch_writer": "a column's DDL default value, read by the MySQL DDL parser",
     "pipeline/evolution": "parses DDL statements with the MySQL DDL parser",
+    "pipeline/run_plan": "the source's connection settings and the server's position now",
     "pipeline/runner": "server positions, the server-id claim, the catalog's row estimate",
     "pipeline/verify": "the chunked checksums' SQL connections",
 }
