@@ -59,6 +59,15 @@ _PROTOCOL_BY_SERVER = ((160000, 4), (150000, 3), (140000, 2), (0, 1))
 STREAMING_PROTOCOL = 2
 # Server encodings whose Python codec name differs from a lookup of the name itself.
 _ENCODINGS = {"UTF8": "utf-8", "SQL_ASCII": "ascii", "LATIN1": "latin-1", "WIN1252": "cp1252"}
+# The text forms values.py reads: the output functions follow the session's settings, and
+# the walsender's are the connection's (whatever the server's defaults are).
+SESSION_SETTINGS = {
+    "datestyle": "ISO",
+    "intervalstyle": "iso_8601",
+    "bytea_output": "hex",
+    "timezone": "UTC",
+    "extra_float_digits": "3",
+}
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,7 @@ class PostgresEndpoint:
             "sslmode": self.sslmode,
             "connect_timeout": self.connect_timeout_s,
             "application_name": "sparkcdc",
+            "options": " ".join(f"-c {name}={value}" for name, value in SESSION_SETTINGS.items()),
         }
         if self.sslrootcert:
             options["sslrootcert"] = self.sslrootcert
