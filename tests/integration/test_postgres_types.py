@@ -67,7 +67,8 @@ def each_element(expression: str) -> str:
 def micros(e: str) -> str:
     """The server's microseconds since the epoch of timestamp[tz] ``e``."""
     return (
-        f"CASE WHEN {e} IS NULL THEN NULL WHEN isfinite({e}) THEN (extract(epoch FROM {e}) * 1000000)::bigint "
+        f"CASE WHEN {e} IS NULL THEN NULL "
+        f"WHEN isfinite({e}) THEN (extract(epoch FROM {e}) * 1000000)::bigint "
         f"WHEN {e} > 'epoch' THEN 9223372036854775807 ELSE -9223372036854775807 END"
     )
 
