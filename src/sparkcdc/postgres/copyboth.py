@@ -48,7 +48,13 @@ class PrimaryKeepalive:
 
 
 def _time(microseconds: int) -> datetime:
-    return POSTGRES_EPOCH + timedelta(microseconds=microseconds)
+    try:
+        return POSTGRES_EPOCH + timedelta(microseconds=microseconds)
+    except OverflowError:
+        raise ProtocolError(
+            f"a replication message has a send time of {microseconds} microseconds since "
+            "2000-01-01, outside the years 1-9999: the message is damaged"
+        ) from None
 
 
 def decode_copy_message(payload: bytes) -> XLogData | PrimaryKeepalive:
