@@ -3,45 +3,16 @@
 A Relation message gives each column's type OID and typmod. Built-in types have fixed
 OIDs (``pg_type.dat`` in PostgreSQL's source); enums, domains and arrays of them are read
 from ``pg_type`` into a ``TypeCatalog``. ``column_type`` is then a pure function of the
-type, its typmod and the ``decimal.handling.mode``:
+type, its typmod and the ``decimal.handling.mode`` (Debezium's names: ``precise`` by
+default, ``double``, ``string``).
 
-| PostgreSQL type                        | Spark type     | value                           |
-|----------------------------------------|----------------|---------------------------------|
-| boolean                                | BOOLEAN        |                                 |
-| smallint                               | SMALLINT       |                                 |
-| integer                                | INT            |                                 |
-| bigint, oid                            | BIGINT         |                                 |
-| real                                   | FLOAT          | NaN, ±Infinity kept             |
-| double precision                       | DOUBLE         | NaN, ±Infinity kept             |
-| numeric(p,s), p <= 38                  | DECIMAL(p,s)   | (1) (2)                         |
-| numeric(p,s), p > 38                   | STRING         | plain decimal text (1)          |
-| numeric                                | DECIMAL(38,18) | a value that does not fit stops |
-| text, varchar(n), char(n), name, "char"| STRING         | char(n) blank-padded, as stored |
-| bytea                                  | BINARY         |                                 |
-| date                                   | DATE           | ±infinity → max / min (3)       |
-| time, timetz                           | STRING         | 'HH:MM:SS[.f…][+TZ]'            |
-| timestamp                              | TIMESTAMP_NTZ  | ±infinity → max / min (3)       |
-| timestamptz                            | TIMESTAMP      | an instant; ±infinity (3)       |
-| interval                               | STRING         | ISO 8601, 'P1Y2M3DT4H5M6.5S'    |
-| uuid, json, jsonb, xml                 | STRING         | the server's text (4)           |
-| inet, cidr, macaddr, macaddr8, money   | STRING         | the server's text (4)           |
-| bit(1)                                 | BOOLEAN        |                                 |
-| bit(n), n > 1, bit varying             | STRING         | the bits as '0' and '1'         |
-| an enum                                | STRING         | the label                       |
-| a domain                               | its base type's|                                 |
-| an array of any type above             | ARRAY<element> | one dimension, lower bound 1 (5)|
-| any other type                         | refused        | an error naming the column      |
-
-(1) ``decimal.handling.mode`` (Debezium's option and names): ``precise`` (default) as
-above, exact or stopped; ``double``: every numeric is DOUBLE (NaN, ±Infinity kept);
-``string``: every numeric is STRING, the server's text (NaN, ±Infinity kept).
-(2) Under ``precise``, NaN and ±Infinity have no DECIMAL value: the read stops and says to
-use ``double`` or ``string``. A negative scale (numeric(2,-3)) maps to DECIMAL(p-s, 0); a
-scale above the precision (numeric(3,5)) to DECIMAL(s, s).
-(3) The largest and smallest value the Arrow type holds (``DATE``: days ±2^31-1;
-timestamps: microseconds ±2^63-1), as Debezium maps them.
-(4) jsonb as the server normalizes it; money as lc_monetary formats it.
-(5) A value of more dimensions, or with explicit bounds ('[0:1]={…}'), stops the read.
+The mapping's table is docs/postgres.md (tests/unit/postgres/test_docs_types.py keeps the
+two equal). In short: numbers as the like Spark numbers; numeric(p,s) as DECIMAL(p,s) and
+numeric without scale as DECIMAL(38,18), exact or stopped; times of day, intervals (ISO
+8601) and text-like types as STRING; timestamptz as TIMESTAMP (an instant), timestamp as
+TIMESTAMP_NTZ, ±infinity as the Arrow type's max / min (as Debezium); enums as their
+labels; domains as their base type; one-dimensional arrays as ARRAY<element>. Any other
+type is refused with the column named, never read as a silent string.
 """
 
 from __future__ import annotations
