@@ -168,3 +168,21 @@ def test_dates_before_year_one_count_year_zero() -> None:
     days = decode_text_column(["0001-12-31 BC", "0001-01-01"], column, "t.c").cast(pa.int32())
     assert days.to_pylist() == [-719163, -719162]
     assert days_from_civil(0, 3, 1) - days_from_civil(0, 2, 28) == 2
+
+
+def render_array(elements: list[str | None]) -> str:
+    """An array's text form as array_out writes it: elements quoted when they need it."""
+    parts = []
+    for element in elements:
+        if element is None:
+            parts.append("NULL")
+        elif element == "" or element.upper() == "NULL" or any(c in element for c in '{}," \\'):
+            parts.append('"' + element.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        else:
+            parts.append(element)
+    return "{" + ",".join(parts) + "}"
+
+
+@given(st.lists(st.none() | st.text(alphabet=st.characters(blacklist_characters="\0"))))
+def test_parse_array_reads_back_what_array_out_writes(elements: list[str | None]) -> None:
+    assert parse_array(render_array(elements)) == elements
