@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
@@ -98,6 +98,19 @@ _NOT_SNAPSHOT_ONLY = "sparkcdc: a row that is not a snapshot row of the batch's 
 _COUNTS_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 
 
+@dataclass(frozen=True)
+class WriteRules:
+    """How a pipeline's batches are written, as its file says and its sink allows."""
+
+    behavior: str  # pipeline.schema-change-behavior
+    # the sink table and transform of a table that joins the running pipeline
+    router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None
+    source: Any = None  # ConnectionSettings: added columns are read back from there
+    # snapshot rows may be appended: the sink tables held no rows when the stream began
+    append_snapshot: bool = False
+    table_writes: int = 1  # the batch's sink tables written up to this many at once
+
+
 class BatchWriter:
     """The ``foreachBatch`` function: one tables-shape batch → every touched sink table.
 
@@ -110,23 +123,19 @@ class BatchWriter:
         self,
         plan: PipelinePlan,
         sink: Any,
-        behavior: str,
+        rules: WriteRules,
         listener: BatchListener | None = None,
         history: SchemaHistory | None = None,
-        router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None,
-        source: Any = None,
-        append_snapshot: bool = False,
         snapshot_batch: Callable[[int], str | None] | None = None,
-        table_writes: int = 1,
     ) -> None:
         self.plan = plan
         # the batch's sink tables written up to this many at once (spark/concurrent.py)
-        self.writes = ConcurrentWrites(table_writes)
+        self.writes = ConcurrentWrites(rules.table_writes)
         # the table whose snapshot chunks alone a batch reads, as the source planned it
         self.snapshot_batch = snapshot_batch
         # snapshot rows may be appended: the sink tables held no rows when the stream began
-        self.append_snapshot = append_snapshot
-        self.source = source  # ConnectionSettings: added columns are read back from there
+        self.append_snapshot = rules.append_snapshot
+        self.source = rules.source  # ConnectionSettings: added columns are read back from there
         self.sink = sink
         self.listener = listener
         self.history = history
@@ -141,13 +150,13 @@ class BatchWriter:
             t.name: tuple(s.schema.qualified_name for s in plan.sources_of(t))
             for t in plan.sink_tables
         }
-        self.router = router
+        self.router = rules.router
         self.evolver = SchemaEvolver(
             sink,
-            behavior,
+            rules.behavior,
             self._frame,
             members,
-            self._route if router else None,
+            self._route if rules.router else None,
             tinyint1_as_boolean=plan.tinyint1_as_boolean,
             online_schema_changes=plan.online_schema_changes,
         )

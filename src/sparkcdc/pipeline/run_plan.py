@@ -1,18 +1,23 @@
-"""What a run is resolved to at its start: the source's settings, the sink class, the Spark
-session's master and settings, and a session made or set up for the pipeline.
+"""What a run is resolved to at its start, once (:class:`RunPlan`): the source's settings,
+the sink class, the Spark session's master and settings (:class:`SessionSettings`), and the
+locations on the session's filesystems (:class:`RunLocations`); the layers below receive the
+plan, or the part of it they need, instead of working it out again.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.locations import Location, open_location, s3a_settings, session_hadoop_settings
+from sparkcdc.model.dialect import SourceDialect, dialect_for
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import PipelineConfig
-from sparkcdc.sinks.base import sink_class
+from sparkcdc.sinks.base import Sink, runnable_sink_class, sink_class
 
 # Each micro-batch is cached once and read back once or twice (batch_writer.BatchWriter), and a
 # binlog batch is cached by one task: compressing the cache costs more than it saves
@@ -39,9 +44,14 @@ PIPELINE_DEFAULTS = {**UNCOMPRESSED_CACHE, **NO_CALL_SITES, **RAW_LOCAL_CONTEXT}
 
 
 def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
+    """The source block's options, parsed, and how they reach the server."""
+    return _source_settings(config.source_options())
+
+
+def _source_settings(source_options: Mapping[str, str]) -> tuple[SourceOptions, Any]:
     from sparkcdc.mysql.dialect import connection_settings
 
-    options = SourceOptions.from_options(config.source_options())
+    options = SourceOptions.from_options(source_options)
     return options, connection_settings(options)
 
 
@@ -78,7 +88,11 @@ def pipeline_conf(config: PipelineConfig) -> dict[str, str]:
     """The Spark settings a pipeline's session gets: its sink's, then the file's
     ``spark.conf`` (the master aside: ``session_master`` chooses it)."""
     sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
-    conf = {**sink_conf, **config.pipeline.session_conf()}
+    return _session_conf(sink_conf, config.pipeline.session_conf())
+
+
+def _session_conf(sink_conf: Mapping[str, str], user_conf: Mapping[str, str]) -> dict[str, str]:
+    conf = {**sink_conf, **user_conf}
     conf.pop("spark.master", None)
     return conf
 
@@ -114,50 +128,181 @@ def pipeline_session(
     py_files: Sequence[str] = (),
     available_now: bool = False,
 ) -> Any:
-    """``spark`` (or a new session on ``session_master``'s choice) set up for the pipeline:
-    the mysql-cdc source registered, the sink's and the file's Spark settings applied,
-    ``py_files`` added to ``spark.submit.pyFiles``.
+    """``spark`` (or a new session) set up for the pipeline: :meth:`SessionSettings.open`
+    of the settings ``config`` and the run's flags resolve to."""
+    settings = SessionSettings.of(
+        config,
+        sink_class(config.sink.type),
+        master=master,
+        py_files=py_files,
+        log_file=log_file,
+        available_now=available_now,
+    )
+    return settings.open(spark)
 
-    A new session's console progress bars are off when stderr is not a terminal: they
-    rewrite their line several times a second, a flood in a log (the pipeline's own progress
-    says where it is); the file's ``spark.conf`` may turn them on again. A new session
-    caches the micro-batches uncompressed, does not record the Python call site of each
-    DataFrame call and writes local checkpoint and Delta log files without Hadoop's checksum
-    files (``PIPELINE_DEFAULTS``) unless the file's ``spark.conf`` or spark-submit says
-    otherwise, and its JVM is tuned as a pipeline's driver:
-    it maps the class-data archive ``sparkcdc prepare`` wrote, if there is one
-    (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
-    ``available_now`` (``spark/jit.py``)."""
-    from sparkcdc.spark.jvm import configured_master
-    from sparkcdc.spark.masters import connect_refusal, is_connect_session
-    from sparkcdc.spark.session import register, spark_session
 
-    sink_conf = sink_class(config.sink.type).spark_conf(config.sink)
-    user_conf = config.pipeline.session_conf()
-    conf = pipeline_conf(config)
-    if py_files:
-        listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
-        conf["spark.submit.pyFiles"] = ",".join(p for p in listed if p)
-    if spark is None:
-        bars = "true" if sys.stderr.isatty() else "false"
-        spark = spark_session(
-            config.pipeline.name,
-            session_master(config, master, None if master else configured_master()),
-            connectors=session_connectors(config),
-            conf={"spark.ui.showConsoleProgress": bars, **conf},
-            log_file=log_file,
-            defaults=PIPELINE_DEFAULTS,
-            pipeline_driver=True,
+@dataclass(frozen=True)
+class SessionSettings:
+    """A pipeline's Spark session as its file and the run's flags resolve it: the Spark
+    settings (the sink's, then the file's ``spark.conf``, ``py_files`` added to
+    ``spark.submit.pyFiles``; the master aside), the connectors, the master flag
+    (``sparkcdc run --master``), the JVM's log file, and whether the run is ``available_now``.
+    """
+
+    config: PipelineConfig
+    conf: Mapping[str, str]
+    sink_conf: Mapping[str, str]  # the sink's defaults, under the file's settings in ``conf``
+    user_conf: Mapping[str, str]  # the file's ``spark.conf``
+    connectors: tuple[str, ...]
+    master: str | None = None
+    log_file: str | None = None
+    available_now: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        config: PipelineConfig,
+        sink: type[Sink],
+        *,
+        master: str | None = None,
+        py_files: Sequence[str] = (),
+        log_file: str | None = None,
+        available_now: bool = False,
+    ) -> SessionSettings:
+        sink_conf = sink.spark_conf(config.sink)
+        user_conf = config.pipeline.session_conf()
+        conf = _session_conf(sink_conf, user_conf)
+        if py_files:
+            listed = [conf.get("spark.submit.pyFiles", ""), *py_files]
+            conf["spark.submit.pyFiles"] = ",".join(p for p in listed if p)
+        return cls(
+            config,
+            conf,
+            sink_conf,
+            user_conf,
+            session_connectors(config),
+            master,
+            log_file,
+            available_now,
+        )
+
+    def open(self, spark: Any = None) -> Any:
+        """``spark`` (or a new session on ``session_master``'s choice) set up for the
+        pipeline: the mysql-cdc source registered, ``conf`` applied.
+
+        A new session's console progress bars are off when stderr is not a terminal: they
+        rewrite their line several times a second, a flood in a log (the pipeline's own
+        progress says where it is); the file's ``spark.conf`` may turn them on again. A new
+        session caches the micro-batches uncompressed, does not record the Python call site
+        of each DataFrame call and writes local checkpoint and Delta log files without
+        Hadoop's checksum files (``PIPELINE_DEFAULTS``) unless the file's ``spark.conf`` or
+        spark-submit says otherwise, and its JVM is tuned as a pipeline's driver: it maps
+        the class-data archive ``sparkcdc prepare`` wrote, if there is one
+        (``spark/classdata.py``), and compiles with C2 later, or with C1 alone for a run
+        ``available_now`` (``spark/jit.py``)."""
+        from sparkcdc.spark.jvm import configured_master
+        from sparkcdc.spark.masters import connect_refusal, is_connect_session
+        from sparkcdc.spark.session import register, spark_session
+
+        config = self.config
+        if spark is None:
+            bars = "true" if sys.stderr.isatty() else "false"
+            master = self.master
+            spark = spark_session(
+                config.pipeline.name,
+                session_master(config, master, None if master else configured_master()),
+                connectors=self.connectors,
+                conf={"spark.ui.showConsoleProgress": bars, **self.conf},
+                log_file=self.log_file,
+                defaults=PIPELINE_DEFAULTS,
+                pipeline_driver=True,
+                available_now=self.available_now,
+            )
+            spark.sparkContext.setLogLevel("WARN")
+        elif is_connect_session(spark):
+            raise connect_refusal("the session given is a Spark Connect client's")
+        else:
+            register(spark)
+            for key, value in self.conf.items():
+                # a sink's default of a setting fixed when a session starts is for new sessions
+                if (
+                    key in self.sink_conf
+                    and key not in self.user_conf
+                    and not spark.conf.isModifiable(key)
+                ):
+                    continue
+                spark.conf.set(key, value)
+        return spark
+
+
+@dataclass(frozen=True)
+class RunLocations:
+    """A run's checkpoint and state on their filesystems, reached with the Hadoop settings
+    of the run's session (``s3a://`` endpoints and keys), once."""
+
+    hadoop: Mapping[str, str]  # the session's S3A settings
+    checkpoint: Location
+    state: Location
+    state_hadoop: Mapping[str, str]  # what executors are given to open the state location
+    spark_checkpoint: str  # the streaming query's checkpointLocation
+
+    @classmethod
+    def of(cls, config: PipelineConfig, hadoop: Mapping[str, str]) -> RunLocations:
+        return cls(
+            hadoop,
+            config.checkpoint_location(hadoop),
+            open_location(config.state_location, hadoop),
+            s3a_settings(config.state_location, hadoop),
+            f"{config.checkpoint.rstrip('/')}/spark",
+        )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run of a pipeline is resolved to at its start, once: the source's options
+    (as the mysql-cdc reader is given them, and parsed), how they reach the server and the
+    source's dialect, the sink class (checked to run here), and the session's settings.
+    The locations need the session: :meth:`locations`."""
+
+    config: PipelineConfig
+    source_options: Mapping[str, str]
+    options: SourceOptions
+    settings: Any  # the source's ConnectionSettings
+    dialect: SourceDialect[Any]  # the source behind the source interface
+    sink_class: type[Sink]
+    session: SessionSettings
+
+    @classmethod
+    def build(
+        cls,
+        config: PipelineConfig,
+        *,
+        available_now: bool = False,
+        master: str | None = None,
+        py_files: Sequence[str] = (),
+        spark_log: str | None = None,
+    ) -> RunPlan:
+        sink = runnable_sink_class(config.sink.type)  # a sink that cannot run stops first
+        source_options = config.source_options()
+        options, settings = _source_settings(source_options)
+        session = SessionSettings.of(
+            config,
+            sink,
+            master=master,
+            py_files=py_files,
+            log_file=spark_log,
             available_now=available_now,
         )
-        spark.sparkContext.setLogLevel("WARN")
-    elif is_connect_session(spark):
-        raise connect_refusal("the session given is a Spark Connect client's")
-    else:
-        register(spark)
-        for key, value in conf.items():
-            # a sink's default of a setting fixed when a session starts is for new sessions
-            if key in sink_conf and key not in user_conf and not spark.conf.isModifiable(key):
-                continue
-            spark.conf.set(key, value)
-    return spark
+        return cls(config, source_options, options, settings, dialect_for(options), sink, session)
+
+    @property
+    def available_now(self) -> bool:
+        return self.session.available_now
+
+    def hadoop(self, spark: Any) -> dict[str, str]:
+        """The Hadoop settings of the run's session: sparkcdc's own files reach the
+        checkpoint and the state as Spark's Hadoop does."""
+        return session_hadoop_settings(spark)
+
+    def locations(self, hadoop: Mapping[str, str]) -> RunLocations:
+        return RunLocations.of(self.config, hadoop)

@@ -19,27 +19,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdcError
-from sparkcdc.locations import (
-    Location,
-    blind_executors,
-    open_location,
-    s3a_settings,
-    session_hadoop_settings,
-    state_options,
-)
-from sparkcdc.model.dialect import dialect_for
-from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
+from sparkcdc.locations import Location, blind_executors, state_options
+from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
-from sparkcdc.pipeline.batch_writer import BatchWriter, initial_state
+from sparkcdc.pipeline.batch_writer import BatchWriter, WriteRules, initial_state
 from sparkcdc.pipeline.checkpoint import (
     WrittenTables,
     claim_state,
@@ -60,9 +52,9 @@ from sparkcdc.pipeline.progress import (
 )
 from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged
 from sparkcdc.pipeline.routes import PipelinePlan, plan_pipeline
-from sparkcdc.pipeline.run_plan import pipeline_session, server_position, source_settings
+from sparkcdc.pipeline.run_plan import RunLocations, RunPlan, server_position
 from sparkcdc.pipeline.status import StatusWriter, committed_offset
-from sparkcdc.sinks.base import Sink, SinkContext, SinkTable, runnable_sink_class
+from sparkcdc.sinks.base import Sink, SinkContext, SinkTable
 from sparkcdc.spark.streams import query_error
 
 if TYPE_CHECKING:
@@ -116,23 +108,20 @@ def run_pipeline(
     metadata), the pipeline starts again from its checkpoint, as a typed stream's
     ``await_restarting`` does.
     """
+    plan = RunPlan.build(
+        config,
+        available_now=available_now,
+        master=master,
+        py_files=py_files,
+        spark_log=spark_log,
+    )
     started = time.monotonic()
     restarts = 0
     while True:
         spent = time.monotonic() - started
         left = None if max_seconds is None else max(0.0, max_seconds - spent)
         try:
-            return _run_once(
-                config,
-                available_now,
-                out,
-                spark,
-                on_batch,
-                left,
-                spark_log,
-                master=master,
-                py_files=py_files,
-            )
+            return _run_once(plan, spark, out or sys.stdout, on_batch, left)
         except SchemaChangedError as exc:
             if restarts >= MAX_SCHEMA_RESTARTS:
                 raise
@@ -140,54 +129,43 @@ def run_pipeline(
             log.info("%s; restarting the pipeline to read the new schema", exc)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """What a run holds once its checks passed: its session, its locations, the
+    checkpoint's lease and its server ids (both kept as it polls), the tables it captures."""
+
+    spark: Any
+    where: RunLocations
+    lease: CheckpointLease
+    ids: ServerIdClaim | None
+    capture: CapturePlan
+
+
 def _run_once(
-    config: PipelineConfig,
-    available_now: bool,
-    out: TextIO | None,
+    plan: RunPlan,
     spark: Any,
+    out: TextIO,
     on_batch: Callable[[int, dict[str, int]], None] | None,
     max_seconds: float | None,
-    spark_log: str | None = None,
-    *,
-    master: str | None = None,
-    py_files: Sequence[str] = (),
 ) -> RunSummary:
+    """One run of ``plan``: the source and the pipeline checked, the session set up, the
+    locations probed, the checkpoint leased and the server ids claimed, then ``_run_leased``."""
     from sparkcdc.spark.capture import plan_capture
 
-    out = out or sys.stdout
-    runnable_sink_class(config.sink.type)  # a sink that cannot run stops before any work
-    options, settings = source_settings(config)
-    dialect = dialect_for(options)
-    dialect.check_server()
-    capture = plan_capture(options, dialect)
-    findings = check_pipeline(config, capture.tables, dialect)
-    raise_errors(findings)
-    for finding in findings:
-        log.warning("%s", finding)
-    spark = pipeline_session(
-        config, spark, spark_log, master=master, py_files=py_files, available_now=available_now
-    )
-    # sparkcdc's own files reach the checkpoint and the state as Spark's Hadoop does
-    hadoop = session_hadoop_settings(spark)
-    probe_locations(config, hadoop)  # as validate does: exit 2, not an OSError mid-run
-    root = config.checkpoint_location(hadoop)
-    lease = CheckpointLease.take(root)  # before anything under the checkpoint is touched
+    plan.dialect.check_server()
+    capture = plan_capture(plan.options, plan.dialect)
+    _check_pipeline(plan, capture)
+    spark = plan.session.open(spark)
+    hadoop = plan.hadoop(spark)
+    probe_locations(plan.config, hadoop)  # as validate does: exit 2, not an OSError mid-run
+    where = plan.locations(hadoop)
+    lease = CheckpointLease.take(where.checkpoint)  # before anything under it is touched
     ids: ServerIdClaim | None = None
     try:
-        if options.server_id:  # a random default range is the source's, unknown here
-            ids = ServerIdClaim.take(settings, ServerIdRange.parse(options.server_id))
+        if plan.options.server_id:  # a random default range is the source's, unknown here
+            ids = ServerIdClaim.take(plan.settings, ServerIdRange.parse(plan.options.server_id))
         return _run_leased(
-            config,
-            available_now,
-            out,
-            spark,
-            on_batch,
-            max_seconds,
-            settings,
-            capture,
-            root,
-            lease,
-            ids,
+            plan, _Held(spark, where, lease, ids, capture), out, on_batch, max_seconds
         )
     finally:
         if ids is not None:
@@ -195,39 +173,39 @@ def _run_once(
         lease.release()
 
 
+def _check_pipeline(plan: RunPlan, capture: CapturePlan) -> None:
+    """The pipeline's checks against the captured tables: errors raise, warnings log."""
+    findings = check_pipeline(plan.config, capture.tables, plan.dialect)
+    raise_errors(findings)
+    for finding in findings:
+        log.warning("%s", finding)
+
+
 def _run_leased(
-    config: PipelineConfig,
-    available_now: bool,
+    run: RunPlan,
+    held: _Held,
     out: TextIO,
-    spark: Any,
     on_batch: Callable[[int, dict[str, int]], None] | None,
     max_seconds: float | None,
-    settings: Any,
-    capture: CapturePlan,
-    root: Location,
-    lease: CheckpointLease,
-    ids: ServerIdClaim | None,
 ) -> RunSummary:
     """The run of ``_run_once`` once it holds the checkpoint's lease and its server ids
     (both kept as it polls)."""
     from pyspark.errors import StreamingQueryException
 
-    cls = runnable_sink_class(config.sink.type)
-    hadoop = session_hadoop_settings(spark)
-    state_hadoop = s3a_settings(config.state_location, hadoop)
-    state = open_location(config.state_location, hadoop)
+    config, spark, where = run.config, held.spark, held.where
+    root = where.checkpoint
     if not str(spark.sparkContext.master).startswith("local"):
-        _check_shared(spark, state, state_hadoop)
-    identity = open_checkpoint(root, state)
-    claim_state(state, root, identity, hadoop)
+        _check_shared(spark, where.state, where.state_hadoop)
+    identity = open_checkpoint(root, where.state)
+    claim_state(where.state, root, identity, where.hadoop)
     history = SchemaHistory(root)
     saved = history.latest()
-    schemas = capture.tables
+    schemas = held.capture.tables
     if saved is not None:  # a restart: the schemas as the stream last saw them
         schemas = tuple(saved.schema(s.qualified_name) or s for s in schemas)
     plan = plan_pipeline(config, schemas, spark)
     context = SinkContext(config.pipeline.name, config.checkpoint, identity.run_id)
-    sink: Sink = cls(config.sink, spark, context)
+    sink: Sink = run.sink_class(config.sink, spark, context)
     if saved is None:
         history.save(-1, initial_state(plan))
     else:
@@ -270,11 +248,11 @@ def _run_leased(
             if on_batch is not None:
                 on_batch(batch_id, rows)
 
-        estimates = _chunk_estimates(settings, config, schemas, committed)
+        estimates = _chunk_estimates(run, schemas, committed)
         progress = Progress(out, chunk_estimates=estimates)
         from sparkcdc.spark.batch_records import BatchHold, SnapshotBatchRecord
 
-        planned = SnapshotBatchRecord(config.state_location, state_hadoop)
+        planned = SnapshotBatchRecord(config.state_location, where.state_hadoop)
 
         def snapshot_batch(batch_id: int) -> str | None:
             record = planned.read()
@@ -282,27 +260,13 @@ def _run_leased(
                 return None
             return record[1]
 
-        writer = BatchWriter(
-            plan,
-            sink,
-            config.pipeline.schema_change_behavior,
-            listener,
-            history,
-            lambda s: (
-                config.route_for(s.database, s.table),
-                config.transform_for(s.database, s.table),
-            ),
-            source=settings,
-            append_snapshot=config.pipeline.existing_sink_rows != "keep",
-            snapshot_batch=snapshot_batch,
-            table_writes=config.pipeline.table_writes_parallelism if sink.concurrent_writes else 1,
-        )
-        target = server_position(settings) if available_now else None
+        writer = BatchWriter(plan, sink, _write_rules(run, sink), listener, history, snapshot_batch)
+        target = server_position(run.settings) if run.available_now else None
 
-        hold = BatchHold(config.state_location, state_hadoop)
+        hold = BatchHold(config.state_location, where.state_hadoop)
         hold.clear()  # one an earlier run left (stopped hard after setting it)
         reader = spark.readStream.format("mysql-cdc")
-        for key, value in {**state_options(state_hadoop), **config.source_options()}.items():
+        for key, value in {**state_options(where.state_hadoop), **run.source_options}.items():
             reader = reader.option(key, value)
         if restart:
             reader = reader.option("scan.resnapshot.tables", ",".join(restart))
@@ -310,8 +274,8 @@ def _run_leased(
             reader.load()
             .writeStream.queryName(_query_name(config.pipeline.name))
             .foreachBatch(progress.timed(resnapshots.wrap(writer, sink, plan.sink_tables)))
-            .option("checkpointLocation", f"{config.checkpoint.rstrip('/')}/spark")
-            .trigger(**_trigger(config, available_now))
+            .option("checkpointLocation", where.spark_checkpoint)
+            .trigger(**_trigger(config, run.available_now))
             .start()
         )
     except BaseException:  # the creations it began must not outlive this run
@@ -338,9 +302,9 @@ def _run_leased(
                 query.awaitTermination(POLL_S)
             except StreamingQueryException:
                 break  # reported below, as our own error
-            lease.renew()
-            if ids is not None and time.monotonic() - last_server_check > 5:
-                ids.check()  # before last_server_check moves on below
+            held.lease.renew()
+            if held.ids is not None and time.monotonic() - last_server_check > 5:
+                held.ids.check()  # before last_server_check moves on below
             latest = query.lastProgress
             if latest and latest.get("sources"):
                 log.debug("progress endOffset: %r", latest["sources"][0].get("endOffset"))
@@ -350,7 +314,7 @@ def _run_leased(
             if time.monotonic() - last_server_check > 5:
                 last_server_check = time.monotonic()
                 try:
-                    server_pos = server_position(settings)
+                    server_pos = server_position(run.settings)
                 except SparkCdcError:
                     server_pos = None
             batch = int(latest["batchId"]) if latest else -1
@@ -396,8 +360,7 @@ def _run_leased(
 
 
 def _chunk_estimates(
-    settings: Any,
-    config: PipelineConfig,
+    run: RunPlan,
     schemas: Sequence[TableSchema],
     committed: tuple[int, dict[str, Any]] | None,
 ) -> dict[str, int]:
@@ -407,14 +370,14 @@ def _chunk_estimates(
     from sparkcdc.mysql.admin.catalog import estimated_rows
     from sparkcdc.mysql.protocol.connection import sql_connection
 
-    options = SourceOptions.from_options(config.source_options())
+    options = run.options
     if options.scan_startup_mode not in SNAPSHOT_MODES or (
         committed is not None and snapshot_done(committed[1])
     ):
         return {}
     size = options.chunk_size
     try:
-        with sql_connection(settings) as conn:
+        with sql_connection(run.settings) as conn:
             return {
                 f"{s.database}.{s.table}": max(
                     1, -(-estimated_rows(conn, s.database, s.table) // size)
@@ -423,6 +386,21 @@ def _chunk_estimates(
             }
     except SparkCdcError:
         return {}
+
+
+def _write_rules(run: RunPlan, sink: Sink) -> WriteRules:
+    """How the run's batches are written, as its file says and its sink allows."""
+    config = run.config
+    return WriteRules(
+        config.pipeline.schema_change_behavior,
+        lambda s: (
+            config.route_for(s.database, s.table),
+            config.transform_for(s.database, s.table),
+        ),
+        source=run.settings,
+        append_snapshot=config.pipeline.existing_sink_rows != "keep",
+        table_writes=config.pipeline.table_writes_parallelism if sink.concurrent_writes else 1,
+    )
 
 
 def _trigger(config: PipelineConfig, available_now: bool) -> dict[str, Any]:
@@ -437,7 +415,7 @@ def _trigger(config: PipelineConfig, available_now: bool) -> dict[str, Any]:
     return {"processingTime": f"{config.pipeline.trigger_interval_s} seconds"}
 
 
-def _check_shared(spark: Any, state: Location, settings: dict[str, str]) -> None:
+def _check_shared(spark: Any, state: Location, settings: Mapping[str, str]) -> None:
     """On a cluster, executors stage the snapshot's chunks under the state location and the
     driver reads them: each must see what the other writes, at the same location."""
     blind = blind_executors(spark, state, settings)
