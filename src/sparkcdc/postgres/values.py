@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcdc.errors import SourceError
 from sparkcdc.postgres.pgoutput import ColumnValue
@@ -78,7 +79,14 @@ def decode_text_column(values: Sequence[ColumnValue], column: ColumnType, where:
         return pa.array(texts, type=pa.string())
     if kind in (ValueKind.INTEGER, ValueKind.FLOAT, ValueKind.NUMERIC_DOUBLE, ValueKind.DECIMAL):
         return _cast(texts, column, where)
-    parse = _PARSERS[kind]
+    if kind in (ValueKind.DATE, ValueKind.TIMESTAMP, ValueKind.TIMESTAMPTZ):
+        return _temporal(texts, column, where)
+    return _parsed(texts, column, where)
+
+
+def _parsed(texts: Sequence[str | None], column: ColumnType, where: str) -> pa.Array:
+    """Each value parsed by the column kind's Python parser."""
+    parse = _PARSERS[column.kind]
     parsed = []
     for text in texts:
         try:
@@ -86,6 +94,25 @@ def decode_text_column(values: Sequence[ColumnValue], column: ColumnType, where:
         except ValueError as error:
             raise _refuse(where, text, f"a {column.spark_type} value ({error})", _FORMS) from None
     return pa.array(parsed, type=column.arrow_type)
+
+
+# What Arrow's ISO 8601 cast does not read: BC, years past 9999, ±infinity.
+_SPECIAL_TEMPORAL = r"(^-?infinity$)|( BC$)|(^\d{5})"
+
+
+def _temporal(texts: list[str | None], column: ColumnType, where: str) -> pa.Array:
+    """Dates and timestamps by Arrow's ISO 8601 cast; the values it does not read (BC,
+    years past 9999, ±infinity) by the Python parser, put in their places."""
+    strings = pa.array(texts, type=pa.string())
+    special = pc.fill_null(pc.match_substring_regex(strings, _SPECIAL_TEMPORAL), False)
+    try:
+        ordinary = pc.if_else(special, None, strings).cast(column.arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _parsed(texts, column, where)  # finds the value in another form and names it
+    if not pc.any(special).as_py():
+        return ordinary
+    rare = [texts[int(i)] for i in pc.indices_nonzero(special).to_pylist()]
+    return pc.replace_with_mask(ordinary, special, _parsed(rare, column, where))
 
 
 _FORMS = (
@@ -180,7 +207,13 @@ def _date(text: str) -> int:
     return days_from_civil(_year(year, bc), int(month), int(day))
 
 
-def _timestamp_micros(text: str, *, with_zone: bool) -> int:
+def timestamp_micros(text: str, *, with_zone: bool) -> int:
+    """Microseconds since 1970-01-01 00:00 (UTC for ``with_zone``) of a timestamp's ISO
+    text, BC and years past 9999 included; ±infinity as ±TIMESTAMP_INFINITY.
+
+    >>> timestamp_micros("0001-01-01 00:00:00+01 BC", with_zone=True)
+    -62167222800000000
+    """
     if text == "infinity":
         return TIMESTAMP_INFINITY
     if text == "-infinity":
@@ -207,8 +240,8 @@ _PARSERS: dict[ValueKind, Callable[[str], object]] = {
     ValueKind.BIT: _bit,
     ValueKind.BYTEA: _bytea,
     ValueKind.DATE: _date,
-    ValueKind.TIMESTAMP: lambda text: _timestamp_micros(text, with_zone=False),
-    ValueKind.TIMESTAMPTZ: lambda text: _timestamp_micros(text, with_zone=True),
+    ValueKind.TIMESTAMP: lambda text: timestamp_micros(text, with_zone=False),
+    ValueKind.TIMESTAMPTZ: lambda text: timestamp_micros(text, with_zone=True),
 }
 
 

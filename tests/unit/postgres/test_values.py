@@ -26,6 +26,7 @@ from sparkcdc.postgres.values import (
     days_from_civil,
     decode_text_column,
     parse_array,
+    timestamp_micros,
 )
 
 CATALOG = TypeCatalog.builtin()
@@ -186,3 +187,42 @@ def render_array(elements: list[str | None]) -> str:
 @given(st.lists(st.none() | st.text(alphabet=st.characters(blacklist_characters="\0"))))
 def test_parse_array_reads_back_what_array_out_writes(elements: list[str | None]) -> None:
     assert parse_array(render_array(elements)) == elements
+
+
+def pg_timestamp(moment: dt.datetime, offset_minutes: int | None) -> str:
+    """A timestamp as PostgreSQL's ISO output writes it (fraction trimmed, offset +HH[:MM])."""
+    text = f"{moment.year:04d}-" + moment.strftime("%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    if offset_minutes is not None:
+        sign = "+" if offset_minutes >= 0 else "-"
+        hours, minutes = divmod(abs(offset_minutes), 60)
+        text += f"{sign}{hours:02d}" + (f":{minutes:02d}" if minutes else "")
+    return text
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+            st.none() | st.integers(min_value=-15 * 60, max_value=15 * 60),
+        ),
+        max_size=20,
+    ),
+    st.sampled_from(["infinity", "-infinity", "0044-03-15 12:00:00 BC", "12345-01-01 00:00:00"]),
+)
+def test_arrows_cast_and_the_python_parser_agree_on_timestamps(
+    moments: list[tuple[dt.datetime, int | None]], rare: str
+) -> None:
+    for with_zone, name in ((True, "timestamptz"), (False, "timestamp")):
+        texts: list[str | None] = [
+            pg_timestamp(moment, (offset or 0) if with_zone else None) for moment, offset in moments
+        ]
+        rare_text = rare + ("+00" if with_zone and "BC" not in rare and "inf" not in rare else "")
+        rare_text = rare_text.replace(" BC", "+00 BC") if with_zone else rare_text
+        texts[len(texts) // 2 : len(texts) // 2] = [rare_text, None]
+        column = column_type(CATALOG, oid(name), -1, where="t.c")
+        decoded = decode_text_column(texts, column, "t.c").cast(pa.int64()).to_pylist()
+        assert decoded == [
+            None if text is None else timestamp_micros(text, with_zone=with_zone) for text in texts
+        ]
