@@ -38,9 +38,8 @@ from sparkcdc.postgres.types import (
     BUILTIN_TYPES,
     DecimalHandlingMode,
     TypeCatalog,
-    column_type,
 )
-from sparkcdc.postgres.values import ValueDecodeError, decode_text_column
+from sparkcdc.postgres.values import RowsDecoder, ValueDecodeError
 from sparkcdc_dev.devpostgres import DevPostgres
 
 pytestmark = pytest.mark.integration
@@ -407,16 +406,12 @@ class Stream:
     ) -> tuple[pa.Array, str]:
         """Column ``v`` of ``table``'s rows by ``id``, decoded, and its Spark type."""
         relation = next(r for r in self.relations.values() if r.name == table)
-        column = relation.columns[1]
-        where = f"{table}.v"
-        mapped = column_type(
-            self.catalog, column.type_oid, column.type_modifier, where=where, mode=mode
-        )
+        decoder = RowsDecoder.for_relation(relation, self.catalog, mode)
         rows = sorted(
             (i.new for i in self.inserts if i.relation_oid == relation.oid),
             key=lambda row: int(str(row[0])),
         )
-        return decode_text_column([row[1] for row in rows], mapped, where), mapped.spark_type
+        return decoder.record_batch(rows).column(1), decoder.columns[1].spark_type
 
 
 def read_stream(
@@ -565,10 +560,12 @@ def test_values_a_column_cannot_hold_stop_with_the_column_named(
         },
     )
     with pytest.raises(
-        ValueDecodeError, match=r"odd_nan\.v: received 'NaN'.*decimal\.handling\.mode"
+        ValueDecodeError, match=r"public\.odd_nan\.v: received 'NaN'.*decimal\.handling\.mode"
     ):
         stream.column("odd_nan")
-    with pytest.raises(ValueDecodeError, match=r"odd_wide\.v: received '0\.0+1'.*does not fit"):
+    with pytest.raises(
+        ValueDecodeError, match=r"public\.odd_wide\.v: received '0\.0+1'.*does not fit"
+    ):
         stream.column("odd_wide")
     with pytest.raises(ValueDecodeError, match=r"odd_dims\.v: .*multi-dimensional"):
         stream.column("odd_dims")

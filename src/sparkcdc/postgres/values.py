@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcdc.errors import SourceError
-from sparkcdc.postgres.pgoutput import ColumnValue
-from sparkcdc.postgres.types import ColumnType, ValueKind
+from sparkcdc.postgres.pgoutput import ColumnValue, Relation
+from sparkcdc.postgres.types import (
+    ColumnType,
+    DecimalHandlingMode,
+    TypeCatalog,
+    ValueKind,
+    column_type,
+)
 
 # What ±infinity dates and timestamps become: the Arrow type's largest and smallest value.
 DATE_INFINITY = 2**31 - 1
@@ -243,6 +250,75 @@ _PARSERS: dict[ValueKind, Callable[[str], object]] = {
     ValueKind.TIMESTAMP: lambda text: timestamp_micros(text, with_zone=False),
     ValueKind.TIMESTAMPTZ: lambda text: timestamp_micros(text, with_zone=True),
 }
+
+
+# --------------------------------------------------------------------------- whole rows
+
+
+@dataclass(frozen=True)
+class RowsDecoder:
+    """A table's tuples (as a Relation describes them) into Arrow record batches, a
+    column at a time; the columns' types are mapped once, when the Relation arrives.
+
+        >>> decoder = RowsDecoder.for_relation(relation, catalog)   # doctest: +SKIP
+        >>> decoder.record_batch([insert.new for insert in inserts])  # doctest: +SKIP
+    """
+
+    relation: Relation
+    columns: tuple[ColumnType, ...]
+
+    @classmethod
+    def for_relation(
+        cls,
+        relation: Relation,
+        catalog: TypeCatalog,
+        mode: DecimalHandlingMode = DecimalHandlingMode.PRECISE,
+    ) -> RowsDecoder:
+        """Raises SourceError naming the column of a type outside the mapping."""
+        return cls(
+            relation,
+            tuple(
+                column_type(
+                    catalog,
+                    column.type_oid,
+                    column.type_modifier,
+                    where=cls._where(relation, column.name),
+                    mode=mode,
+                )
+                for column in relation.columns
+            ),
+        )
+
+    @staticmethod
+    def _where(relation: Relation, column: str) -> str:
+        return f"{relation.namespace}.{relation.name}.{column}"
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(
+            pa.field(column.name, mapped.arrow_type)
+            for column, mapped in zip(self.relation.columns, self.columns, strict=True)
+        )
+
+    def record_batch(self, rows: Sequence[Sequence[ColumnValue]]) -> pa.RecordBatch:
+        """``rows`` (tuples of the Relation's columns, text values) as one record batch."""
+        width = len(self.columns)
+        for row in rows:
+            if len(row) != width:
+                raise ValueDecodeError(
+                    f"a row of {self._where(self.relation, '')[:-1]} has {len(row)} values, "
+                    f"expected {width} as its Relation says: the Relation is stale (a column "
+                    "was added or dropped) and must be the one the server sent last"
+                )
+        arrays = [
+            decode_text_column(
+                [row[index] for row in rows],
+                mapped,
+                self._where(self.relation, self.relation.columns[index].name),
+            )
+            for index, mapped in enumerate(self.columns)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 # ------------------------------------------------------------------------------- arrays

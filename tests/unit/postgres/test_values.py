@@ -4,6 +4,7 @@ against the real server are in tests/integration/test_postgres_types.py)."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcdc.errors import SourceError
-from sparkcdc.postgres.pgoutput import UNCHANGED_TOAST
+from sparkcdc.postgres.pgoutput import UNCHANGED_TOAST, Relation, RelationColumn, ReplicaIdentity
 from sparkcdc.postgres.types import (
     BUILTIN_TYPES,
     DecimalHandlingMode,
@@ -22,6 +23,7 @@ from sparkcdc.postgres.types import (
     numeric_digits,
 )
 from sparkcdc.postgres.values import (
+    RowsDecoder,
     ValueDecodeError,
     days_from_civil,
     decode_text_column,
@@ -226,3 +228,29 @@ def test_arrows_cast_and_the_python_parser_agree_on_timestamps(
         assert decoded == [
             None if text is None else timestamp_micros(text, with_zone=with_zone) for text in texts
         ]
+
+
+def test_rows_decode_into_a_record_batch_of_the_relations_columns() -> None:
+    relation = Relation(
+        None,
+        16384,
+        "public",
+        "items",
+        ReplicaIdentity.DEFAULT,
+        (
+            RelationColumn("id", oid("int8"), -1, True),
+            RelationColumn("price", oid("numeric"), numeric_typmod(10, 2), False),
+            RelationColumn("tags", oid("text", array=True), -1, False),
+        ),
+    )
+    decoder = RowsDecoder.for_relation(relation, CATALOG)
+    batch = decoder.record_batch([("1", "9.50", '{a,"b c"}'), ("2", None, None)])
+    assert batch.schema.names == ["id", "price", "tags"]
+    assert batch.to_pylist() == [
+        {"id": 1, "price": Decimal("9.50"), "tags": ["a", "b c"]},
+        {"id": 2, "price": None, "tags": None},
+    ]
+    with pytest.raises(ValueDecodeError, match=r"public\.items\.price: received 'NaN'"):
+        decoder.record_batch([("3", "NaN", None)])
+    with pytest.raises(ValueDecodeError, match=r"a row of public\.items has 2 values, expected 3"):
+        decoder.record_batch([("3", "1")])
