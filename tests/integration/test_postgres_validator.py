@@ -102,6 +102,27 @@ def test_a_publication_missing_partial_or_without_some_operations(
     assert 'ALTER PUBLICATION "part" ADD TABLE "public"."keyed"' in found[1]
 
 
+def test_a_publication_of_some_rows_or_columns_is_refused(
+    pg: DevPostgres, endpoint: PostgresEndpoint
+) -> None:
+    with pg.connection(endpoint.database) as sql:
+        sql.execute(
+            "CREATE PUBLICATION narrow FOR TABLE full_t WHERE (id > 0), keyed (id), bare, nothing_t"
+        )
+    found = by_setting(endpoint, "narrow")["publication narrow"]
+    assert [issue.split(";")[0] for issue in found] == [
+        "error: publication narrow: found publishes only the rows of a WHERE clause of "
+        '"public"."full_t", expected every row and column of the captured tables',
+        'error: publication narrow: found publishes only some columns of "public"."keyed", '
+        "expected every row and column of the captured tables",
+    ]
+    assert 'ALTER PUBLICATION "narrow" DROP TABLE "public"."full_t"; ALTER PUBLICATION' in found[0]
+    with pg.connection(endpoint.database) as sql:  # the fix, as the message says
+        sql.execute('ALTER PUBLICATION "narrow" DROP TABLE "public"."full_t", "public"."keyed"')
+        sql.execute('ALTER PUBLICATION "narrow" ADD TABLE "public"."full_t", "public"."keyed"')
+    assert "publication narrow" not in by_setting(endpoint, "narrow")
+
+
 def test_a_missing_table_and_one_the_user_does_not_own(
     pg: DevPostgres, endpoint: PostgresEndpoint
 ) -> None:

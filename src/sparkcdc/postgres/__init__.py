@@ -9,4 +9,8 @@
   the CopyBoth stream of START_REPLICATION): slots and publications managed explicitly, a
   reader of the transactions committed in ``[start, end)``, and standby status updates that
   confirm only what the caller says is committed.
+- ``types``: PostgreSQL column types (by OID and typmod; enums, domains and arrays from
+  ``pg_type``) mapped to Spark and Arrow types (docs/postgres.md holds the table).
+- ``values``: pgoutput's text values decoded into Arrow a column at a time, exact or stopped.
+- ``validator``: what a server lacks for a source, each issue with its fix.
 """

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MIN_VERSION = 100000  # pgoutput and publications: PostgreSQL 10
 STREAMING_VERSION = 140000  # large transactions streamed while in progress: PostgreSQL 14
+ROW_FILTER_VERSION = 150000  # publications of some rows (WHERE) or columns: PostgreSQL 15
 OPERATIONS = ("insert", "update", "delete", "truncate")
 # Roles that give REPLICATION where the superuser is the provider's (Amazon RDS, Aurora)
 REPLICATION_ROLES = ("rds_replication",)
@@ -77,6 +78,9 @@ class PublicationFacts:
     name: str
     operations: tuple[str, ...]  # of OPERATIONS, those it publishes
     tables: frozenset[tuple[str, str]]  # (schema, table) it publishes
+    # the tables it publishes only some rows (WHERE) or columns of (PostgreSQL 15+)
+    row_filtered: frozenset[tuple[str, str]] = frozenset()
+    column_listed: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,9 @@ def check_user(user: UserFacts) -> list[ValidationIssue]:
 def check_publication(
     name: str, publication: PublicationFacts | None, tables: Sequence[TableFacts]
 ) -> list[ValidationIssue]:
-    """The publication publishes every captured table and every operation; a missing one is
-    an error unless the user owns the tables (sparkcdc then creates it)."""
+    """The publication publishes every captured table, all its rows and columns, and every
+    operation; a missing one is an error unless the user owns the tables (sparkcdc then
+    creates it)."""
     present = [table for table in tables if table.exists]
     listed = ", ".join(table.quoted for table in present)
     quoted = quote_identifier(name)
@@ -227,6 +232,23 @@ def check_publication(
                 "error",
             )
         )
+    for narrowed, what in (
+        (publication.row_filtered, "only the rows of a WHERE clause"),
+        (publication.column_listed, "only some columns"),
+    ):
+        tables_narrowed = [t for t in present if (t.schema, t.name) in narrowed]
+        if tables_narrowed:
+            names = ", ".join(t.quoted for t in tables_narrowed)
+            issues.append(
+                ValidationIssue(
+                    f"publication {name}",
+                    f"publishes {what} of {names}",
+                    "every row and column of the captured tables",
+                    f"ALTER PUBLICATION {quoted} DROP TABLE {names}; "
+                    f"ALTER PUBLICATION {quoted} ADD TABLE {names};",
+                    "error",
+                )
+            )
     return issues
 
 
@@ -344,10 +366,21 @@ def read_facts(
             "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
             [publication],
         ).fetchall()
+        narrowed: list[tuple[str, str, bool, bool]] = []
+        if settings.version_num >= ROW_FILTER_VERSION:
+            narrowed = conn.execute(
+                "SELECT n.nspname, c.relname, r.prqual IS NOT NULL, r.prattrs IS NOT NULL "
+                "FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+                "JOIN pg_class c ON c.oid = r.prrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE p.pubname = %s",
+                [publication],
+            ).fetchall()
         publication_facts = PublicationFacts(
             publication,
             tuple(op for op, flag in zip(OPERATIONS, found, strict=True) if flag),
             frozenset((str(s), str(t)) for s, t in published),
+            frozenset((str(s), str(t)) for s, t, rows, _ in narrowed if rows),
+            frozenset((str(s), str(t)) for s, t, _, columns in narrowed if columns),
         )
     return SourceFacts(
         settings,
