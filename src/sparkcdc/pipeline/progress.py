@@ -11,7 +11,9 @@ from typing import Any, TextIO
 
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 
-log = logging.getLogger(__name__)
+# the run's progress lines are the runner's: users read and filter them by this name
+# (docs/cli.md shows them)
+log = logging.getLogger("sparkcdc.pipeline.runner")
 
 
 POLL_S = 0.5

@@ -175,11 +175,11 @@ def snapshot_offset(chunks_done: int, total: int = 100) -> dict[str, Any]:
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "sparkcdc.pipeline.progress"]
+    return [r.getMessage() for r in caplog.records if r.name == "sparkcdc.pipeline.runner"]
 
 
 def test_progress_in_a_log_is_a_line_every_ten_seconds(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "sparkcdc.pipeline.progress")
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
     clock = FakeClock()
     progress = Progress(io.StringIO(), interactive=False, clock=clock)
     for step in range(120):  # a minute of the runner's polls, every one with news
@@ -194,7 +194,7 @@ def test_progress_in_a_log_is_a_line_every_ten_seconds(caplog: pytest.LogCapture
 def test_progress_logs_the_end_of_the_snapshot_and_of_the_run_at_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, "sparkcdc.pipeline.progress")
+    caplog.set_level(logging.INFO, "sparkcdc.pipeline.runner")
     clock = FakeClock()
     progress = Progress(io.StringIO(), interactive=False, clock=clock)
     progress.update(snapshot_offset(99), 1, None)
