@@ -237,6 +237,12 @@ def test_several_tables_give_the_envelope(
 def test_earliest_and_specific_offsets(
     spark: Any, dev_server: DevServer, database: str, sql: Any
 ) -> None:
+    # earliest-offset reads every binlog file the server has: only this test's, not what
+    # earlier tests left (a statement-logged stored-function call there stops any stream)
+    with dev_server.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW MASTER STATUS")
+        cur.execute(f"PURGE BINARY LOGS TO '{cur.fetchone()[0]}'")
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY)")
     sql.execute("SHOW MASTER STATUS")
     file, pos = sql.fetchone()[:2]
