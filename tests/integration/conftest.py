@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from flink_consumer import flink_harness  # noqa: F401  (a fixture: Flink's harness, compiled)
 
+from sparkcdc_dev.devpostgres import DevPostgres
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
@@ -50,6 +52,15 @@ def bucket(minio: Any) -> str:
     name = f"lake-{uuid.uuid4().hex[:12]}"
     minio.bucket(name)
     return name
+
+
+@pytest.fixture(scope="module")
+def pg() -> DevPostgres:
+    """The private PostgreSQL, started if it is not running; per module, so a module after
+    one that stopped it finds it again."""
+    server = DevPostgres.from_env()
+    server.start()
+    return server
 
 
 @pytest.fixture

@@ -92,13 +92,6 @@ class Source:
             return list(stream.transactions(end))
 
 
-@pytest.fixture(scope="module")
-def pg() -> DevPostgres:
-    server = DevPostgres.from_env()
-    server.start()
-    return server
-
-
 @pytest.fixture
 def source(pg: DevPostgres) -> Iterator[Source]:
     database = f"pgwire_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"

@@ -374,13 +374,6 @@ def _table(index: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def pg() -> DevPostgres:
-    server = DevPostgres.from_env()
-    server.start()
-    return server
-
-
-@pytest.fixture(scope="module")
 def database(pg: DevPostgres) -> Iterator[tuple[str, PostgresEndpoint]]:
     name = f"pgtypes_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
     with pg.superuser_connection() as admin:

@@ -22,13 +22,6 @@ pytestmark = pytest.mark.integration
 TABLES = [("public", "full_t"), ("public", "keyed"), ("public", "bare"), ("public", "nothing_t")]
 
 
-@pytest.fixture(scope="module")
-def pg() -> DevPostgres:
-    server = DevPostgres.from_env()
-    server.start()
-    return server
-
-
 @pytest.fixture
 def endpoint(pg: DevPostgres) -> Iterator[PostgresEndpoint]:
     name = f"pgvalid_{os.getpid()}_{uuid.uuid4().hex[:8]}"

@@ -233,13 +233,6 @@ def test_delta_exception_stops_before_writing_the_batch_and_evolve_goes_on(
 # ------------------------------------------------------------------------------ jdbc
 
 
-@pytest.fixture(scope="module")
-def pg() -> DevPostgres:
-    pg = DevPostgres.from_env()
-    pg.start()
-    return pg
-
-
 def pg_table(pg: DevPostgres, schema: str, table: str) -> tuple[list[str], list[Row]]:
     """Columns (in order) and rows of a PostgreSQL table, read with psycopg (none and none:
     no such table)."""
