@@ -26,7 +26,6 @@ from test_schema_evolution import (
     iceberg_table,
     jdbc_sink,
     make_config,
-    pg,  # noqa: F401 - the module-scoped PostgreSQL fixture
     pg_table,
     run_steps,
 )
@@ -158,7 +157,7 @@ def test_jdbc_postgresql_added_columns_hold_the_sources_values(
     spark: Any,
     server: DevServer,
     source: Any,
-    pg: DevPostgres,  # noqa: F811
+    pg: DevPostgres,
     tmp_path: Path,
 ) -> None:
     schema = "fill_evolve"
