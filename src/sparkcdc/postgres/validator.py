@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 
 from sparkcdc.errors import SourceConnectionError, SourceError
+from sparkcdc.model.validation import ValidationIssue
 from sparkcdc.postgres.replication import PostgresEndpoint, quote_identifier, quote_literal
 
 log = logging.getLogger(__name__)
@@ -32,23 +33,6 @@ ROW_FILTER_VERSION = 150000  # publications of some rows (WHERE) or columns: Pos
 OPERATIONS = ("insert", "update", "delete", "truncate")
 # Roles that give REPLICATION where the superuser is the provider's (Amazon RDS, Aurora)
 REPLICATION_ROLES = ("rds_replication",)
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class ValidationIssue:
-    """One thing wrong with the source, and the exact statement that fixes it (the MySQL
-    validator's shape)."""
-
-    setting: str
-    found: str
-    expected: str
-    fix: str
-    severity: Severity
-
-    def __str__(self) -> str:
-        return f"{self.setting}: found {self.found}, expected {self.expected}; fix: {self.fix}"
 
 
 @dataclass(frozen=True)

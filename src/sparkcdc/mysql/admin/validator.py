@@ -23,6 +23,7 @@ from typing import Any, Literal
 import pymysql
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.validation import ValidationIssue
 from sparkcdc.mysql.admin.server import ServerInfo, binlog_filters, server_info, variables
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.protocol.replication import BinlogClient
@@ -38,22 +39,6 @@ MARIADB_BINLOG_MONITOR = (10, 5, 2)
 BINLOG_VARIABLES = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
 # whether a replica writes what it applies to its own binlog (MySQL 8.0.26 renamed it)
 REPLICA_LOGGING_VARIABLES = ("log_slave_updates", "log_replica_updates")
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class ValidationIssue:
-    """One thing wrong with the source, and the exact statement that fixes it."""
-
-    setting: str
-    found: str
-    expected: str
-    fix: str
-    severity: Severity
-
-    def __str__(self) -> str:
-        return f"{self.setting}: found {self.found}, expected {self.expected}; fix: {self.fix}"
 
 
 @dataclass(frozen=True)
