@@ -4,8 +4,9 @@ The incremental snapshot, the Spark source and the pipelines are written once ag
 :class:`SourceDialect`, as Flink CDC's incremental-snapshot framework is against its
 ``JdbcDataSourceDialect``; each database implements it in its own package and is found by
 its source type name (:func:`dialect_class`, loaded on first use like the sinks). The
-MySQL/MariaDB source (``sparkcdc.mysql.dialect``) is the only implementation; what each
-method must guarantee is in DESIGN.md, "The source interface".
+MySQL/MariaDB source (``sparkcdc.mysql.dialect``) and the PostgreSQL source
+(``sparkcdc.postgres.dialect``) implement it; what each method must guarantee is in
+DESIGN.md, "The source interface".
 
 >>> dialect_class("mysql-cdc").__name__
 'MySqlDialect'
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.events import RowChanges, SchemaChange
@@ -174,6 +175,8 @@ class SourceDialect(ABC, Generic[P]):
 
     type_name: str  # the source type: the streaming format and pipeline ``source.type``
     settings: Any  # how its connections are made (the dialect's own type)
+    # the options it is built from: SourceOptions or a subclass of the source's own
+    options_type: ClassVar[type[SourceOptions]] = SourceOptions
 
     @abstractmethod
     def __init__(self, options: SourceOptions) -> None: ...
@@ -258,6 +261,12 @@ class SourceDialect(ABC, Generic[P]):
         order, each row carrying the ``seq`` of its position; raise when the stream there
         is not the one the positions were taken on."""
 
+    def commit(self, position: P) -> None:
+        """Everything before ``position`` is committed by the caller (Spark committed the
+        batch that ends there): a source whose server keeps the stream for its reader
+        (PostgreSQL's replication slot) may let the server free what lies before it. Never
+        called with a position not yet committed; a source that keeps nothing does nothing."""
+
     # -- rows logged without their columns ---------------------------------------------
 
     def schema_versions(
@@ -276,6 +285,7 @@ class SourceDialect(ABC, Generic[P]):
 
 SOURCE_TYPES = {
     "mysql-cdc": "sparkcdc.mysql.dialect:MySqlDialect",
+    "postgres-cdc": "sparkcdc.postgres.dialect:PostgresDialect",
 }
 """Source type name -> ``module:class`` of its :class:`SourceDialect`, imported on first use."""
 
@@ -293,6 +303,16 @@ def dialect_class(type_name: str, *, where: str = "source.type") -> type[SourceD
     return cls
 
 
+def options_for(type_name: str, options: Mapping[str, str]) -> SourceOptions:
+    """The raw options of a source of ``type_name`` parsed into its options model.
+
+    >>> type(options_for("mysql-cdc", {"hostname": "h", "username": "u",
+    ...     "database-name": "app", "scan.startup.mode": "latest-offset"})).__name__
+    'SourceOptions'
+    """
+    return dialect_class(type_name).options_type.from_options(options)
+
+
 def dialect_for(options: SourceOptions, type_name: str = "mysql-cdc") -> SourceDialect[Any]:
-    """The dialect of one source, from its options."""
+    """The dialect of one source, from its options (``options_for``'s)."""
     return dialect_class(type_name)(options)

@@ -10,10 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column
+
+
+class RowPosition(Protocol):
+    """Where a source event is in its change stream (a ``BinlogPosition``, a PostgreSQL
+    ``Lsn``): what a row's ``seq`` is made of."""
+
+    def seq(self, row_index: int = 0) -> int: ...
+
+    def seqs(self, first: int, count: int) -> list[int]:
+        """``[seq(first), ..., seq(first + count - 1)]``."""
+        ...
+
+    def to_offset(self) -> dict[str, Any]: ...
 
 
 class RowsKind(Enum):
@@ -81,7 +94,7 @@ class RowChanges:
     kind: RowsKind
     images: Rows | EncodedRows
     timestamp: int  # event time, seconds since the epoch
-    position: BinlogPosition  # where the event starts
+    position: RowPosition  # where the event starts
     columns: ImageColumns
     first_row: int = 0
 

@@ -11,7 +11,7 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -120,9 +120,15 @@ class ServerIdRange:
 
 
 class SourceOptions(BaseModel):
-    """The options of ``spark.readStream.format("mysql-cdc")`` (Flink CDC names)."""
+    """The options of ``spark.readStream.format("mysql-cdc")`` (Flink CDC names).
+
+    Another source's options are a subclass (``sparkcdc.postgres.options``): its own
+    options added, the ones it has no use for in ``not_options``, its name in
+    ``format_name`` (both for ``from_options``' messages)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    format_name: ClassVar[str] = "mysql-cdc"
+    not_options: ClassVar[frozenset[str]] = frozenset()
 
     hostname: str
     port: int = Field(3306, ge=1, le=65535)
@@ -299,13 +305,14 @@ class SourceOptions(BaseModel):
         ...     "database-name": "app", "scan.startup.mode": "latest-offset"}).port
         3306
         """
-        known = option_names()
+        known = cls.option_names()
         # Spark lower-cases option keys; Flink CDC's names are lower-case already.
         data: dict[str, Any] = {}
         for key, value in options.items():
             if key not in known and not key.startswith(STATE_FS_PREFIX):
                 raise ConfigError(
-                    f"unknown option '{key}' for format 'mysql-cdc'.{did_you_mean(key, known)} "
+                    f"unknown option '{key}' for format '{cls.format_name}'."
+                    f"{did_you_mean(key, known)} "
                     f"Valid options: {', '.join(sorted(known))}"
                 )
             data[key] = value
@@ -316,9 +323,15 @@ class SourceOptions(BaseModel):
                 f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}"
                 for err in exc.errors()
             )
-            raise ConfigError(f"invalid mysql-cdc options: {problems}") from None
+            raise ConfigError(f"invalid {cls.format_name} options: {problems}") from None
+
+    @classmethod
+    def option_names(cls) -> set[str]:
+        """Every option name this source type accepts (its fields' aliases)."""
+        names = {field.alias or name for name, field in cls.model_fields.items()}
+        return names - cls.not_options
 
 
 def option_names() -> set[str]:
     """Every option name SourceOptions accepts (its aliases)."""
-    return {field.alias or name for name, field in SourceOptions.model_fields.items()}
+    return SourceOptions.option_names()

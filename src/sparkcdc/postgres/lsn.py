@@ -14,6 +14,11 @@ from typing import Any
 from sparkcdc.errors import PositionError
 
 _MAX = (1 << 64) - 1
+# seq packs a commit LSN and a row's index in its transaction into one signed 64-bit number
+# (DESIGN.md §12.2): 16 bits of row index leave 47 bits, 128 TiB of WAL, for the LSN.
+_SEQ_ROW_BITS = 16
+_SEQ_MAX_ROW = (1 << _SEQ_ROW_BITS) - 1
+_SEQ_MAX_LSN = (1 << (63 - _SEQ_ROW_BITS)) - 1
 _TEXT_RE = re.compile(r"^([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})$")
 
 
@@ -68,6 +73,30 @@ class Lsn:
                 "the checkpoint holding it was not written by this source"
             )
         return cls.parse(text)
+
+    def seq(self, row_index: int = 0) -> int:
+        """The ``_seq`` of the row ``row_index`` of the transaction that commits here (this
+        LSN, by which ranges take transactions too): rows of later commits order after it.
+        Indexes past 65535 share the last slot (they keep their order in the stream).
+
+        >>> Lsn(1).seq(), Lsn(1).seq(2) > Lsn(1).seq(1), Lsn(2).seq() > Lsn(1).seq(10**6)
+        (65536, True, True)
+        """
+        if self.value > _SEQ_MAX_LSN:
+            raise PositionError(
+                f"LSN {self} is past {Lsn(_SEQ_MAX_LSN)}, the last a row's seq can hold "
+                "(128 TiB of WAL): this server's WAL outgrew the PostgreSQL source's seq"
+            )
+        return (self.value << _SEQ_ROW_BITS) | min(row_index, _SEQ_MAX_ROW)
+
+    def seqs(self, first: int, count: int) -> list[int]:
+        """``[seq(first), ..., seq(first + count - 1)]``.
+
+        >>> Lsn(1).seqs(65534, 3) == [Lsn(1).seq(65534), Lsn(1).seq(65535), Lsn(1).seq(65535)]
+        True
+        """
+        base = self.seq()
+        return [base | min(row, _SEQ_MAX_ROW) for row in range(first, first + count)]
 
 
 INVALID_LSN = Lsn(0)

@@ -21,9 +21,10 @@ from typing import Any
 
 import psycopg
 
-from sparkcdc.errors import SourceConnectionError, SourceError
+from sparkcdc.errors import SourceError
 from sparkcdc.model.validation import ValidationIssue
 from sparkcdc.postgres.replication import PostgresEndpoint, quote_identifier, quote_literal
+from sparkcdc.postgres.session import sql_connection
 
 log = logging.getLogger(__name__)
 
@@ -400,14 +401,7 @@ def validate_source(
     ...                 [("public", "orders")])
     []
     """
-    try:
-        conn = psycopg.connect(endpoint.conninfo(replication=False), autocommit=True)
-    except psycopg.OperationalError as error:
-        raise SourceConnectionError(
-            f"cannot connect to PostgreSQL {endpoint.where()}: {str(error).strip()}. Check "
-            "hostname, port, database-name, username and password"
-        ) from None
-    with conn:
+    with sql_connection(endpoint) as conn:
         return judge(read_facts(conn, slot, publication, tables))
 
 

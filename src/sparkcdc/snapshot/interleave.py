@@ -99,7 +99,7 @@ def filter_changes(
     reader = _KeyReader()
     for change in changes:
         table = f"{change.database}.{change.table}"
-        if isinstance(change, SchemaChange) or not flt.needs_server(table, change.position):
+        if isinstance(change, SchemaChange) or not flt.needs_server(table, _at(change)):
             window.append((change, None))
             if not pending:  # nothing waits for a ranking: on at once, in order
                 yield from _decide(window, flt, key_columns, reader)
@@ -113,6 +113,13 @@ def filter_changes(
             yield from _judge(window, pending, flt, key_columns, reader)
             window, pending, held = [], {}, 0
     yield from _judge(window, pending, flt, key_columns, reader)
+
+
+def _at(change: RowChanges) -> BinlogPosition:
+    """A change's binlog position: the interleaving filter's watermarks are binlog
+    positions (the chunk read is MySQL's, DESIGN.md §10.3)."""
+    assert isinstance(change.position, BinlogPosition), change.position
+    return change.position
 
 
 def _judge(
@@ -137,10 +144,10 @@ def _decide(
     for change, read in window:
         table = f"{change.database}.{change.table}"
         # whole: its rows are not decoded here (the compiled decoder reads them later)
-        if isinstance(change, SchemaChange) or flt.passes_whole(table, change.position):
+        if isinstance(change, SchemaChange) or flt.passes_whole(table, _at(change)):
             yield change
             continue
-        at = change.position
+        at = _at(change)
         k = _key_index(change, key_columns[table])
         keys = read if read is not None else reader.keys(change, k)
         whole = None if keys is None else _all_alike(flt, table, change.kind, keys, at)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkcdc.errors import PositionError
+from sparkcdc.model.dialect import Position
 from sparkcdc.postgres.lsn import Lsn
 
 lsns = st.integers(min_value=0, max_value=(1 << 64) - 1).map(Lsn)
@@ -53,3 +54,27 @@ def test_order_is_the_order_of_the_wal_position(a: Lsn, b: Lsn) -> None:
     assert (a < b) == (a.value < b.value)
     assert (a == b) == (str(a) == str(b))
     assert sorted([a, b]) == sorted([b, a])
+
+
+seq_lsns = st.integers(min_value=0, max_value=(1 << 47) - 1).map(Lsn)
+rows = st.integers(min_value=0, max_value=1 << 20)
+
+
+@given(seq_lsns, rows, seq_lsns, rows)
+def test_seq_orders_rows_by_commit_lsn_then_row(a: Lsn, i: int, b: Lsn, j: int) -> None:
+    """Lsn is a Position: a row's seq follows (commit LSN, row index), the last row slot
+    shared by the rows past it, and fits a signed 64-bit number."""
+    assert 0 <= a.seq(i) < 1 << 63
+    if (a.value, min(i, 65535)) < (b.value, min(j, 65535)):
+        assert a.seq(i) < b.seq(j)
+    assert a.seqs(i, 3) == [a.seq(i), a.seq(i + 1), a.seq(i + 2)]
+
+
+def test_an_lsn_past_what_seq_holds_is_refused() -> None:
+    with pytest.raises(PositionError, match="128 TiB"):
+        Lsn(1 << 47).seq()
+
+
+def test_lsn_satisfies_the_position_protocol() -> None:
+    position: Position = Lsn(5)
+    assert position.seq() == Lsn(5).seq() and position < Lsn(6) and position <= Lsn(5)

@@ -1,0 +1,256 @@
+"""The PostgreSQL source behind the source interface (:mod:`sparkcdc.model.dialect`).
+
+Positions are :class:`Lsn`; the change stream is the replication slot ``slot.name``
+decoded with pgoutput over the publication ``debezium.publication.name``; tables are
+``(schema, table)`` pairs (the layers' "database" is the schema). The slot moves only with
+``commit``: what Spark committed (DESIGN.md §12.2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from sparkcdc.errors import ConfigError, ReplicationSlotError, SourceError
+from sparkcdc.model.dialect import CapturedSchemas, RangeRead, SourceDialect
+from sparkcdc.model.events import RowChanges, SchemaChange
+from sparkcdc.model.options import ServerIdRange, SourceOptions
+from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.tables import TableFilter
+from sparkcdc.postgres import catalog
+from sparkcdc.postgres.changes import ChangeDecoder
+from sparkcdc.postgres.follower import LsnFollower
+from sparkcdc.postgres.lsn import Lsn
+from sparkcdc.postgres.options import PostgresSourceOptions
+from sparkcdc.postgres.pgoutput import LogicalMessage
+from sparkcdc.postgres.positions import watermark
+from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection
+from sparkcdc.postgres.session import KeptSession, sql_connection
+from sparkcdc.postgres.slots import ensure_publication, ensure_slot, slot_info
+from sparkcdc.postgres.types import TypeCatalog
+from sparkcdc.postgres.validator import check_source
+
+log = logging.getLogger(__name__)
+
+_OBJECT_IN_USE = "55006"
+
+
+def endpoint_of(options: PostgresSourceOptions) -> PostgresEndpoint:
+    """Where the options' connections go."""
+    assert options.database_name is not None  # PostgresSourceOptions requires it
+    return PostgresEndpoint(
+        options.hostname,
+        options.port,
+        options.username,
+        options.password.get_secret_value(),
+        options.database_name,
+        connect_timeout_s=max(1, int(options.connect_timeout_s)),
+    )
+
+
+class SlotClaim:
+    """The stream's hold on its replication slot: created if missing; refused while another
+    reader streams it; ``check`` that it is still there. The slot stays at ``close``: it is
+    dropped only when asked (it keeps the WAL the stream has yet to read)."""
+
+    def __init__(self, endpoint: PostgresEndpoint, slot: str) -> None:
+        self.endpoint = endpoint
+        self.slot = slot
+
+    @classmethod
+    def take(
+        cls,
+        endpoint: PostgresEndpoint,
+        slot: str,
+        publication: str,
+        tables: Sequence[tuple[str, str]],
+    ) -> SlotClaim:
+        with ReplicationConnection.open(endpoint) as conn:
+            info = ensure_slot(conn, slot)
+            if tables:
+                ensure_publication(conn, publication, tables)
+            if info.active:
+                pid = conn.query(
+                    f"SELECT active_pid FROM pg_replication_slots WHERE slot_name = '{slot}'"
+                )
+                holder = pid[0][0] if pid else "?"
+                raise ReplicationSlotError(
+                    f"replication slot {slot!r} on {endpoint.where()} is streamed by another "
+                    f"reader (pid {holder}): one slot has one reader. Stop that one "
+                    f"(SELECT pg_terminate_backend({holder}) if it is a leftover), or give this "
+                    "stream a slot.name of its own"
+                )
+        return cls(endpoint, slot)
+
+    def check(self) -> None:
+        with ReplicationConnection.open(self.endpoint) as conn:
+            if slot_info(conn, self.slot) is None:
+                raise ReplicationSlotError(
+                    f"replication slot {self.slot!r} on {self.endpoint.where()} was dropped "
+                    "while the stream ran: the changes since its last commit are gone. Take "
+                    "a new snapshot (or start again from latest-offset with a new checkpoint)"
+                )
+
+    def close(self) -> None:
+        """The slot stays (``sparkcdc`` drops it only when asked)."""
+
+
+class PostgresDialect(SourceDialect[Lsn]):
+    """The PostgreSQL source: a logical replication slot (pgoutput) is its change stream."""
+
+    type_name = "postgres-cdc"
+    options_type = PostgresSourceOptions
+
+    def __init__(self, options: SourceOptions) -> None:
+        if not isinstance(options, PostgresSourceOptions):
+            raise ConfigError(
+                "the postgres-cdc source takes PostgreSQL options (slot.name, schema-name, ...): "
+                "parse them with sparkcdc.model.dialect.options_for('postgres-cdc', options)"
+            )
+        self.options = options
+        self.settings = endpoint_of(options)
+
+    # -- the server -------------------------------------------------------------------
+
+    def _tables(self) -> list[tuple[str, str]]:
+        with sql_connection(self.settings) as conn:
+            return catalog.match_tables(conn, self.options.table_filter())
+
+    def check_server(self) -> None:
+        options = self.options
+        check_source(self.settings, options.slot_name, options.publication_name, self._tables())
+
+    def session(self, database: str | None = None) -> KeptSession:
+        """A kept connection to the source's database (``database``, a schema here, is
+        the tables' own qualifier: no default schema is set)."""
+        return KeptSession(self.settings)
+
+    def follower(self) -> LsnFollower:
+        return LsnFollower(self.settings)
+
+    def claim_readers(self, ids: ServerIdRange) -> SlotClaim:
+        """The replication slot (``ids``, MySQL's server ids, mean nothing here)."""
+        options = self.options
+        return SlotClaim.take(
+            self.settings, options.slot_name, options.publication_name, self._tables()
+        )
+
+    # -- tables -----------------------------------------------------------------------
+
+    def match_tables(self, conn: Any, tables: TableFilter) -> list[tuple[str, str]]:
+        return catalog.match_tables(conn, tables)
+
+    def check_databases(self, conn: Any, databases: Iterable[str]) -> None:
+        """The WAL holds every schema of the database; which tables the stream carries is
+        the publication's (checked by ``check_server`` and ``claim_readers``)."""
+
+    def load_schema(self, conn: Any, database: str, table: str) -> TableSchema:
+        return catalog.load_schema(conn, database, table, self.options.decimal_handling_mode)
+
+    def capture_schemas(self, names: Sequence[tuple[str, str]]) -> CapturedSchemas[Lsn]:
+        # the tables locked against DDL while their schemas and the position are read: a
+        # schema change of theirs commits after the position, and its Relation follows it
+        with sql_connection(self.settings) as conn, conn.transaction():
+            catalog.lock_for_schema_read(conn, names)
+            tables = tuple(self.load_schema(conn, schema, table) for schema, table in names)
+            position = watermark(conn)
+        return CapturedSchemas(tables, position, rows_carry_columns=True)
+
+    def unique_keys(self, conn: Any, database: str, table: str) -> list[tuple[str, ...]]:
+        return catalog.unique_keys(conn, database, table)
+
+    def shared_keys(
+        self, conn: Any, database: str, table: str, columns: Sequence[str], limit: int
+    ) -> list[tuple[Any, ...]]:
+        return catalog.shared_keys(conn, database, table, columns, limit)
+
+    def estimated_rows(self, conn: Any, database: str, table: str) -> int:
+        return catalog.estimated_rows(conn, database, table)
+
+    def create_table_statement(self, schema: TableSchema) -> str:
+        return catalog.create_table_statement(schema)
+
+    # -- positions --------------------------------------------------------------------
+
+    def current_position(self, conn: Any) -> Lsn:
+        return watermark(conn)
+
+    def startup_position(self) -> Lsn:
+        """latest-offset: a watermark taken after the slot exists (a slot created later
+        would refuse a start before its creation)."""
+        options = self.options
+        with ReplicationConnection.open(self.settings) as replication:
+            ensure_slot(replication, options.slot_name)
+        with sql_connection(self.settings) as conn:
+            return watermark(conn)
+
+    def position_from_offset(self, offset: dict[str, Any]) -> Lsn:
+        return Lsn.from_offset(offset)
+
+    def commit(self, position: Lsn) -> None:
+        """Let the slot's ``confirmed_flush_lsn`` move up to ``position`` (never past it, and
+        never back): ``pg_replication_slot_advance``. While a reader streams the slot the
+        server refuses; the next commit moves it further then."""
+        slot = self.options.slot_name
+        with sql_connection(self.settings) as conn:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                [slot],
+            ).fetchone()
+            if row is None:
+                raise ReplicationSlotError(
+                    f"replication slot {slot!r} on {self.settings.where()} is gone: the "
+                    f"changes after the last commit cannot be read. Take a new snapshot"
+                )
+            if row[0] is not None and Lsn.parse(row[0]) >= position:
+                return
+            try:
+                conn.execute(
+                    "SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", [slot, str(position)]
+                )
+            except psycopg.errors.ObjectInUse:
+                log.info("slot %s is being read; its confirmed LSN moves at the next commit", slot)
+
+    # -- the change stream ------------------------------------------------------------
+
+    def read_range(self, spec: RangeRead[Lsn]) -> Iterator[RowChanges | SchemaChange]:
+        if spec.shares != 1:
+            raise SourceError(
+                "the PostgreSQL source reads a range in one part (its slot has one reader); "
+                f"got share {spec.share} of {spec.shares}"
+            )
+        if not spec.start < spec.end:
+            return
+        options = self.options
+        types = TypeCatalog.builtin()
+        sql: psycopg.Connection[Any] | None = None
+
+        def load_types(oids: Iterable[int]) -> TypeCatalog:
+            nonlocal types, sql
+            wanted = types.missing(oids)
+            if wanted:  # the stream is busy with COPY: pg_type is read on a connection aside
+                if sql is None:
+                    sql = sql_connection(self.settings)
+                types = types.load(catalog.SqlRows(sql), wanted)
+            return types
+
+        decoder = ChangeDecoder(
+            lambda schema, table: spec.captures(schema, table) or (schema, table) in spec.gone,
+            load_types,
+            rows=spec.rows,
+            mode=options.decimal_handling_mode,
+        )
+        try:
+            with ReplicationConnection.open(self.settings) as conn:
+                stream = conn.start_replication(
+                    options.slot_name, spec.start, [options.publication_name]
+                )
+                for item in stream.transactions(spec.end):
+                    if not isinstance(item, LogicalMessage):
+                        yield from decoder.changes(item)
+        finally:
+            if sql is not None:
+                sql.close()

@@ -1,0 +1,233 @@
+"""The PostgreSQL source on the source interface, against the private PostgreSQL
+(wal_level=logical): found by its type name, tables and schemas read, read_range's changes
+exact and in order, the slot moved only by commit, TOAST and option errors (issue 59)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+
+from sparkcdc.errors import ConfigError, ReplicationSlotError
+from sparkcdc.model.dialect import RangeRead, dialect_class, dialect_for, options_for
+from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
+from sparkcdc.model.options import ServerIdRange
+from sparkcdc.postgres.changes import UnchangedToastError
+from sparkcdc.postgres.dialect import PostgresDialect
+from sparkcdc.postgres.lsn import Lsn
+from sparkcdc.postgres.replication import ReplicationConnection
+from sparkcdc.postgres.slots import drop_slot, slot_info
+from sparkcdc_dev.devpostgres import DevPostgres
+
+pytestmark = pytest.mark.integration
+
+_names = itertools.count()
+CAPTURED = frozenset({("public", "items")})
+
+
+@dataclass
+class Source:
+    dialect: PostgresDialect
+    sql: psycopg.Connection[Any]  # autocommit, as the replicating user
+
+    def position(self) -> Lsn:
+        return self.dialect.current_position(self.sql)
+
+    def read(self, start: Lsn, end: Lsn, **spec: Any) -> list[RowChanges | SchemaChange]:
+        return list(self.dialect.read_range(RangeRead(start, end, 0, CAPTURED, **spec)))
+
+    def confirmed(self) -> Lsn:
+        row = self.sql.execute(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+            [self.dialect.options.slot_name],
+        ).fetchone()
+        assert row is not None
+        return Lsn.parse(row[0])
+
+
+def options(pg: DevPostgres, database: str, **more: str) -> dict[str, str]:
+    s = pg.settings
+    return {
+        "hostname": s.host,
+        "port": str(s.port),
+        "username": s.user,
+        "password": s.password,
+        "database-name": database,
+        "schema-name": "public",
+        "table-name": "items",
+        "slot.name": "dialect_slot",
+        "debezium.publication.name": "dialect_pub",
+        "scan.startup.mode": "latest-offset",
+        **more,
+    }
+
+
+@pytest.fixture
+def source(pg: DevPostgres) -> Iterator[Source]:
+    database = f"pgdialect_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
+    with pg.superuser_connection() as admin:
+        admin.execute(f'CREATE DATABASE "{database}" OWNER "{pg.settings.user}"')
+    with pg.connection(database) as sql:
+        sql.execute(
+            "CREATE TABLE items (id int PRIMARY KEY, name text, qty numeric(10,2));"
+            "CREATE TABLE other (id int PRIMARY KEY)"
+        )
+        dialect = dialect_for(options_for("postgres-cdc", options(pg, database)), "postgres-cdc")
+        assert isinstance(dialect, PostgresDialect)
+        dialect.claim_readers(ServerIdRange(1, 1)).check()
+        yield Source(dialect, sql)
+    with ReplicationConnection.open(dialect.settings) as conn:  # a slot keeps WAL: never leave one
+        drop_slot(conn, dialect.options.slot_name)
+    with pg.superuser_connection() as admin:
+        admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+
+
+def rows(changes: list[RowChanges | SchemaChange]) -> list[tuple[str, Any, Any, int]]:
+    """(kind, before, after, seq) of every row, in stream order."""
+    out = []
+    for change in changes:
+        assert isinstance(change, RowChanges), change
+        seqs = change.position.seqs(change.first_row, len(change.rows))
+        out += [(change.kind.value, b, a, q) for (b, a), q in zip(change.rows, seqs, strict=True)]
+    return out
+
+
+def test_the_dialect_is_found_by_its_type_name() -> None:
+    assert dialect_class("postgres-cdc") is PostgresDialect
+
+
+def test_tables_schemas_and_keys(source: Source) -> None:
+    source.sql.execute("CREATE UNIQUE INDEX items_name ON items (name)")
+    dialect = source.dialect
+    filter_ = dialect.options.table_filter()
+    assert dialect.match_tables(source.sql, filter_) == [("public", "items")]
+    schema = dialect.load_schema(source.sql, "public", "items")
+    assert [(c.name, c.spark_type, c.nullable) for c in schema.columns] == [
+        ("id", "INT", False),
+        ("name", "STRING", True),
+        ("qty", "DECIMAL(10,2)", True),
+    ]
+    assert schema.primary_key == ("id",)
+    assert dialect.unique_keys(source.sql, "public", "items") == [("id",), ("name",)]
+    assert dialect.create_table_statement(schema) == (
+        'CREATE TABLE "public"."items" ("id" integer NOT NULL, "name" text, '
+        '"qty" numeric(10,2), PRIMARY KEY ("id"))'
+    )
+    source.sql.execute("INSERT INTO items VALUES (1, 'a', 1), (2, 'b', 1), (3, 'c', 2)")
+    assert dialect.shared_keys(source.sql, "public", "items", ["qty"], 10) == [(1, 2)]
+    source.sql.execute("ANALYZE items")
+    assert dialect.estimated_rows(source.sql, "public", "items") == 3
+    captured = dialect.capture_schemas([("public", "items")])
+    assert captured.tables == (schema,) and captured.position > Lsn(0)
+
+
+def test_read_range_yields_each_change_once_in_order_and_stops_at_its_end(source: Source) -> None:
+    sql = source.sql
+    start = source.position()
+    sql.execute("INSERT INTO items VALUES (1, 'a', 1.5), (2, 'b', 2)")
+    sql.execute("INSERT INTO other VALUES (1)")  # not captured
+    with sql.transaction():
+        sql.execute("UPDATE items SET qty = 3 WHERE id = 1")
+        sql.execute("UPDATE items SET id = 20 WHERE id = 2")  # a key change
+    middle = source.position()
+    sql.execute("DELETE FROM items WHERE id = 1")
+    end = source.position()
+    sql.execute("INSERT INTO items VALUES (9, 'after the end', 0)")
+
+    first = rows(source.read(start, middle))
+    assert [r[:3] for r in first] == [
+        ("insert", None, (1, "a", 1.5)),
+        ("insert", None, (2, "b", 2)),
+        ("update", (1, None, None), (1, "a", 3)),  # REPLICA IDENTITY DEFAULT: the key only
+        ("update", (2, None, None), (20, "b", 2)),
+    ]
+    second = rows(source.read(middle, end))
+    assert [r[:3] for r in second] == [("delete", (1, None, None), None)]
+    seqs = [r[3] for r in first + second]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert all(middle.seq() <= q < end.seq() for q in [r[3] for r in second])
+    # a read again of the same range gives the same changes (Spark replays a batch)
+    assert rows(source.read(start, middle)) == first
+
+
+def test_the_slot_moves_only_with_commit(source: Source) -> None:
+    before = source.confirmed()
+    start = source.position()
+    source.sql.execute("INSERT INTO items VALUES (1, 'a', 1)")
+    end = source.position()
+    assert len(rows(source.read(start, end))) == 1
+    assert source.confirmed() == before  # a read confirms nothing
+    source.dialect.commit(end)
+    assert source.confirmed() == end
+    source.dialect.commit(start)  # never back
+    assert source.confirmed() == end
+    with pytest.raises(ReplicationSlotError, match="past the requested start"):
+        source.read(start, end)  # what was committed is gone from the slot: refused
+
+
+def test_an_update_without_its_toasted_value_stops_naming_the_fix(source: Source) -> None:
+    big = secrets.token_hex(40_000)  # stored out of line
+    source.sql.execute("INSERT INTO items VALUES (1, %s, 1)", (big,))
+    start = source.position()
+    source.sql.execute("UPDATE items SET qty = 2 WHERE id = 1")
+    end = source.position()
+    with pytest.raises(UnchangedToastError, match=r"REPLICA IDENTITY FULL") as caught:
+        source.read(start, end)
+    assert '"public"."items"' in str(caught.value) and "'name'" in str(caught.value)
+    # under FULL the old image holds the value: the new image is whole
+    source.sql.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+    start = source.position()
+    source.sql.execute("UPDATE items SET qty = 3 WHERE id = 1")
+    end = source.position()
+    ((kind, before, after, _),) = rows(source.read(start, end))
+    assert (kind, before, after) == ("update", (1, big, 2), (1, big, 3))
+
+
+def test_a_column_added_and_a_truncate_are_schema_changes(source: Source) -> None:
+    sql = source.sql
+    start = source.position()
+    sql.execute("INSERT INTO items VALUES (1, 'a', 1)")
+    sql.execute("ALTER TABLE items ADD COLUMN note varchar(20)")
+    sql.execute("INSERT INTO items VALUES (2, 'b', 2, 'n')")
+    sql.execute("TRUNCATE items")
+    end = source.position()
+    changes = source.read(start, end)
+    kinds = [c.statement if isinstance(c, SchemaChange) else (c.kind, c.rows) for c in changes]
+    assert kinds == [
+        (RowsKind.INSERT, [(None, (1, "a", 1))]),
+        'ALTER TABLE "public"."items" ADD COLUMN "note" varchar',
+        (RowsKind.INSERT, [(None, (2, "b", 2, "n"))]),
+        'TRUNCATE TABLE "public"."items"',
+    ]
+    seqs = [c.seq if isinstance(c, SchemaChange) else c.position.seq(c.first_row) for c in changes]
+    assert seqs == sorted(seqs)
+
+
+def test_a_second_reader_of_the_slot_is_refused_with_its_pid(source: Source) -> None:
+    dialect = source.dialect
+    with ReplicationConnection.open(dialect.settings) as conn:
+        start = source.position()
+        conn.start_replication(dialect.options.slot_name, start, ["dialect_pub"])
+        with pytest.raises(ReplicationSlotError, match=rf"pid {conn.backend_pid}"):
+            dialect.claim_readers(ServerIdRange(1, 1))
+    with ReplicationConnection.open(dialect.settings) as conn:
+        assert slot_info(conn, dialect.options.slot_name) is not None
+
+
+def test_options_errors(pg: DevPostgres) -> None:
+    base = options(pg, "db")
+    with pytest.raises(ConfigError, match=r"decoding.plugin.name='wal2json'.*pgoutput"):
+        options_for("postgres-cdc", {**base, "decoding.plugin.name": "wal2json"})
+    with pytest.raises(ConfigError, match=r"cannot take a snapshot yet.*latest-offset"):
+        options_for("postgres-cdc", {**base, "scan.startup.mode": "initial"})
+    with pytest.raises(ConfigError, match=r"slot.name.*lower-case"):
+        options_for("postgres-cdc", {**base, "slot.name": "Bad-Slot"})
+    with pytest.raises(ConfigError, match=r"unknown option 'server-id' for format 'postgres-cdc'"):
+        options_for("postgres-cdc", {**base, "server-id": "5400"})
