@@ -351,7 +351,7 @@ def main() -> None:
                 jdbcs.append(spark_jdbc(spark, server, "big", args.rows))
                 raws.append(raw_connectorx(server, "big", args.rows))
         # over TLS (verify-ca on the dev server's own CA): connectorx cannot read over
-        # TLS, so chunks are read on the TLS connection (snapshot/textrows.py)
+        # TLS, so chunks are read on the TLS connection (mysql/chunks/textrows.py)
         tls = [
             sparkcdc_snapshot(spark, server, "big", workdir, "required")
             for _ in range(max(1, args.rounds - 1))

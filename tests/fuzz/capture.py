@@ -24,9 +24,9 @@ from typing import Any
 from tests.harness.binlog_file import split_binlog_file
 from tests.integration.test_decoder_types import CASES, Case, _file_slice, _write_case
 
+from sparkcdc.mysql.chunks import textrows
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EventType
-from sparkcdc.snapshot import textrows
 from sparkcdc_dev.devserver import DevServer
 
 CORPUS = Path(__file__).parent / "corpus"

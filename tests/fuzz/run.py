@@ -41,7 +41,7 @@ def main() -> None:
         from tests.fuzz import targets
     if kernels:
         from sparkcdc.mysql.binlog import arrowrows
-        from sparkcdc.snapshot import textrows
+        from sparkcdc.mysql.chunks import textrows
 
         assert str(arrowrows._rowkernel.__file__).startswith(kernels)
         assert str(textrows._textrows.__file__).startswith(kernels)

@@ -16,7 +16,7 @@ metadata completed from a schema version.
 
 ``textrows``: three bytes of set-up (columns, first sequence id, read size), then what a
 connection delivers after a result set's column definitions, split by the compiled splitter
-(``_textrows.c``) block by block as ``snapshot.textrows.select_text`` feeds it, checked
+(``_textrows.c``) block by block as ``mysql.chunks.textrows.select_text`` feeds it, checked
 against a reading of the same bytes by the protocol's documented layout in Python, and the
 values converted to their columns' types as the snapshot reader converts them.
 """
@@ -47,9 +47,9 @@ from sparkcdc.mysql.binlog.decoded_events import (
 )
 from sparkcdc.mysql.binlog.decoder import BinlogDecoder, EventRows
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.chunks import textrows
 from sparkcdc.mysql.protocol.constants import EVENT_HEADER_SIZE
 from sparkcdc.mysql.stream.binlog_range import changes_of_events
-from sparkcdc.snapshot import textrows
 
 _RANGE_START = BinlogPosition("binlog.000001", 4)
 _RANGE_END = BinlogPosition("binlog.999999", 4)

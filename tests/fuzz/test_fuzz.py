@@ -19,7 +19,7 @@ import pytest
 from tests.fuzz import targets
 
 from sparkcdc.mysql.binlog import arrowrows
-from sparkcdc.snapshot import textrows
+from sparkcdc.mysql.chunks import textrows
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

@@ -270,7 +270,7 @@ def test_a_read_back_whose_connection_dropped_between_pages_reads_on(
     row once, in key order, with its value."""
     from sparkcdc.mysql.admin import catalog
     from sparkcdc.mysql.protocol.connection import ConnectionSettings
-    from sparkcdc.snapshot import keyset
+    from sparkcdc.mysql.chunks import read_back as keyset
 
     sql.execute("CREATE TABLE rb (id INT PRIMARY KEY, pad VARCHAR(100), n INT)")
     sql.executemany(

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from tests.harness.binlog_file import split_binlog_file
 
+from sparkcdc.model.dialect import ChunkSelect
 from sparkcdc.model.events import RowChanges, RowsKind
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.mysql.admin.catalog import load_schema
@@ -20,12 +21,11 @@ from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.charmaps import TABLES
 from sparkcdc.mysql.binlog.decoded_events import RowsEvent
 from sparkcdc.mysql.binlog.decoder import BinlogDecoder
+from sparkcdc.mysql.chunks import textrows
+from sparkcdc.mysql.chunks.select import select_pymysql, select_text
+from sparkcdc.mysql.chunks.sql_values import SESSION_TIME_ZONE_SQL
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
 from sparkcdc.mysql.protocol.constants import EVENT_HEADER, EVENT_HEADER_SIZE, FIRST_EVENT_POS
-from sparkcdc.snapshot import textrows
-from sparkcdc.snapshot.chunks import ChunkRange
-from sparkcdc.snapshot.reader import select_pymysql, select_text
-from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
 from sparkcdc.spark.changelog.tables import TablesBuilder
 from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 from sparkcdc_dev.devserver import DevServer
@@ -405,7 +405,7 @@ def _cast_type(case: Case) -> bool:
 def test_text_reader_agrees_with_pymysql(
     case: Case, dev_server: DevServer, sql: Any, database: str, monkeypatch: Any
 ) -> None:
-    """The compiled text splitter's chunk (snapshot/textrows.py) and pymysql's, value for
+    """The compiled text splitter's chunk (mysql/chunks/textrows.py) and pymysql's, value for
     value and type for type, over TLS: pymysql's values are judged against the binlog
     decoder's by the reader tests, so the text reader's are too. The types the casts
     take must really take them."""
@@ -421,7 +421,6 @@ def test_text_reader_agrees_with_pymysql(
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
         schema = load_schema(conn, database, "t")
-        whole = ChunkRange("t", 0, None, None)
         slow: list[str] = []
         per_value = textrows.per_value
 
@@ -430,8 +429,8 @@ def test_text_reader_agrees_with_pymysql(
             return per_value(text, column, *args)
 
         monkeypatch.setattr(textrows, "per_value", counting)
-        text = select_text(conn, schema, "id", whole)
-        plain = select_pymysql(conn, schema, "id", whole)  # the same connection, in step
+        text = select_text(conn, ChunkSelect(schema, "id"))
+        plain = select_pymysql(conn, ChunkSelect(schema, "id"))  # the same connection, in step
     finally:
         conn.close()
     assert text.schema == plain.schema

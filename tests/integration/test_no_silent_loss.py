@@ -364,9 +364,9 @@ def test_snapshot_rows_of_plugin_types_equal_binlog_rows(
     settings: ConnectionSettings, database: str, sql: Any
 ) -> None:
     """Chunk rows (SQL) and binlog rows share one decoder form, so backfill can mix them."""
+    from sparkcdc.model.dialect import ChunkSelect
     from sparkcdc.mysql.admin.catalog import load_schema
-    from sparkcdc.snapshot.chunks import ChunkRange
-    from sparkcdc.snapshot.reader import select_connectorx, select_pymysql
+    from sparkcdc.mysql.chunks.select import select_connectorx, select_pymysql
 
     sql.execute("CREATE TABLE t (id INT PRIMARY KEY, u UUID, i6 INET6, i4 INET4)")
     start = _position(settings)
@@ -380,13 +380,9 @@ def test_snapshot_rows_of_plugin_types_equal_binlog_rows(
     ]
     with sql_connection(settings, database) as conn:
         schema = load_schema(conn, database, "t")
-        whole = ChunkRange(f"{database}.t", 0, None, None)
+        whole = ChunkSelect(schema, "id")
         for select in (select_pymysql, select_connectorx):
-            args = (
-                (conn, schema, "id", whole)
-                if select is select_pymysql
-                else (conn, settings, schema, "id", whole)
-            )
+            args = (conn, whole) if select is select_pymysql else (conn, settings, whole)
             table = select(*args)  # type: ignore[operator]
             assert [tuple(r.values()) for r in table.to_pylist()] == binlog_rows, select.__name__
 

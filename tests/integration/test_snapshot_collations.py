@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+from test_snapshot_reader import dialect_of
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.admin.catalog import load_schema
@@ -108,7 +109,9 @@ def test_string_chunks_cover_the_table_once_under_uca(
     for key in KEYS:  # IGNORE: keys the collation deems equal
         sql.execute("INSERT IGNORE INTO s VALUES (%s)", (key,))
     conn = dev_server.connection(database)
-    splitter = ChunkSplitter.for_table(conn, load_schema(conn, database, "s"), chunk_size=3)
+    schema = load_schema(conn, database, "s")
+    kept = KeptConnection.over(conn)
+    splitter = ChunkSplitter.for_table(dialect_of(dev_server), kept, schema, chunk_size=3)
     chunks = all_chunks(splitter, step=4)
     seen: list[str] = []
     for chunk in chunks:

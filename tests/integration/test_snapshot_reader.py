@@ -11,11 +11,16 @@ import connectorx  # noqa: F401  (a dependency: a broken install fails here, nev
 import pytest
 from workload import ITEMS_DDL, Workload, random_row
 
+from sparkcdc.model.dialect import ChunkSelect
 from sparkcdc.model.events import RowChanges
+from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.tls import TlsSettings
 from sparkcdc.mysql.admin.catalog import load_schema
 from sparkcdc.mysql.admin.server import current_position, server_info
-from sparkcdc.mysql.protocol.connection import ConnectionSettings, sql_connection
+from sparkcdc.mysql.chunks import reads
+from sparkcdc.mysql.chunks.select import select_pymysql
+from sparkcdc.mysql.dialect import MySqlDialect
+from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
 from sparkcdc.mysql.stream.binlog_range import read_range
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_sort_key
@@ -25,7 +30,6 @@ from sparkcdc.snapshot.reader import (
     apply_backfill,
     read_chunk,
     read_chunks,
-    select_pymysql,
 )
 from sparkcdc.snapshot.splitter import ChunkSplitter
 from sparkcdc_dev.devserver import DevServer
@@ -67,10 +71,20 @@ def rows_of(result: ChunkResult) -> list[tuple[Any, ...]]:
 
 def settings_of(server: DevServer, reader: str = "") -> ConnectionSettings:
     """The dev server's settings; for the connectorx reader without TLS (connectorx reads
-    only what a plain connection would: see snapshot/reader.py ``_select``)."""
+    only what a plain connection would: see mysql/chunks/select.py ``_select``)."""
     s = server.settings
     tls = TlsSettings(mode="disabled") if reader == "connectorx" else TlsSettings()
     return ConnectionSettings(s.host, s.port, s.user, s.password, tls=tls)
+
+
+def dialect_of(server: DevServer, reader: str = "") -> MySqlDialect:
+    """The MySQL source of the dev server, connecting as ``settings_of`` says."""
+    s = server.settings
+    options = {"hostname": s.host, "port": str(s.port), "username": s.user}
+    options.update({"database-name": "x", "scan.startup.mode": "latest-offset"})
+    dialect = MySqlDialect(SourceOptions.from_options({**options, "password": s.password}))
+    dialect.settings = settings_of(server, reader)
+    return dialect
 
 
 def whole(table: str) -> ChunkRange:
@@ -98,14 +112,13 @@ def test_snapshot_rows_look_like_binlog_rows(
             assert after is not None
             decoded[after[0]] = tuple(after)
     result = read_chunk(
-        settings,
+        dialect_of(dev_server, reader),
         ChunkRead(
             schema,
             key_column="id",
             collation=None,
             server_id=SERVER_ID,
-            use_connectorx=reader == "connectorx",
-            use_text=reader == "text",
+            skip=frozenset({"connectorx", "text"} - {reader}),
         ),
         whole("x"),
     )
@@ -149,21 +162,18 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     when adjacent chunks are read together (read_chunks) and split again."""
     import random
 
-    from sparkcdc.snapshot import reader as reader_module
-
     injector = dev_server.connection(database)
     inject_rng = random.Random(3)
-    original_select = reader_module._select
+    original_select = reads.MySqlChunkReader.select
 
-    def select_then_write(
-        conn: Any, settings: Any, schema: Any, key: str, chunk: ChunkRange, *readers: bool
-    ) -> Any:
-        out = original_select(conn, settings, schema, key, chunk, *readers)
-        if chunk.index % 2 == 0:
+    def select_then_write(reader: reads.MySqlChunkReader, spec: ChunkSelect) -> Any:
+        out = original_select(reader, spec)
+        if spec.index % 2 == 0:
+            chunk = ChunkRange(spec.schema.qualified_name, spec.index, spec.start, spec.end)
             _write_inside_the_window(injector, chunk, inject_rng)
         return out
 
-    monkeypatch.setattr(reader_module, "_select", select_then_write)
+    monkeypatch.setattr(reads.MySqlChunkReader, "select", select_then_write)
 
     settings = settings_of(dev_server)
     sql.execute(ITEMS_DDL)
@@ -177,7 +187,8 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
     worker = threading.Thread(target=workload.run, args=(30.0, stop, 20_000), daemon=True)
     conn = sql_connection(settings, database)
     schema = load_schema(conn, database, "items")
-    splitter = ChunkSplitter.for_table(conn, schema, chunk_size=60)
+    dialect = dialect_of(dev_server)
+    splitter = ChunkSplitter.for_table(dialect, KeptConnection.over(conn), schema, chunk_size=60)
     results: list[ChunkResult] = []
     planned = 0
     worker.start()
@@ -190,7 +201,7 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
                 time.sleep(0.005)
             for i in range(0, len(batch), group):
                 results += read_chunks(
-                    settings,
+                    dialect,
                     ChunkRead(schema, key_column="id", collation=None, server_id=SERVER_ID),
                     batch[i : i + group],
                 )
@@ -226,7 +237,7 @@ def test_chunk_reads_are_exact_under_concurrent_writes(
         )
         assert not set(rows) & set(union), "a key in two chunks"
         union.update(rows)
-    table = select_pymysql(conn, schema, "id", whole("items"))
+    table = select_pymysql(conn, ChunkSelect(schema, "id"))
     columns = [col.to_pylist() for col in table.columns]
     want = {row[0]: row for row in zip(*columns, strict=True)}
     assert union.keys() == want.keys()
@@ -249,8 +260,9 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     sql.execute("ALTER TABLE ev ADD COLUMN c INT")
     sql.execute("UPDATE ev SET c = 7 WHERE id = 2")
     chunk = ChunkRange(f"{database}.ev", 0, None, None)
+    dialect = dialect_of(dev_server)
     result = read_chunk(
-        settings,
+        dialect,
         ChunkRead(planned, key_column="id", collation=None, server_id=SERVER_ID, since=batch_end),
         chunk,
     )
@@ -264,7 +276,7 @@ def test_a_chunk_read_after_a_ddl_its_batch_has_not_reached_carries_it(
     assert all(batch_end <= d.position < result.low for d in result.ddl)
     # the same chunk planned with the current schema carries nothing
     again = read_chunk(
-        settings,
+        dialect,
         ChunkRead(
             result.schema, key_column="id", collation=None, server_id=SERVER_ID, since=batch_end
         ),

@@ -8,14 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_snapshot_reader import dialect_of
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.chunks.queries import column_collation
+from sparkcdc.mysql.chunks.select import chunk_where
+from sparkcdc.mysql.chunks.sql_values import sql_converter
 from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.keys import chunk_membership, key_order, key_sort_key, python_orders
-from sparkcdc.snapshot.reader import chunk_where
-from sparkcdc.snapshot.rowvalues import sql_converter
-from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks, column_collation
+from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
 from sparkcdc.snapshot.storage import StateStore
 from sparkcdc_dev.devserver import DevServer
 
@@ -126,19 +128,20 @@ def test_chunks_cover_the_table_exactly_once(
     conn = dev_server.connection(database)
     schema = load_schema(conn, database, "t")
     store = StateStore.open(str(tmp_path), "s")
+    dialect, kept = dialect_of(dev_server), KeptConnection.over(conn)
     splitter = ChunkSplitter.for_table(
-        conn, schema, chunk_key=CASES[case][3], chunk_size=7, store=store
+        dialect, kept, schema, chunk_key=CASES[case][3], chunk_size=7, store=store
     )
     key = splitter.key_column
     collation = column_collation(conn, database, "t", key)
-    order = key_order(collation, KeptConnection.over(conn))
+    order = key_order(collation, kept)
     convert = sql_converter(next(c for c in schema.columns if c.name == key))
     chunks = all_chunks(splitter, step=5)
     sql.execute("SELECT COUNT(*) FROM t")
     total = sql.fetchone()[0]
     seen = 0
     for chunk in chunks:
-        where, params = chunk_where(key, chunk)
+        where, params = chunk_where(key, chunk.start, chunk.end)
         sql.execute(f"SELECT `{key}` FROM t {where}", params)
         keys = [r[0] if r[0] is None or convert is None else convert(r[0]) for r in sql.fetchall()]
         seen += len(keys)
@@ -153,7 +156,7 @@ def test_chunks_cover_the_table_exactly_once(
         assert len(chunks) >= total // 15  # chunk size honoured, roughly
     # a restart plans the very same chunks
     again = ChunkSplitter.for_table(
-        conn, schema, chunk_key=CASES[case][3], chunk_size=7, store=store
+        dialect, kept, schema, chunk_key=CASES[case][3], chunk_size=7, store=store
     )
     assert again.chunks(0, len(chunks) + 5) == chunks
     conn.close()
@@ -166,7 +169,7 @@ def test_table_without_primary_key_needs_the_chunk_key_option(
     conn = dev_server.connection(database)
     schema = load_schema(conn, database, "t")
     with pytest.raises(ConfigError, match=r"scan\.incremental\.snapshot\.chunk\.key-column"):
-        ChunkSplitter.for_table(conn, schema)
+        ChunkSplitter.for_table(dialect_of(dev_server), KeptConnection.over(conn), schema)
     conn.close()
 
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from test_snapshot_reader import rows_of, settings_of
+from test_snapshot_reader import dialect_of, rows_of, settings_of
 from test_stream import wait_for
 
 from sparkcdc.errors import SnapshotError
@@ -83,7 +83,7 @@ def test_a_chunk_read_during_an_unfinished_xa_stops_with_what_to_do(
         # later XA COMMIT was never delivered (the filter dropped it at the prepare point)
         with pytest.raises(SnapshotError, match=r"XA .*XA RECOVER"):
             read_chunk(
-                settings_of(dev_server),
+                dialect_of(dev_server),
                 ChunkRead(schema, key_column="id", collation=None, server_id=5622, xa_wait_s=0),
                 ChunkRange(f"{database}.t", 0, None, None),
             )
@@ -118,7 +118,7 @@ def test_a_chunk_read_waits_for_the_xa_and_then_has_its_row(
         try:
             out.append(
                 read_chunk(
-                    settings_of(dev_server),
+                    dialect_of(dev_server),
                     ChunkRead(
                         schema, key_column="id", collation=None, server_id=5623, xa_wait_s=60
                     ),

@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 
 # inside mysql/, lowest first (sparkcdc.mysql's docstring draws the same map); the modules
 # directly in mysql/ (the source's implementation of the source interface) sit on top
-MYSQL_ROOMS: tuple[str, ...] = ("protocol", "binlog", "admin", "ddl", "stream", "")
+MYSQL_ROOMS: tuple[str, ...] = ("protocol", "binlog", "admin", "ddl", "stream", "chunks", "")
 
 # (importing module, imported module): the imports that go up today, each a function-local
 # import of Spark-side code deferred until it runs, with the reason

@@ -13,15 +13,11 @@ LAYERS = ("snapshot", "spark", "pipeline")
 
 # module or package (relative to src/sparkcdc, no suffix) -> why it still imports sparkcdc.mysql
 NOT_YET_ON_THE_INTERFACE = {
-    "snapshot/reader": "the chunk read task: MySQL watermarks, SELECTs and binlog backfill",
-    "snapshot/splitter": "the splitter's SQL queries and the catalog's row estimate",
-    "snapshot/keys": "the server-ranked collations run over a MySQL KeptConnection",
     "snapshot/interleave": "filters the binlog decoder's compiled rows (EventRows)",
-    "snapshot/textrows": "the compiled text-protocol result splitter",
-    "snapshot/keyset": "reads an added column back by key: MySQL SQL on a KeptConnection",
     "spark/changelog": "builds change rows from the binlog decoder's compiled rows",
     "spark/offsets": "how many binlog shares: whether the compiled row kernel is built",
-    "pipeline/batch_writer": "a column's DDL default value, read by the MySQL DDL parser",
+    "pipeline/batch_writer": "a column's DDL default value, read by the MySQL DDL parser; an "
+    "added column read back by key (mysql/chunks/read_back)",
     "pipeline/evolution": "parses DDL statements with the MySQL DDL parser",
     "pipeline/run_plan": "the source's connection settings and the server's position now",
     "pipeline/runner": "server positions, the server-id claim, the catalog's row estimate",

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+import pyarrow as pa
+
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identity import ServerIdentity
@@ -46,6 +48,7 @@ class Position(Protocol):
 
 
 P = TypeVar("P", bound=Position)
+P_co = TypeVar("P_co", bound=Position, covariant=True)
 
 
 class Session(Protocol):
@@ -162,6 +165,76 @@ class CapturedSchemas(Generic[P]):
     # whether rows carry their columns' metadata (MySQL: binlog_row_metadata=FULL); without
     # it they are decoded with the schemas kept by position (``RangeRead.versions``)
     rows_carry_columns: bool
+
+
+# -- the incremental snapshot (DESIGN.md §2, §10) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkSelect:
+    """One chunk's SELECT: the rows of ``schema`` whose ``key_column`` lies in
+    ``[start, end)`` (None: unbounded; the chunk without a start holds the NULL keys too),
+    every column in ``schema``'s order. ``index``: the chunk's, for messages. ``skip``: the
+    source's readers not to use (tests compare them; MySQL: ``connectorx``, ``text``)."""
+
+    schema: TableSchema
+    key_column: str
+    start: Any = None
+    end: Any = None
+    index: int = 0
+    skip: frozenset[str] = frozenset()
+
+
+class ChunkReader(Protocol[P_co]):
+    """A task's chunk reads on one SQL connection (``SourceDialect.chunk_reader``): the two
+    watermarks and the SELECT between them."""
+
+    def low(self) -> P_co:
+        """The low watermark: a position before which every transaction is committed and
+        visible to a read started after this call (not merely logged)."""
+        ...
+
+    def high(self) -> P_co:
+        """The high watermark: where the change stream ends now, on a transaction boundary
+        (with what locates it on another server after a failover)."""
+        ...
+
+    def unsettled(self) -> list[str]:
+        """Transactions whose rows are in the stream before they take effect (MySQL: XA
+        transactions prepared and not finished); a read around them is read again. A
+        source without such transactions returns none."""
+        ...
+
+    def select(self, spec: ChunkSelect) -> tuple[pa.Table, str]:
+        """The chunk's rows as of this moment, as an Arrow table of the stream's value form
+        (``model/row_values.py``), and the name of the reader that read them. Raises
+        ``SchemaChangedError`` / ``SnapshotError`` when the table lost a column or is gone."""
+        ...
+
+
+class SplitQueries(Protocol):
+    """What the chunk splitter asks of a table (SQL in production, a list in property
+    tests); key values in the stream's value form."""
+
+    def bounds(self) -> tuple[Any, Any] | None:
+        """``(MIN(k), MAX(k))`` over non-NULL keys, or None if there are none."""
+        ...
+
+    def row_count(self) -> int:
+        """The number of rows (an estimate is fine: it only picks the splitting method)."""
+        ...
+
+    def next_chunk_max(self, start: Any, size: int) -> Any | None:
+        """MAX of the first ``size`` keys ``>= start`` in key order, None if none."""
+        ...
+
+    def min_above(self, value: Any) -> Any | None:
+        """The smallest key ``> value``, None if none."""
+        ...
+
+    def compare(self, a: Any, b: Any) -> int:
+        """-1, 0 or 1 as ``a`` is below, equal to or above ``b`` in the server's order."""
+        ...
 
 
 class SourceDialect(ABC, Generic[P]):
@@ -281,6 +354,34 @@ class SourceDialect(ABC, Generic[P]):
     def versions_with(self, versions: str, added: Sequence[TableSchema]) -> str:
         """``versions`` with tables that joined the stream, each holding from its start."""
         return versions
+
+    # -- the incremental snapshot (DESIGN.md §2) ----------------------------------------
+
+    @abstractmethod
+    def chunk_reader(self, conn: Any) -> ChunkReader[P]:
+        """Chunk reads on ``conn`` (the connection a ``session`` gave ``work``), set up to
+        read values in the stream's form (MySQL: a UTC session time zone)."""
+
+    @abstractmethod
+    def split_queries(
+        self, conn: Session, schema: TableSchema, key_column: str, collation: str | None
+    ) -> SplitQueries:
+        """The splitter's queries of a table's chunk key (Flink CDC's ``queryMinMax``,
+        ``queryNextChunkMax``) on ``conn`` (a ``session``); ``collation``: the key's
+        (``key_collation``), which ``compare`` follows."""
+
+    @abstractmethod
+    def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
+        """The collation a string column's values are compared by (None: not a string)."""
+
+    @abstractmethod
+    def read_backfill(
+        self, schema: TableSchema, start: P, end: P, reader_id: int, settled: list[P]
+    ) -> Iterator[RowChanges | SchemaChange]:
+        """The changes of ``schema``'s table in ``[start, end)`` in stream order, its rows
+        decoded with ``schema`` (a schema change of it is yielded, and the chunk is read
+        again). Appends to ``settled`` where a transaction whose rows came before took
+        effect (MySQL: XA COMMIT / XA ROLLBACK)."""
 
 
 SOURCE_TYPES = {

@@ -17,6 +17,10 @@ tests/unit/test_layers.py checks it):
   of captured tables; ``statements``, ``write_effects``: what a statement does to them;
   ``continuity``: whether an offset is still a place on the server; ``positions``: places
   found by short reads of the binlog, as a file's tag, a timestamp's or a batch's cut);
+- ``chunks``: the SQL side of a snapshot chunk read: its watermarks and binlog backfill
+  (``reads``), its SELECT into Arrow (``select``, with the text splitter ``textrows``), the
+  splitter's queries (``queries``), an added column read back by key (``read_back``), SQL
+  values in the decoder's form (``sql_values``);
 - ``dialect`` (directly here, over the rooms): the MySQL source's implementation of the
   source interface (``model/dialect.py``).
 

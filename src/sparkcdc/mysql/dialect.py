@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from sparkcdc.errors import ConfigError, SourceError
-from sparkcdc.model.dialect import CapturedSchemas, RangeRead, SourceDialect
+from sparkcdc.model.dialect import CapturedSchemas, RangeRead, Session, SourceDialect
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.options import ServerIdRange, SourceOptions
@@ -24,6 +24,8 @@ from sparkcdc.mysql.admin import catalog, server
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
+from sparkcdc.mysql.chunks import reads
+from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
 from sparkcdc.mysql.ddl import schema_changes
 from sparkcdc.mysql.ddl.table_names import with_shadows
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
@@ -265,3 +267,28 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
             stop_table=partial(_in, spec.gone) if refuse and spec.gone else None,
         )
         return refuse_row_changing_ddl(changes) if refuse else changes
+
+    # -- the incremental snapshot -------------------------------------------------------
+
+    def chunk_reader(self, conn: Any) -> reads.MySqlChunkReader:
+        return reads.MySqlChunkReader(conn, self.settings)
+
+    def split_queries(
+        self, conn: Session, schema: TableSchema, key_column: str, collation: str | None
+    ) -> SqlSplitQueries:
+        if not isinstance(conn, KeptConnection):
+            raise TypeError(f"the splitter's queries run on a session, got {type(conn).__name__}")
+        return SqlSplitQueries(conn, schema, key_column, collation)
+
+    def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
+        return column_collation(conn, database, table, column)
+
+    def read_backfill(
+        self,
+        schema: TableSchema,
+        start: BinlogPosition,
+        end: BinlogPosition,
+        reader_id: int,
+        settled: list[BinlogPosition],
+    ) -> Iterator[RowChanges | SchemaChange]:
+        return reads.read_backfill(self.settings, schema, start, end, reader_id, settled)

@@ -20,6 +20,7 @@ from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.mysql.chunks.read_back import read_column_pages
 from sparkcdc.pipeline.change_frames import ChangeColumns, source_changes, text_rows, to_sink
 from sparkcdc.pipeline.config import TransformRule
 from sparkcdc.pipeline.evolution.evolver import SchemaEvolver, Segment
@@ -29,7 +30,6 @@ from sparkcdc.pipeline.evolution.state import SchemaState, SinkTableState
 from sparkcdc.pipeline.routes import PipelinePlan, sink_frame
 from sparkcdc.pipeline.transforms import apply_transform, passes_through
 from sparkcdc.sinks.base import SinkTable, session_conf, spark_error_text
-from sparkcdc.snapshot.keyset import read_column_pages
 from sparkcdc.spark.changelog.tables import DDL_OP
 from sparkcdc.spark.changelog.text import value_text
 from sparkcdc.spark.concurrent import ConcurrentWrites

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.model.dialect import Session
+from sparkcdc.model.dialect import Session, SourceDialect
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import completed_chunks, filter_state, pure_table, tracked_table
-from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column, column_collation
+from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column
 from sparkcdc.snapshot.staging import ChunkStaging
 from sparkcdc.snapshot.storage import StateStore
 
@@ -80,13 +80,14 @@ class SnapshotCoordinator:
 
     def __init__(
         self,
+        dialect: SourceDialect[Any],
         conn: Session,
         schemas: tuple[TableSchema, ...],
         settings: SnapshotSettings,
         store: StateStore,
     ) -> None:
         # the splitters' queries between batches: opened again when the server drops it
-        self._conn = conn
+        self._dialect, self._conn = dialect, conn
         self.schemas = {s.qualified_name: s for s in schemas}
         self.settings = settings
         self.store = store
@@ -104,6 +105,7 @@ class SnapshotCoordinator:
         if splitter is None:
             schema = self.schemas[table]
             splitter = ChunkSplitter.for_table(
+                self._dialect,
                 self._conn,
                 schema,
                 chunk_key=self.settings.chunk_key_column,
@@ -128,7 +130,7 @@ class SnapshotCoordinator:
             schema = self.schemas[table]
             key = self.key_column(table)
             self._collations[table] = self._conn.run(
-                lambda conn: column_collation(conn, schema.database, schema.table, key)
+                lambda conn: self._dialect.key_collation(conn, schema.database, schema.table, key)
             )
         return self._collations[table]
 

@@ -34,7 +34,6 @@ from typing import Any, Protocol, TypeVar
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.dialect import Session
-from sparkcdc.mysql.protocol.connection import KeptConnection
 
 T = TypeVar("T")
 
@@ -276,7 +275,7 @@ class _ServerRanker:
 class ServerKeyOrder:
     """The order of a column under a collation only the server knows: ranked by SQL on
     ``conn`` (opened when the first key is ranked; opened again if the server drops it,
-    when it is not a caller's own: ``KeptConnection.over``)."""
+    when it is a kept one: ``SourceDialect.session``)."""
 
     def __init__(self, collation: str, conn: Session) -> None:
         self.collation = collation
@@ -298,11 +297,17 @@ def _fetched(sql: str, params: Sequence[Any], conn: Any) -> list[tuple[Any, ...]
         return list(cur.fetchall())
 
 
-def _no_connection() -> Any:
-    raise SnapshotError(
-        "string chunk keys under a non-binary collation are ranked by the server, but no "
-        "connection was given (pass conn= to the filter or key_order)"
-    )
+class _Unconnected:
+    """The Session of an order given none: ranking says what is missing."""
+
+    def run(self, work: Callable[[Any], T]) -> T:
+        raise SnapshotError(
+            "string chunk keys under a non-binary collation are ranked by the server, but no "
+            "connection was given (pass conn= to the filter or key_order)"
+        )
+
+    def close(self) -> None:
+        pass
 
 
 def key_order(collation: str | None, conn: Session | None = None) -> KeyOrder:
@@ -310,7 +315,7 @@ def key_order(collation: str | None, conn: Session | None = None) -> KeyOrder:
     if python_orders(collation):
         return PythonKeyOrder(collation)
     assert collation is not None
-    return ServerKeyOrder(collation, conn or KeptConnection(_no_connection))
+    return ServerKeyOrder(collation, conn or _Unconnected())
 
 
 def chunk_membership(order: KeyOrder, start: Any, end: Any, keys: Sequence[Any]) -> dict[Any, bool]:

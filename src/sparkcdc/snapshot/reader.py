@@ -1,17 +1,16 @@
 """The chunk read of DESIGN.md §2: SELECT between two watermarks, then backfill.
 
-1. ``LW`` = current binlog position (``SHOW MASTER STATUS``, a transaction boundary).
-2. ``SELECT`` the chunk ``[start, end)`` (NULL keys in the first chunk) into Arrow:
-   connectorx on a connection in clear, else the compiled text splitter (``textrows``) on
-   the TLS connection, else (no C compiler at install) a pymysql streaming cursor.
-3. ``HW`` = current binlog position.
+1. ``LW`` = a position before which every transaction is committed (``ChunkReader.low``).
+2. ``SELECT`` the chunk ``[start, end)`` (NULL keys in the first chunk) into Arrow: the
+   source's ``ChunkReader.select`` (MySQL: ``mysql/chunks/select.py``).
+3. ``HW`` = the end of the change stream now (``ChunkReader.high``).
 4. If ``HW > LW``: read the binlog ``[LW, HW)`` for this table and apply, in order, every
    row change whose image has its chunk key in the chunk: the before image's row is
    removed, the after image's row is put (a key-changing update is thus a delete of the
    old key and an insert of the new one, each judged by its own range).
 
 The result is the chunk's state at ``HW``: an Arrow table in the table's column order
-whose values are those the binlog decoder yields (see ``rowvalues``), plus ``(LW, HW)``.
+whose values are those the binlog decoder yields (``model/row_values.py``), plus ``(LW, HW)``.
 If a DDL on the table falls inside ``[LW, HW)`` the chunk is read again with the new
 schema (a few times at most).
 
@@ -24,55 +23,28 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pymysql
 
-from sparkcdc.errors import SchemaChangedError, SnapshotError
+from sparkcdc.errors import SnapshotError
+from sparkcdc.model.dialect import ChunkSelect, RangeRead, SourceDialect
 from sparkcdc.model.events import ImageColumns, RowChanges, SchemaChange
-from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.schema import (
-    PLUGIN_TEXT_TYPES,
-    Column,
-    TableSchema,
-    with_tinyint1,
-)
-from sparkcdc.mysql.admin.catalog import load_schema
-from sparkcdc.mysql.admin.server import (
-    committed_position,
-    current_position,
-    prepared_xa,
-    server_info,
-)
-from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
-from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
-from sparkcdc.mysql.stream.binlog_range import read_range
-from sparkcdc.snapshot import textrows
+from sparkcdc.model.row_values import arrow_schema, is_integer
+from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
-from sparkcdc.snapshot.rowvalues import (
-    SESSION_TIME_ZONE_SQL,
-    arrow_schema,
-    arrow_type,
-    is_integer,
-    parse_time,
-    sql_converter,
-    to_sql_param,
-)
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Row = tuple[Any, ...]
 Change = tuple[Row | None, Row | None]
-FETCH_ROWS = 10_000
 DDL_RETRIES = 3
 XA_WAIT_S = 60.0  # how long a chunk read waits for XA transactions around it to finish
 XA_POLL_S = 0.2
@@ -131,134 +103,6 @@ class ChunkResult:
         return int(self.rows.num_rows)
 
 
-# --------------------------------------------------------------------------------- SELECT
-
-
-def chunk_where(key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
-    """The WHERE clause (or '') selecting a chunk, and its parameters.
-
-    >>> chunk_where("id", ChunkRange("a.t", 0, None, 10))
-    ('WHERE (`id` IS NULL OR `id` < %s)', [10])
-    >>> chunk_where("id", ChunkRange("a.t", 1, 10, None))
-    ('WHERE `id` >= %s', [10])
-    """
-    # the clause runs with parameters (or is formatted with them for connectorx)
-    k = quote_mysql(key_column, pyformat=True)
-    if chunk.start is None and chunk.end is None:
-        return "", []
-    if chunk.start is None:
-        return f"WHERE ({k} IS NULL OR {k} < %s)", [to_sql_param(chunk.end)]
-    if chunk.end is None:
-        return f"WHERE {k} >= %s", [to_sql_param(chunk.start)]
-    return f"WHERE {k} >= %s AND {k} < %s", [to_sql_param(chunk.start), to_sql_param(chunk.end)]
-
-
-def _chunk_select(schema: TableSchema, key_column: str, chunk: ChunkRange) -> tuple[str, list[Any]]:
-    """The chunk's SELECT, with ``%s`` for its parameters (pymysql's paramstyle)."""
-    where, params = chunk_where(key_column, chunk)
-    names = ", ".join(quote_mysql(c.name, pyformat=True) for c in schema.columns)
-    table = quote_mysql_table(schema.database, schema.table, pyformat=True)
-    return f"SELECT {names} FROM {table} {where}", params
-
-
-def select_text(conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange) -> pa.Table:
-    """The chunk's rows split into Arrow by the compiled splitter (``textrows``)."""
-    query, params = _chunk_select(schema, key_column, chunk)
-    with conn.cursor() as cur:
-        sql = cur.mogrify(query, params)  # exactly what pymysql's execute would send
-    return textrows.select_text(conn, sql, schema.columns)
-
-
-def select_pymysql(conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange) -> pa.Table:
-    """The chunk's rows over a pymysql streaming (unbuffered) cursor."""
-    query, params = _chunk_select(schema, key_column, chunk)
-    converters = [sql_converter(c) for c in schema.columns]
-    target = arrow_schema(schema.columns)
-    batches: list[pa.RecordBatch] = []
-    with conn.cursor(pymysql.cursors.SSCursor) as cur:
-        cur.execute(query, params)
-        while True:
-            rows = cur.fetchmany(FETCH_ROWS)
-            if not rows:
-                break
-            arrays = []
-            for i, (convert, field) in enumerate(zip(converters, target, strict=True)):
-                values = [r[i] for r in rows]
-                if convert is not None:
-                    values = [None if v is None else convert(v) for v in values]
-                arrays.append(pa.array(values, type=field.type))
-            batches.append(pa.RecordBatch.from_arrays(arrays, schema=target))
-    return pa.Table.from_batches(batches, schema=target)
-
-
-def connectorx_available() -> bool:
-    try:
-        import connectorx  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _cx_expr(column: Column) -> str:
-    name = quote_mysql(column.name)
-    # connectorx cannot read negative TIME, and reads DECIMAL into decimal128(38, 10)
-    # through a 96-bit decimal: exact up to 28 digits with at most 10 after the point;
-    # wider ones come as text
-    if (
-        column.data_type == "time"
-        or column.data_type in PLUGIN_TEXT_TYPES
-        or (column.data_type in ("decimal", "numeric") and not _cx_exact_decimal(column))
-    ):
-        return f"CAST({name} AS CHAR) AS {name}"
-    return name
-
-
-def _cx_exact_decimal(column: Column) -> bool:
-    target = arrow_type(column)
-    return bool(pa.types.is_decimal128(target)) and target.precision <= 28 and target.scale <= 10
-
-
-def _cx_column(array: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
-    target = arrow_type(column)
-    if column.data_type == "time":
-        values = [None if v is None else parse_time(v) for v in array.to_pylist()]
-        return pa.chunked_array([pa.array(values, type=target)], type=target)
-    if column.data_type == "bit":
-        bits = [None if v is None else int.from_bytes(v, "big") for v in array.to_pylist()]
-        return pa.chunked_array([pa.array(bits, type=target)], type=target)
-    if column.data_type in PLUGIN_TEXT_TYPES:  # read as text (_cx_expr): back to binlog bytes
-        convert = sql_converter(column)
-        assert convert is not None
-        raw = [None if v is None else convert(v) for v in array.to_pylist()]
-        return pa.chunked_array([pa.array(raw, type=target)], type=target)
-    if array.type == target:
-        return array
-    return pc.cast(array, target)
-
-
-def select_connectorx(
-    conn: Any,
-    settings: ConnectionSettings,
-    schema: TableSchema,
-    key_column: str,
-    chunk: ChunkRange,
-) -> pa.Table:
-    """The chunk's rows read by connectorx straight into Arrow."""
-    import connectorx as cx
-
-    where, params = chunk_where(key_column, chunk)
-    if params:
-        where = where % tuple(conn.escape(p) for p in params)
-    exprs = ", ".join(_cx_expr(c) for c in schema.columns)
-    sql = f"SELECT {exprs} FROM {quote_mysql_table(schema.database, schema.table)} {where}"
-    user = urllib.parse.quote(settings.user, safe="")
-    password = urllib.parse.quote(settings.password, safe="")
-    url = f"mysql://{user}:{password}@{settings.host}:{settings.port}/{schema.database}"
-    table = cx.read_sql(url, sql, return_type="arrow", pre_execution_query=SESSION_TIME_ZONE_SQL)
-    columns = [_cx_column(table.column(i), c) for i, c in enumerate(schema.columns)]
-    return pa.Table.from_arrays(columns, schema=arrow_schema(schema.columns))
-
-
 # ------------------------------------------------------------------------------ backfill IO
 
 
@@ -275,38 +119,27 @@ def _image_mapper(schema: TableSchema, columns: ImageColumns) -> Callable[[Seque
     return convert
 
 
-def _is_table(database: str, table: str, d: str, t: str) -> bool:
-    return d == database and t == table
-
-
 class _SchemaChangedError(Exception):
     pass
 
 
 def _backfill_changes(
-    settings: ConnectionSettings,
+    dialect: SourceDialect[Any],
     server_id: int,
     schema: TableSchema,
-    low: BinlogPosition,
-    high: BinlogPosition,
-    xa_done: list[BinlogPosition] | None = None,
+    low: Any,
+    high: Any,
+    settled: list[Any],
 ) -> list[Change]:
-    """The table's row changes in ``[low, high)``; XA COMMIT/ROLLBACK positions in it are
-    appended to ``xa_done``."""
-
-    def on_xa(kind: str, position: BinlogPosition) -> None:
-        if kind == "complete" and xa_done is not None:
-            xa_done.append(position)
-
+    """The table's row changes in ``[low, high)``; where a transaction whose rows came
+    before took effect in it (MySQL: XA COMMIT / ROLLBACK) is appended to ``settled``."""
     db, name = schema.database, schema.table
     changes: list[Change] = []
     # by the identity of the images' columns: one mapper per table shape
     mappers: dict[int, tuple[ImageColumns, Callable[[Sequence[Any]], Row]]] = {}
     # ``schema`` was read at the low watermark and a DDL in the range reads the chunk again:
     # it is the schema of every row image of the range
-    versions = TableVersions.of([schema])
-    wanted = partial(_is_table, db, name)
-    for item in read_range(settings, server_id, low, high, wanted, versions, on_xa=on_xa):
+    for item in dialect.read_backfill(schema, low, high, server_id, settled):
         if isinstance(item, SchemaChange):
             raise _SchemaChangedError(item.statement)
         if not isinstance(item, RowChanges) or item.database != db or item.table != name:
@@ -378,135 +211,133 @@ def merge_backfill(
 class ChunkRead:
     """How a task reads a table's chunks: built once where the partition is read, frozen
     and picklable. ``schema``: the one the stream planned the table with; ``since``: the
-    batch's binlog end (DDL between it and a chunk's low watermark comes with the chunk);
-    ``server_id``: the replication connection's for the backfill; ``use_connectorx`` None:
-    where it is installed; ``xa_wait_s``: how long to wait for XA transactions around it."""
+    batch's end in the change stream (DDL between it and a chunk's low watermark comes
+    with the chunk); ``server_id``: the stream reader id of the backfill; ``skip``: the
+    source's chunk readers not to use (``ChunkSelect.skip``); ``xa_wait_s``: how long to
+    wait for transactions around the read to settle (``ChunkReader.unsettled``)."""
 
     schema: TableSchema
     key_column: str
     collation: str | None
     server_id: int
     since: BinlogPosition | None = None
-    tinyint1_as_boolean: bool = True
-    use_connectorx: bool | None = None
-    use_text: bool = True
+    skip: frozenset[str] = frozenset()
     xa_wait_s: float = XA_WAIT_S
 
 
 def read_chunk(
-    settings: ConnectionSettings, spec: ChunkRead, chunk: ChunkRange, conn: Any = None
+    dialect: SourceDialect[Any], spec: ChunkRead, chunk: ChunkRange, conn: Any = None
 ) -> ChunkResult:
     """Read one chunk exactly as of its high watermark (DESIGN.md §2).
 
     The chunk is read with the table's schema at its low watermark. Where that differs from
     ``spec.schema`` (the one the stream planned with), the DDL statements on the table from
-    ``spec.since`` (the batch's binlog end) to the low watermark come along in the result,
-    so a consumer learns of them no later than of the rows they shaped.
+    ``spec.since`` (the batch's end in the stream) to the low watermark come along in the
+    result, so a consumer learns of them no later than of the rows they shaped.
 
     ``conn``: an open SQL connection to the table's database to use (a task reading several
-    chunks keeps one: opening one costs more than reading a chunk); by default one is opened
-    and closed.
+    chunks keeps one: opening one costs more than reading a chunk); by default a session
+    of the dialect's is opened and closed.
 
     >>> spec = ChunkRead(schema, "id", collation=None, server_id=5401)  # doctest: +SKIP
-    >>> result = read_chunk(settings, spec, chunk)                 # doctest: +SKIP
+    >>> result = read_chunk(dialect, spec, chunk)                  # doctest: +SKIP
     >>> result.low <= result.high                                  # doctest: +SKIP
     True
     """
-    schema, key_column, collation = spec.schema, spec.key_column, spec.collation
-    server_id, since, use_connectorx = spec.server_id, spec.since, spec.use_connectorx
-    if use_connectorx is None:
-        use_connectorx = connectorx_available()
-    owned = conn is None
     if conn is None:
-        conn = sql_connection(settings, schema.database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(SESSION_TIME_ZONE_SQL)
-        info = server_info(conn)
-        ddl_left, deadline = DDL_RETRIES, time.monotonic() + spec.xa_wait_s
-        while True:
-            # LW: a position before which every transaction is committed, taken BEFORE the
-            # SELECT starts (not SHOW MASTER STATUS: a transaction is in the binlog before
-            # InnoDB commits it, so one just below that position could be invisible to the
-            # SELECT, outside [LW, HW) and dropped by the interleaving filter forever).
-            # Why the chunk is then its state at HW, exactly (DESIGN.md §2):
-            # - a transaction before LW was committed before the SELECT began: it is seen;
-            # - one in [LW, HW) may or may not be seen by the SELECT; the backfill replays
-            #   it in binlog order with full row images, which gives the same state either
-            #   way (a put or remove of whole rows by key is idempotent, and the last
-            #   change of a key in [LW, HW) decides it);
-            # - one at or after HW is not seen (seen means committed, so binlogged before
-            #   the SELECT's read view, before HW was taken) and not replayed.
-            # The interleaving rule only needs HW: events of this chunk's keys at or after
-            # HW come from later batches' binlog partitions; earlier ones are dropped there
-            # because the chunk was not complete. An earlier LW changes neither.
-            # XA (MariaDB >= 10.5 binlogs an XA PREPARE with its rows; they take effect at
-            # XA COMMIT, later): a read is kept only when no XA transaction was prepared and
-            # unfinished at HW and none finished in [LW, HW); then every XA transaction
-            # with rows before HW finished before LW and its effect (commit or rollback)
-            # is in the SELECT.
-            low = committed_position(conn, info)
-            # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again)
-            current = with_tinyint1(  # typed as the source's option says
-                load_schema(conn, schema.database, schema.table),
-                as_boolean=spec.tinyint1_as_boolean,
-            )
-            ddl: tuple[SchemaChange, ...] = ()
-            if current != schema and since is not None and since < low:
-                ddl = _schema_changes(settings, server_id, current, since, low)
-                if ddl:
-                    log.info(
-                        "chunk %d of %s is read after %d DDL statement(s) its batch's binlog "
-                        "range does not reach; it carries them",
-                        chunk.index,
-                        schema.qualified_name,
-                        len(ddl),
-                    )
-            started = time.perf_counter()
-            try:
-                base, reader = _select(
-                    conn, settings, current, key_column, chunk, use_connectorx, spec.use_text
-                )
-            except pymysql.MySQLError as exc:
-                raise _changed_shape(current, chunk, exc) from None
-            select_seconds = time.perf_counter() - started
-            # with its GTID set: a failover right after the batch that read this chunk
-            # places the HW on the new server by it (DESIGN.md §2.7)
-            high = current_position(conn, info)
-            pending = prepared_xa(conn) if info.is_mariadb else None
-            if pending:
-                _xa_wait(schema, chunk, pending, deadline)
-                continue
-            if not low < high:
-                return ChunkResult(chunk, current, base, low, high, 0, reader, select_seconds, ddl)
-            xa_done: list[BinlogPosition] = []
-            try:
-                changes = _backfill_changes(settings, server_id, current, low, high, xa_done)
-            except _SchemaChangedError as exc:
-                ddl_left -= 1
-                if ddl_left <= 0:
-                    raise SnapshotError(
-                        f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while "
-                        f"chunk {chunk.index} was read; pause DDL on it or re-snapshot the table"
-                    ) from None
+        session = dialect.session(spec.schema.database)
+        try:
+            return session.run(lambda c: read_chunk(dialect, spec, chunk, c))
+        finally:
+            session.close()
+    schema, key_column, since = spec.schema, spec.key_column, spec.since
+    reader = dialect.chunk_reader(conn)
+    ddl_left, deadline = DDL_RETRIES, time.monotonic() + spec.xa_wait_s
+    while True:
+        # LW: a position before which every transaction is committed, taken BEFORE the
+        # SELECT starts (not the stream's end: MySQL writes a transaction to the binlog
+        # before InnoDB commits it, so one just below that position could be invisible to the
+        # SELECT, outside [LW, HW) and dropped by the interleaving filter forever).
+        # Why the chunk is then its state at HW, exactly (DESIGN.md §2):
+        # - a transaction before LW was committed before the SELECT began: it is seen;
+        # - one in [LW, HW) may or may not be seen by the SELECT; the backfill replays
+        #   it in binlog order with full row images, which gives the same state either
+        #   way (a put or remove of whole rows by key is idempotent, and the last
+        #   change of a key in [LW, HW) decides it);
+        # - one at or after HW is not seen (seen means committed, so binlogged before
+        #   the SELECT's read view, before HW was taken) and not replayed.
+        # The interleaving rule only needs HW: events of this chunk's keys at or after
+        # HW come from later batches' binlog partitions; earlier ones are dropped there
+        # because the chunk was not complete. An earlier LW changes neither.
+        # XA (MariaDB >= 10.5 binlogs an XA PREPARE with its rows; they take effect at
+        # XA COMMIT, later): a read is kept only when no XA transaction was prepared and
+        # unfinished at HW and none finished in [LW, HW); then every XA transaction
+        # with rows before HW finished before LW and its effect (commit or rollback)
+        # is in the SELECT.
+        low = reader.low()
+        # the table as it is at LW (a DDL after it shows in [LW, HW) and reads again), typed
+        # as the source's options say
+        current = dialect.load_schema(conn, schema.database, schema.table)
+        ddl: tuple[SchemaChange, ...] = ()
+        if current != schema and since is not None and since < low:
+            ddl = _schema_changes(dialect, spec.server_id, current, since, low)
+            if ddl:
                 log.info(
-                    "table %s changed during chunk %d (%s); reading it again",
-                    schema.qualified_name,
+                    "chunk %d of %s is read after %d DDL statement(s) its batch's binlog "
+                    "range does not reach; it carries them",
                     chunk.index,
-                    exc,
+                    schema.qualified_name,
+                    len(ddl),
                 )
-                continue
-            if xa_done:
-                _xa_wait(schema, chunk, [f"finished at {p}" for p in xa_done], deadline)
-                continue
-            order = key_order(collation, KeptConnection.over(conn))
-            rows = merge_backfill(base, current, changes, chunk, key_column, order)
-            return ChunkResult(
-                chunk, current, rows, low, high, len(changes), reader, select_seconds, ddl
+        started = time.perf_counter()
+        select = ChunkSelect(current, key_column, chunk.start, chunk.end, chunk.index, spec.skip)
+        base, read_by = reader.select(select)
+        select_seconds = time.perf_counter() - started
+        high = reader.high()
+        pending = reader.unsettled()
+        if pending:
+            _xa_wait(schema, chunk, pending, deadline)
+            continue
+        if not low < high:
+            return ChunkResult(chunk, current, base, low, high, 0, read_by, select_seconds, ddl)
+        settled: list[Any] = []
+        try:
+            changes = _backfill_changes(dialect, spec.server_id, current, low, high, settled)
+        except _SchemaChangedError as exc:
+            ddl_left -= 1
+            if ddl_left <= 0:
+                raise SnapshotError(
+                    f"table {schema.qualified_name} changed shape {DDL_RETRIES} times while "
+                    f"chunk {chunk.index} was read; pause DDL on it or re-snapshot the table"
+                ) from None
+            log.info(
+                "table %s changed during chunk %d (%s); reading it again",
+                schema.qualified_name,
+                chunk.index,
+                exc,
             )
-    finally:
-        if owned:
-            conn.close()
+            continue
+        if settled:
+            _xa_wait(schema, chunk, [f"finished at {p}" for p in settled], deadline)
+            continue
+        order = key_order(spec.collation, _Given(conn))
+        rows = merge_backfill(base, current, changes, chunk, key_column, order)
+        return ChunkResult(
+            chunk, current, rows, low, high, len(changes), read_by, select_seconds, ddl
+        )
+
+
+class _Given:
+    """The Session of a connection the caller holds: its loss is the caller's to handle."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def run(self, work: Callable[[Any], T]) -> T:
+        return work(self._conn)
+
+    def close(self) -> None:
+        pass
 
 
 def read_together(schema: TableSchema, key_column: str, group: Sequence[ChunkRange]) -> bool:
@@ -527,7 +358,10 @@ def read_together(schema: TableSchema, key_column: str, group: Sequence[ChunkRan
 
 
 def read_chunks(
-    settings: ConnectionSettings, spec: ChunkRead, chunks: Sequence[ChunkRange], conn: Any = None
+    dialect: SourceDialect[Any],
+    spec: ChunkRead,
+    chunks: Sequence[ChunkRange],
+    conn: Any = None,
 ) -> list[ChunkResult]:
     """Adjacent chunks (``read_together``) read under one pair of watermarks.
 
@@ -541,12 +375,12 @@ def read_chunks(
     if not read_together(spec.schema, key_column, chunks):
         raise ValueError("read_chunks needs adjacent chunks of an integer chunk key")
     if len(chunks) == 1:
-        return [read_chunk(settings, spec, chunks[0], conn)]
+        return [read_chunk(dialect, spec, chunks[0], conn)]
     span = ChunkRange(chunks[0].table, chunks[0].index, chunks[0].start, chunks[-1].end)
-    whole = read_chunk(settings, spec, span, conn)
+    whole = read_chunk(dialect, spec, span, conn)
     if not read_together(whole.schema, key_column, chunks):  # a DDL changed the key's type
         again = replace(spec, schema=whole.schema)
-        return [read_chunk(settings, again, chunk, conn) for chunk in chunks]
+        return [read_chunk(dialect, again, chunk, conn) for chunk in chunks]
     keys = whole.rows.column(whole.schema.column_names.index(key_column))
     results = []
     for i, chunk in enumerate(chunks):
@@ -590,83 +424,13 @@ def _xa_wait(schema: TableSchema, chunk: ChunkRange, xa: list[str], deadline: fl
 
 
 def _schema_changes(
-    settings: ConnectionSettings,
-    server_id: int,
-    schema: TableSchema,
-    start: BinlogPosition,
-    end: BinlogPosition,
+    dialect: SourceDialect[Any], server_id: int, schema: TableSchema, start: Any, end: Any
 ) -> tuple[SchemaChange, ...]:
     """The DDL statements on the table in ``[start, end)``."""
     db, name = schema.database, schema.table
+    spec = RangeRead(start, end, server_id, frozenset({(db, name)}), rows=False)
     return tuple(
         item
-        for item in read_range(
-            settings, server_id, start, end, lambda d, t: d == db and t == name, rows=False
-        )
+        for item in dialect.read_range(spec)
         if isinstance(item, SchemaChange) and item.database == db and item.table == name
     )
-
-
-# Server errors that mean the table lost a column or vanished under the snapshot.
-_ER_BAD_FIELD = 1054
-_ER_NO_SUCH_TABLE = 1146
-
-
-def _changed_shape(schema: TableSchema, chunk: ChunkRange, exc: pymysql.MySQLError) -> Exception:
-    code = exc.args[0] if exc.args else None
-    if code == _ER_BAD_FIELD:  # a restart of the query (pipelines restart by themselves)
-        return SchemaChangedError(
-            f"table {schema.qualified_name} lost a column (renamed or dropped) while its snapshot "
-            f"ran (chunk {chunk.index}: {exc.args[1]}). Restart the query: it re-reads the "
-            "table's schema and continues the snapshot with it"
-        )
-    if code == _ER_NO_SUCH_TABLE:
-        return SnapshotError(
-            f"table {schema.qualified_name} was dropped while its snapshot ran (chunk "
-            f"{chunk.index}). Remove it from table-name, or re-create it, and restart the query"
-        )
-    return exc
-
-
-def _select(
-    conn: Any,
-    settings: ConnectionSettings,
-    schema: TableSchema,
-    key_column: str,
-    chunk: ChunkRange,
-    use_connectorx: bool,
-    use_text: bool,
-) -> tuple[pa.Table, str]:
-    """The chunk's rows and the reader that read them: connectorx on a connection in
-    clear, else the compiled text splitter (``textrows``) where it is built, else pymysql.
-    ``use_connectorx`` / ``use_text`` False skip those readers (tests compare them)."""
-    # connectorx 0.4.6 cannot be trusted with TLS: with ``ssl-mode=REQUIRED`` (or
-    # VERIFY_CA and ``ssl-ca``) each read opens two connections, one TLS and one plain
-    # (measured by the server's Connections and Ssl_accepts counters). It reads only what
-    # would be read in clear anyway, on a connection that did not negotiate TLS (ssl-mode
-    # disabled, or preferred against a server without TLS); TLS chunks are read on the
-    # TLS connection itself. In clear connectorx is the faster of the two (~1.1M vs ~0.9M
-    # rows/s of bench/snapshot.py's table, 8,096-row chunks, measured here).
-    if use_connectorx and not getattr(conn, "_secure", False):
-        try:
-            return select_connectorx(conn, settings, schema, key_column, chunk), "connectorx"
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # connectorx panics surface as BaseException
-            log.info(
-                "connectorx cannot read %s (%s); using %s",
-                schema.qualified_name,
-                type(exc).__name__,
-                "the text reader" if use_text and textrows.available(conn) else "pymysql",
-            )
-    return select_on(conn, schema, key_column, chunk, use_text)
-
-
-def select_on(
-    conn: Any, schema: TableSchema, key_column: str, chunk: ChunkRange, use_text: bool = True
-) -> tuple[pa.Table, str]:
-    """The chunk's rows read on ``conn`` itself (its TLS, if it has any) and the reader that
-    read them: the compiled text splitter where it is built, else pymysql."""
-    if use_text and textrows.available(conn):
-        return select_text(conn, schema, key_column, chunk), "text"
-    return select_pymysql(conn, schema, key_column, chunk), "pymysql"

@@ -28,23 +28,17 @@ before its chunks are handed out, so a replay or restart plans the very same chu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from sparkcdc.errors import ConfigError, SnapshotError, did_you_mean
-from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
+from sparkcdc.model.dialect import Session, SourceDialect, SplitQueries
+from sparkcdc.model.row_values import is_integer
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.admin.catalog import estimated_rows
-from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange, KeyValue, decode_key, encode_key
-from sparkcdc.snapshot.keys import SortKey, charset_of, key_sort_key, python_orders
-from sparkcdc.snapshot.rowvalues import (
-    SESSION_TIME_ZONE_SQL,
-    is_integer,
-    sql_converter,
-    to_sql_param,
-)
+from sparkcdc.snapshot.keys import SortKey, key_sort_key, python_orders
 from sparkcdc.snapshot.storage import StateStore
 
 DEFAULT_CHUNK_SIZE = 8096
@@ -52,25 +46,6 @@ DEFAULT_FACTOR_LOWER = 0.05
 DEFAULT_FACTOR_UPPER = 1000.0
 CHUNK_KEY_OPTION = "scan.incremental.snapshot.chunk.key-column"
 _PLAN_FORMAT = 1
-
-
-class SplitQueries(Protocol):
-    """What the splitter asks of a table (SQL in production, a list in property tests)."""
-
-    def bounds(self) -> tuple[KeyValue, KeyValue] | None:
-        """``(MIN(k), MAX(k))`` over non-NULL keys, or None if there are none."""
-
-    def row_count(self) -> int:
-        """The number of rows (an estimate is fine: it only picks the splitting method)."""
-
-    def next_chunk_max(self, start: KeyValue, size: int) -> KeyValue | None:
-        """MAX of the first ``size`` keys ``>= start`` in key order, None if none."""
-
-    def min_above(self, value: KeyValue) -> KeyValue | None:
-        """The smallest key ``> value``, None if none."""
-
-    def compare(self, a: KeyValue, b: KeyValue) -> int:
-        """-1, 0 or 1 as ``a`` is below, equal to or above ``b`` in the server's order."""
 
 
 def chunk_key_column(schema: TableSchema, configured: str | None = None) -> str:
@@ -134,80 +109,12 @@ class MemoryTable:
         return -1 if ka < kb else int(kb < ka)
 
 
-class SqlSplitQueries:
-    """SplitQueries over a SQL connection (values in the binlog decoder's form). Every query
-    only reads, so one a dropped connection cut short is asked again on a new one where the
-    connection is a kept one that opens again (the coordinator's)."""
+def _python_compare(sort_key: SortKey) -> Callable[[KeyValue, KeyValue], int]:
+    def compare(a: KeyValue, b: KeyValue) -> int:
+        ka, kb = sort_key(a), sort_key(b)
+        return -1 if ka < kb else int(kb < ka)
 
-    def __init__(
-        self,
-        conn: KeptConnection,
-        schema: TableSchema,
-        key_column: str,
-        collation: str | None = None,
-    ) -> None:
-        self._conn = conn
-        # the server compares values of a collation Python cannot order (keys.py)
-        self._collation = None if python_orders(collation) else collation
-        self._sort_key = key_sort_key(None if self._collation else collation)
-        # every statement runs with parameters (pymysql then formats it with %)
-        self._table = quote_mysql_table(schema.database, schema.table, pyformat=True)
-        self._key = quote_mysql(key_column, pyformat=True)
-        self._db, self._name = schema.database, schema.table
-        column = next(c for c in schema.columns if c.name == key_column)
-        self._convert = sql_converter(column)
-        conn.session(SESSION_TIME_ZONE_SQL)
-
-    def _row(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        def query(conn: Any) -> Any:
-            with conn.cursor() as cur:
-                cur.execute(sql, tuple(to_sql_param(a) for a in args))
-                return cur.fetchone()
-
-        return self._conn.run(query)
-
-    def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        row = self._row(sql, args)
-        value = row[0] if row else None
-        if value is not None and self._convert is not None:
-            value = self._convert(value)
-        return value
-
-    def bounds(self) -> tuple[KeyValue, KeyValue] | None:
-        row = self._row(f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}")
-        if row is None or row[0] is None:
-            return None
-        lo, hi = row
-        if self._convert is not None:
-            lo, hi = self._convert(lo), self._convert(hi)
-        return lo, hi
-
-    def row_count(self) -> int:
-        estimate = self._conn.run(lambda conn: estimated_rows(conn, self._db, self._name))
-        if estimate > 0:
-            return estimate
-        # statistics not gathered yet (fresh table): count
-        return int(self._value(f"SELECT COUNT(*) FROM {self._table}") or 0)
-
-    def next_chunk_max(self, start: KeyValue, size: int) -> KeyValue | None:
-        return self._value(
-            f"SELECT MAX(k) FROM (SELECT {self._key} AS k FROM {self._table} "
-            f"WHERE {self._key} >= %s ORDER BY {self._key} LIMIT {int(size)}) AS c",
-            (start,),
-        )
-
-    def min_above(self, value: KeyValue) -> KeyValue | None:
-        return self._value(
-            f"SELECT MIN({self._key}) FROM {self._table} WHERE {self._key} > %s", (value,)
-        )
-
-    def compare(self, a: KeyValue, b: KeyValue) -> int:
-        if self._collation is None:
-            ka, kb = self._sort_key(a), self._sort_key(b)
-            return -1 if ka < kb else int(kb < ka)
-        value = f"CONVERT(%s USING {charset_of(self._collation)}) COLLATE {self._collation}"
-        row = self._row(f"SELECT ({value} > {value}) - ({value} < {value})", (a, b, a, b))
-        return int(row[0])
+    return compare
 
 
 def all_chunks(splitter: ChunkSplitter, step: int = 64) -> list[ChunkRange]:
@@ -223,21 +130,6 @@ def all_chunks(splitter: ChunkSplitter, step: int = 64) -> list[ChunkRange]:
         if not more:
             return chunks
         chunks.extend(more)
-
-
-def column_collation(conn: Any, database: str, table: str, column: str) -> str | None:
-    """``information_schema.COLUMNS.COLLATION_NAME`` of a column (None: not a string)."""
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT COLLATION_NAME FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND COLUMN_NAME = %s",
-            (database, table, column),
-        )
-        row = cur.fetchone()
-    if not row or row[0] is None:
-        return None
-    value = row[0]
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class ChunkSplitter:
@@ -262,6 +154,7 @@ class ChunkSplitter:
         factor_upper: float = DEFAULT_FACTOR_UPPER,
         store: StateStore | None = None,
         lookahead: int = 4,
+        compare: Callable[[KeyValue, KeyValue], int] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise SnapshotError(
@@ -270,6 +163,7 @@ class ChunkSplitter:
         self.table = table
         self.key_column = key_column
         self._queries = queries
+        self._compare = compare or queries.compare
         self._chunk_size = chunk_size
         self._arithmetic_ok = integer_key and unique_key
         self._lower, self._upper = factor_lower, factor_upper
@@ -285,7 +179,8 @@ class ChunkSplitter:
     @classmethod
     def for_table(
         cls,
-        conn: Any,
+        dialect: SourceDialect[Any],
+        conn: Session,
         schema: TableSchema,
         *,
         chunk_key: str | None = None,
@@ -294,22 +189,51 @@ class ChunkSplitter:
         factor_upper: float = DEFAULT_FACTOR_UPPER,
         store: StateStore | None = None,
     ) -> ChunkSplitter:
-        """A splitter over a live table (``conn``: a pymysql connection, or a kept one that
-        is opened again when the server drops it)."""
-        kept = conn if isinstance(conn, KeptConnection) else KeptConnection.over(conn)
+        """A splitter over a live table, asked on ``conn`` (a ``dialect.session``)."""
         key = chunk_key_column(schema, chunk_key)
-        column = next(c for c in schema.columns if c.name == key)
-        collation = kept.run(lambda c: column_collation(c, schema.database, schema.table, key))
-        return cls(
-            schema.qualified_name,
-            SqlSplitQueries(kept, schema, key, collation),
-            key_column=key,
+        collation = conn.run(
+            partial(dialect.key_collation, database=schema.database, table=schema.table, column=key)
+        )
+        queries = dialect.split_queries(conn, schema, key, collation)
+        return cls.over(
+            queries,
+            schema,
+            key,
+            collation,
             chunk_size=chunk_size,
-            integer_key=is_integer(column),
-            unique_key=schema.primary_key == (key,),
             factor_lower=factor_lower,
             factor_upper=factor_upper,
             store=store,
+        )
+
+    @classmethod
+    def over(
+        cls,
+        queries: SplitQueries,
+        schema: TableSchema,
+        key_column: str,
+        collation: str | None,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        factor_lower: float = DEFAULT_FACTOR_LOWER,
+        factor_upper: float = DEFAULT_FACTOR_UPPER,
+        store: StateStore | None = None,
+    ) -> ChunkSplitter:
+        """A splitter of ``schema``'s table by ``key_column`` (of ``collation``) whose
+        questions ``queries`` answer."""
+        column = next(c for c in schema.columns if c.name == key_column)
+        return cls(
+            schema.qualified_name,
+            queries,
+            key_column=key_column,
+            chunk_size=chunk_size,
+            integer_key=is_integer(column),
+            unique_key=schema.primary_key == (key_column,),
+            factor_lower=factor_lower,
+            factor_upper=factor_upper,
+            store=store,
+            # the server compares values of a collation Python cannot order (keys.py)
+            compare=_python_compare(key_sort_key(collation)) if python_orders(collation) else None,
         )
 
     @property
@@ -417,7 +341,7 @@ class ChunkSplitter:
         # bounds are compared by the server's order (``SplitQueries.compare``): a bound
         # Python took for greater than the previous one while the server has them equal
         # would make an empty chunk and plan it again forever
-        cmp = self._queries.compare
+        cmp = self._compare
         hi = decode_key(meta["max"])
         start = self._plan[-1].end if self._plan else None
         previous = decode_key(meta["min"]) if start is None else start

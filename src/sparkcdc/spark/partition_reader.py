@@ -177,11 +177,10 @@ class PartitionReader:
             partition.collation,
             partition.server_id,
             since,
-            self.options.tinyint1_as_boolean,
         )
 
         def read_group() -> Iterator[tuple[ChunkRange, StagedChunk]]:
-            read = partial(read_chunks, self.dialect.settings, spec, list(group))
+            read = partial(read_chunks, self.dialect, spec, list(group))
             results = conn.run(lambda c: read(conn=c))
             group.clear()
             for result in results:

@@ -196,7 +196,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 self.options.factor_upper,
             )
             self._coordinator = SnapshotCoordinator(
-                self.dialect.session(), self.plan.tables, settings, self.store
+                self.dialect, self.dialect.session(), self.plan.tables, settings, self.store
             )
         return self._coordinator
 

@@ -7,11 +7,11 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcdc.model.row_values import arrow_schema
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import in_range, key_order, key_sort_key
 from sparkcdc.snapshot.reader import apply_backfill, merge_backfill
-from sparkcdc.snapshot.rowvalues import arrow_schema
 
 K = key_sort_key(None)
 Row = tuple[Any, ...]

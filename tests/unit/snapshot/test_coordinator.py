@@ -17,6 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcdc.errors import SnapshotError
+from sparkcdc.model.dialect import dialect_for
+from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.mysql.protocol.connection import KeptConnection
@@ -28,6 +30,18 @@ from sparkcdc.snapshot.reader import ChunkResult
 from sparkcdc.snapshot.splitter import ChunkSplitter, MemoryTable
 from sparkcdc.snapshot.storage import StateStore
 
+# the splitter and collations are the memory table's: the source is never asked
+NO_DIALECT = dialect_for(
+    SourceOptions.from_options(
+        {
+            "hostname": "db",
+            "username": "u",
+            "password": "p",
+            "database-name": "db",
+            "scan.startup.mode": "latest-offset",
+        }
+    )
+)
 SCHEMA = TableSchema("db", "t", (Column("id", "int", "int(11)", False, "INT"),), ("id",))
 SETTINGS = SnapshotSettings(
     chunk_size=2, chunk_key_column=None, chunks_per_batch=0, factor_lower=0.05, factor_upper=1000
@@ -42,7 +56,7 @@ class MemoryCoordinator(SnapshotCoordinator):
     """The coordinator over an in-memory table: no server to plan chunks or ask collations."""
 
     def __init__(self, keys: list[int], chunk_size: int, store: StateStore) -> None:
-        super().__init__(KeptConnection(_no_server), (SCHEMA,), SETTINGS, store)
+        super().__init__(NO_DIALECT, KeptConnection(_no_server), (SCHEMA,), SETTINGS, store)
         self.memory = memory_splitter(keys, chunk_size)
 
     def splitter(self, table: str) -> ChunkSplitter:

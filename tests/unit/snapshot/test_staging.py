@@ -11,10 +11,10 @@ import pytest
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.row_values import arrow_schema
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.reader import ChunkResult
-from sparkcdc.snapshot.rowvalues import arrow_schema
 from sparkcdc.snapshot.staging import ChunkStaging
 from sparkcdc.snapshot.storage import StateStore
 

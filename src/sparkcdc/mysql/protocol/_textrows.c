@@ -2,7 +2,7 @@
  * sparkcdc.mysql.protocol._textrows: the rows of a text-protocol result set straight into Arrow
  * buffers, one variable-length binary column per result column.
  *
- * The compiled half of sparkcdc/snapshot/textrows.py (read its docstring first). A Splitter
+ * The compiled half of sparkcdc/mysql/chunks/textrows.py (read its docstring first). A Splitter
  * is made for one result set of `ncols` columns; feed() takes the bytes read from the
  * connection after the column definitions, frames them into packets (3-byte little-endian
  * payload length, 1-byte sequence id; a payload of 0xFFFFFF bytes continues in the next
@@ -271,7 +271,7 @@ static PyTypeObject SplitterType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkcdc.mysql.protocol._textrows.Splitter",
     .tp_basicsize = sizeof(Splitter),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Text-protocol result rows into Arrow binary columns (see snapshot/textrows.py).",
+    .tp_doc = "Text-protocol result rows into Arrow binary columns (see mysql/chunks/textrows.py).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)splitter_init,
     .tp_dealloc = (destructor)splitter_dealloc,
@@ -281,7 +281,7 @@ static PyTypeObject SplitterType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_textrows",
-    "Text-protocol result rows into Arrow buffers (compiled; sparkcdc.snapshot.textrows uses it).",
+    "Text-protocol result rows into Arrow buffers (compiled; sparkcdc.mysql.chunks.textrows uses it).",
     -1, NULL,
 };
 

@@ -336,7 +336,7 @@ class _Connection(pymysql.connections.Connection):
             return packet
         return super()._process_auth(plugin_name, auth_packet, handler)  # type: ignore[misc]
 
-    # -- a result's rows read as bytes (snapshot/textrows.py) ---------------------------
+    # -- a result's rows read as bytes (mysql/chunks/textrows.py) ----------------------
     # pymysql's unbuffered result without its per-row reads: the query and its column
     # definitions go through pymysql; the rows are left on the wire for read_some().
 

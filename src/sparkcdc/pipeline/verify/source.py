@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkcdc.mysql.protocol.connection import ConnectionSettings
+    from sparkcdc.snapshot.splitter import ChunkSplitter
 
 
 VERIFY_CHUNK_ROWS = 100_000
@@ -47,8 +48,8 @@ class SqlSide:
         self._chunks: list[tuple[str, list[Any]]] | None = None
 
     def _connect(self) -> Any:
+        from sparkcdc.mysql.chunks.sql_values import SESSION_TIME_ZONE_SQL
         from sparkcdc.mysql.protocol.connection import sql_connection
-        from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
 
         conn = sql_connection(self.settings)
         with conn.cursor() as cur:
@@ -58,13 +59,13 @@ class SqlSide:
     def chunks(self) -> list[tuple[str, list[Any]]]:
         """WHERE clauses of the table's chunks (the snapshot's splitter, larger chunks)."""
         if self._chunks is None:
-            from sparkcdc.snapshot.reader import chunk_where
-            from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+            from sparkcdc.mysql.chunks.select import chunk_where
+            from sparkcdc.snapshot.splitter import all_chunks
 
             with self._connect() as conn:
-                splitter = ChunkSplitter.for_table(conn, self.schema, chunk_size=VERIFY_CHUNK_ROWS)
+                splitter = _splitter(conn, self.schema)
                 ranges = all_chunks(splitter)
-            self._chunks = [chunk_where(splitter.key_column, c) for c in ranges]
+            self._chunks = [chunk_where(splitter.key_column, c.start, c.end) for c in ranges]
         return self._chunks
 
     def _each_chunk(self, sql: Callable[[str], str]) -> list[tuple[Any, ...]]:
@@ -153,12 +154,13 @@ def transformed_source(
     shape (each compared column fed by its source column)."""
     import pyarrow as pa
 
+    from sparkcdc.model.dialect import ChunkSelect
+    from sparkcdc.mysql.chunks.select import select_on
+    from sparkcdc.mysql.chunks.sql_values import SESSION_TIME_ZONE_SQL
     from sparkcdc.mysql.protocol.connection import sql_connection
     from sparkcdc.pipeline.change_frames import to_sink
     from sparkcdc.pipeline.transforms import apply_transform
-    from sparkcdc.snapshot.reader import select_on
-    from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL
-    from sparkcdc.snapshot.splitter import ChunkSplitter, all_chunks
+    from sparkcdc.snapshot.splitter import all_chunks
     from sparkcdc.spark.changelog.decoded import SnapshotRows
     from sparkcdc.spark.changelog.typed import TypedChangelogBuilder
 
@@ -167,15 +169,28 @@ def transformed_source(
     with sql_connection(settings) as conn:
         with conn.cursor() as cur:
             cur.execute(SESSION_TIME_ZONE_SQL)
-        splitter = ChunkSplitter.for_table(conn, schema, chunk_size=VERIFY_CHUNK_ROWS)
+        splitter = _splitter(conn, schema)
         for chunk in all_chunks(splitter):
-            rows, _ = select_on(conn, schema, splitter.key_column, chunk)
+            select = ChunkSelect(schema, splitter.key_column, chunk.start, chunk.end, chunk.index)
+            rows, _ = select_on(conn, select)
             snapshot = SnapshotRows(schema.database, schema.table, schema.column_names, rows, 0)
             batches.extend(builder.snapshot_batches(snapshot))
     arrow = pa.Table.from_batches(batches, schema=builder.arrow_schema)
     changes = spark.createDataFrame(arrow)
     transformed = apply_transform(changes, rule, schema.column_names)
     return to_sink(transformed, plan.mapping, plan.table).drop(*METADATA_COLUMNS)
+
+
+def _splitter(conn: Any, schema: TableSchema) -> ChunkSplitter:
+    """The snapshot's splitter of the table (larger chunks) on the caller's open connection."""
+    from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
+    from sparkcdc.mysql.protocol.connection import KeptConnection
+    from sparkcdc.snapshot.splitter import ChunkSplitter, chunk_key_column
+
+    key = chunk_key_column(schema)
+    collation = column_collation(conn, schema.database, schema.table, key)
+    queries = SqlSplitQueries(KeptConnection.over(conn), schema, key, collation)
+    return ChunkSplitter.over(queries, schema, key, collation, chunk_size=VERIFY_CHUNK_ROWS)
 
 
 def row_estimate(settings: ConnectionSettings, schema: TableSchema) -> int:

@@ -1,19 +1,19 @@
 """A chunk's SELECT read into Arrow without a Python object per value.
 
 pymysql reads a result row by row: a packet object, a Python value per column, a converter
-call per value. Over TLS, where connectorx cannot be trusted (``reader._select``), that made
+call per value. Over TLS, where connectorx cannot be trusted (``select.select_chunk``), that made
 chunk reads several times slower than in clear. Here the query goes out on the same pymysql
 connection (so TLS, auth and the session stay pymysql's), its column definitions are read
 by pymysql, and the rows' bytes are taken from the connection in blocks and framed by the
-compiled splitter (``mysql/protocol/_textrows.c``): each column becomes an Arrow binary array of the
-server's text for its values.
+compiled splitter (``mysql/protocol/_textrows.c``): each column becomes an Arrow binary array of
+the server's text for its values.
 
-Each column is then cast to its decoder-form type (``rowvalues.arrow_type``) by Arrow's
+Each column is then cast to its decoder-form type (``row_values.arrow_type``) by Arrow's
 vectorised casts where the cast is exact: integers, floats (a FLOAT through double, as
 pymysql's ``float()`` and the float32 round do), DECIMAL, DATE, DATETIME, TIMESTAMP (UTC
 sessions), UTF-8 text and binary-charset bytes. A column the casts refuse (a zero date, a
 year 0, invalid UTF-8 under the binary charset) and every other type (TIME, BIT, MariaDB's
-plugin types) is converted value by value exactly as :func:`reader.select_pymysql` converts
+plugin types) is converted value by value exactly as :func:`select.select_pymysql` converts
 it: pymysql's own converter for the field, then ``sql_converter``. So both readers give the
 same values, which the reader tests check type by type.
 
@@ -32,9 +32,10 @@ import pyarrow.compute as pc
 import pymysql
 
 from sparkcdc.errors import ProtocolError, SnapshotError
+from sparkcdc.model.row_values import arrow_schema, arrow_type, is_integer
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column
 from sparkcdc.mysql.binlog.arrowrows import buffers_array
-from sparkcdc.snapshot.rowvalues import arrow_schema, arrow_type, is_integer, sql_converter
+from sparkcdc.mysql.chunks.sql_values import sql_converter
 
 try:
     from sparkcdc.mysql.protocol import _textrows  # type: ignore[attr-defined]

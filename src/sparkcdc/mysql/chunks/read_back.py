@@ -11,8 +11,8 @@ from typing import Any
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.mysql.chunks.sql_values import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
 from sparkcdc.mysql.protocol.connection import KeptConnection
-from sparkcdc.snapshot.rowvalues import SESSION_TIME_ZONE_SQL, sql_converter, to_sql_param
 
 READ_BACK_ROWS = 50_000  # keys per SELECT, and per update of the sink
 

@@ -1,4 +1,4 @@
-"""The text-protocol result reader (snapshot/textrows.py, mysql/protocol/_textrows.c) from bytes.
+"""The text-protocol result reader (mysql/chunks/textrows.py, protocol/_textrows.c) from bytes.
 
 Result rows are built to the documented layout (length-encoded strings, 0xFB for NULL,
 4-byte packet headers; a payload of 0xFFFFFF bytes continues in the next packet); the
@@ -23,8 +23,8 @@ from pymysql.constants import FIELD_TYPE
 from sparkcdc.errors import ProtocolError, SnapshotError
 from sparkcdc.model.schema import Column
 from sparkcdc.mysql.binlog.arrowrows import buffers_array
+from sparkcdc.mysql.chunks import textrows
 from sparkcdc.mysql.protocol.wire import lenenc_int
-from sparkcdc.snapshot import textrows
 
 pytestmark = pytest.mark.skipif(not textrows.COMPILED, reason="the C splitter is not built")
 
@@ -273,7 +273,7 @@ def test_without_the_splitter_the_log_says_so_once(
     monkeypatch.setattr(textrows, "COMPILED", False)
     monkeypatch.setattr(textrows, "_announced", False)
     conn = FakeConnection(FIELDS, b"")
-    with caplog.at_level(logging.INFO, logger="sparkcdc.snapshot.textrows"):
+    with caplog.at_level(logging.INFO, logger="sparkcdc.mysql.chunks.textrows"):
         assert not textrows.available(conn) and not textrows.available(conn)
     said = [r.getMessage() for r in caplog.records if "read by pymysql" in r.getMessage()]
     assert len(said) == 1 and "C compiler" in said[0]

@@ -1,14 +1,10 @@
-"""Chunk rows in the binlog decoder's value form, whichever client read them.
+"""Values read with SQL (pymysql) in the binlog decoder's value form, whichever client read them.
 
 Snapshot rows and binlog rows must look the same downstream, so values read with SQL
 are converted to what :mod:`sparkcdc.mysql.binlog.column_values` / ``rowcodec`` decode from row
-images: ints for integer, YEAR and BIT columns; ``Decimal`` for DECIMAL; the float32
-value for FLOAT; ``date`` / naive ``datetime`` for DATE / DATETIME (zero dates → None);
-aware UTC ``datetime`` for TIMESTAMP; ``timedelta`` for TIME; ``str`` for character,
-ENUM, SET and JSON columns; ``bytes`` for binary, BLOB and GEOMETRY columns.
-
-``arrow_type`` gives the Arrow type holding those values, so a chunk is an Arrow table
-whose ``to_pylist`` values equal the decoder's.
+images (:mod:`sparkcdc.model.row_values` names the form and its Arrow types): zero dates
+become None, TIMESTAMPs aware UTC datetimes, BITs ints, FLOATs their float32 value, TIME
+text a timedelta.
 
 SQL sessions run with ``time_zone = '+00:00'`` so TIMESTAMP values (and bounds) are UTC.
 """
@@ -24,67 +20,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkcdc.model.row_values import arrow_type
 from sparkcdc.model.schema import PLUGIN_TEXT_TYPES, TEXT_TYPES, Column, plugin_bytes
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
 _FLOAT = struct.Struct("<f")
-_MAX_DECIMAL128 = 38
 _TIME_RE = re.compile(r"^(-)?(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?$")
-
-_INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXT_TYPES = TEXT_TYPES
 
 Converter = Callable[[Any], Any]
-
-
-def is_integer(column: Column) -> bool:
-    return column.data_type in _INTEGER_TYPES
-
-
-def _decimal_precision(column: Column) -> tuple[int, int]:
-    match = re.search(r"\((\d+)(?:\s*,\s*(\d+))?\)", column.column_type)
-    if not match:
-        return 10, 0
-    return int(match.group(1)), int(match.group(2) or 0)
-
-
-def arrow_type(column: Column) -> pa.DataType:
-    """The Arrow type of a column's decoder-form values.
-
-    >>> arrow_type(Column.from_mysql("c", "bigint", "bigint(20) unsigned", True))
-    DataType(uint64)
-    """
-    t = column.data_type
-    if t in _INTEGER_TYPES:
-        if t == "bigint" and "unsigned" in column.column_type:
-            return pa.uint64()
-        return pa.int64()
-    if t == "bit":
-        return pa.uint64()
-    if t == "float":
-        return pa.float32()
-    if t in ("double", "real"):
-        return pa.float64()
-    if t in ("decimal", "numeric"):
-        precision, scale = _decimal_precision(column)
-        if precision > _MAX_DECIMAL128:
-            return pa.decimal256(precision, scale)
-        return pa.decimal128(precision, scale)
-    if t == "date":
-        return pa.date32()
-    if t == "datetime":
-        return pa.timestamp("us")
-    if t == "timestamp":
-        return pa.timestamp("us", tz="UTC")
-    if t == "time":
-        return pa.duration("us")
-    if t in _TEXT_TYPES:
-        return pa.string()
-    return pa.binary()
-
-
-def arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
-    return pa.schema([pa.field(c.name, arrow_type(c)) for c in columns])
 
 
 def _zero_to_none(value: Any) -> Any:
