@@ -269,8 +269,8 @@ def test_a_read_back_whose_connection_dropped_between_pages_reads_on(
     ``wait_timeout``, a KILL), it reads on from the next page on a new connection: every
     row once, in key order, with its value."""
     from sparkcdc.mysql.admin import catalog
-    from sparkcdc.mysql.protocol.connection import ConnectionSettings
     from sparkcdc.mysql.chunks import read_back as keyset
+    from sparkcdc.mysql.protocol.connection import ConnectionSettings
 
     sql.execute("CREATE TABLE rb (id INT PRIMARY KEY, pad VARCHAR(100), n INT)")
     sql.executemany(

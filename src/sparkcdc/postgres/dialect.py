@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from sparkcdc.errors import ConfigError, ReplicationSlotError, SourceError
-from sparkcdc.model.dialect import CapturedSchemas, RangeRead, SourceDialect
+from sparkcdc.model.dialect import CapturedSchemas, RangeRead, Session, SourceDialect
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import TableSchema
@@ -254,3 +254,28 @@ class PostgresDialect(SourceDialect[Lsn]):
         finally:
             if sql is not None:
                 sql.close()
+
+    # -- the incremental snapshot: not read yet (scan.startup.mode=latest-offset only) ----
+
+    def _no_snapshot(self) -> SourceError:
+        return SourceError(
+            f"the postgres-cdc source (slot {self.options.slot_name}) cannot take a snapshot "
+            "yet: it implements none of the source interface's snapshot methods (DESIGN.md "
+            "§10.3). Use scan.startup.mode=latest-offset to stream the changes from now on"
+        )
+
+    def chunk_reader(self, conn: Any) -> Any:
+        raise self._no_snapshot()
+
+    def split_queries(
+        self, conn: Session, schema: TableSchema, key_column: str, collation: str | None
+    ) -> Any:
+        raise self._no_snapshot()
+
+    def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
+        raise self._no_snapshot()
+
+    def read_backfill(
+        self, schema: TableSchema, start: Lsn, end: Lsn, reader_id: int, settled: list[Lsn]
+    ) -> Iterator[RowChanges | SchemaChange]:
+        raise self._no_snapshot()

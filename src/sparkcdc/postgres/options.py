@@ -83,8 +83,8 @@ class PostgresSourceOptions(SourceOptions):
         if mode in SNAPSHOT_MODES:
             raise ValueError(
                 f"scan.startup.mode={mode}: the PostgreSQL source cannot take a snapshot yet "
-                "(its chunk read is not behind the source interface: DESIGN.md §10.3). Use "
-                "scan.startup.mode=latest-offset to stream the changes from now on"
+                "(it implements none of the source interface's snapshot methods: DESIGN.md "
+                "§10.3). Use scan.startup.mode=latest-offset to stream the changes from now on"
             )
         if mode not in STARTUP_MODES and isinstance(mode, str):
             raise ValueError(
