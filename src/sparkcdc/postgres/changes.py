@@ -149,10 +149,8 @@ class ChangeDecoder:
         for item in transaction.items:
             if isinstance(item, Relation):
                 yield from flush()
-                change = self._relation(item)
-                if change:
-                    for statement in change:
-                        yield SchemaChange(item.namespace, item.name, statement, at.seq(row), when)
+                for statement in self._relation(item):  # each a seq of its own, in order
+                    yield SchemaChange(item.namespace, item.name, statement, at.seq(row), when)
                     row += 1
             elif isinstance(item, Insert | Update | Delete):
                 table = self._tables.get(item.relation_oid)

@@ -710,6 +710,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     @message_first
     def commit(self, end: dict[str, Any]) -> None:
+        """Spark committed every batch up to ``end``: the source may let go of what lies
+        before it (a PostgreSQL slot's WAL: ``SourceDialect.commit``), and of staged chunks."""
+        self.dialect.commit(self.dialect.position_from_offset(end["binlog"]))
         snapshot = end.get("snapshot")
         if snapshot is not None:
             self.coordinator.release(snapshot)
