@@ -231,3 +231,23 @@ def test_options_errors(pg: DevPostgres) -> None:
         options_for("postgres-cdc", {**base, "slot.name": "Bad-Slot"})
     with pytest.raises(ConfigError, match=r"unknown option 'server-id' for format 'postgres-cdc'"):
         options_for("postgres-cdc", {**base, "server-id": "5400"})
+
+
+def test_the_session_runs_work_again_on_a_new_connection_after_a_drop(
+    pg: DevPostgres, source: Source
+) -> None:
+    session = source.dialect.session()
+
+    def pid(conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    try:
+        first = session.run(pid)
+        with pg.superuser_connection() as admin:
+            # waits (up to 10 s) until the backend is gone (PostgreSQL 14+)
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", [first])
+        assert session.run(pid) != first
+    finally:
+        session.close()
