@@ -17,23 +17,27 @@ fixture and a ``unit`` test that asks for a server stop the collection; and a ``
 Integration tests (both tiers) keep the ``integration`` mark.
 
 This file sits at the repository's root so that the doctests under src/ and dev/ get their
-tier too (a conftest applies to the folder below it).
+tier too (a conftest applies to the folder below it). It also puts the process in its test
+lane (``sparkcdc_dev.lanes``) before any server module reads its ports: scripts/test.sh runs
+the tests in two pytest-xdist workers, each with private servers of its own.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _pytest.doctest import DoctestItem
 
+from sparkcdc_dev.lanes import lane_environment, lane_of
+
+os.environ.update(lane_environment(lane_of(os.environ), os.environ))
+
 TIERS = ("unit", "server", "fuzz", "e2e")
 _TIER = pytest.StashKey[str]()
-_SPENT = pytest.StashKey[dict[str, tuple[int, float]]]()
 SPARK_FIXTURES = frozenset({"spark", "spark_cluster"})
 SERVER_FIXTURES = frozenset({"dev_server", "dev_settings", "database", "sql", "server", "minio"})
 _ROOT = Path(__file__).parent
@@ -189,27 +193,27 @@ def _spark_only_in_e2e(request: pytest.FixtureRequest) -> Iterator[None]:
         )
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
-    """Adds the test's wall time (set-up, call, tear-down) to its tier's."""
-    start = time.monotonic()
-    try:
-        return (yield)
-    finally:
-        spent = item.config.stash.setdefault(_SPENT, {})
-        count, seconds = spent.get(item.stash[_TIER], (0, 0.0))
-        spent[item.stash[_TIER]] = (count + 1, seconds + time.monotonic() - start)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds a test phase's time (set-up, call, tear-down) to its tier's; in the process that
+    reports, so a run in several xdist workers adds theirs up."""
+    tier = next((t for t in TIERS if t in report.keywords), None)
+    if tier is not None:
+        count, seconds = _spent.get(tier, (0, 0.0))
+        counted = report.when == "call" or (report.when == "setup" and report.skipped)
+        _spent[tier] = (count + counted, seconds + report.duration)
+
+
+_spent: dict[str, tuple[int, float]] = {}  # tier -> (tests, seconds) reported in this process
 
 
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
     """One line: the tests run and the wall time of each tier."""
-    spent = config.stash.get(_SPENT, {})
-    if spent:
+    if _spent:
         terminalreporter.write_line(
-            "time per tier: "
-            + "; ".join(f"{t} {spent[t][0]} tests {spent[t][1]:.0f} s" for t in TIERS if t in spent)
+            "test time per tier (summed over workers): "
+            + "; ".join(
+                f"{t} {_spent[t][0]} tests {_spent[t][1]:.0f} s" for t in TIERS if t in _spent
+            )
         )

@@ -32,11 +32,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sparkcdc.errors import SparkMasterError
+from sparkcdc_dev import lanes
 from sparkcdc_dev.devspark import spark_home
+from sparkcdc_dev.lanes import default_port
 from sparkcdc_dev.processes import alive, log_tail, port_open, recorded_pid
 
-DEFAULT_PORT = 29150  # below the ephemeral ports: see sparkcdc_dev.processes
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_PORT = default_port("SPARKCDC_DEV_CONNECT_PORT")
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DRIVER_MEMORY = "1g"
 # variables of this process the server must not inherit: its Python workers find sparkcdc

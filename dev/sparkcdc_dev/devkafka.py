@@ -23,10 +23,12 @@ import time
 from pathlib import Path
 
 from sparkcdc.errors import SinkError
+from sparkcdc_dev import lanes
+from sparkcdc_dev.lanes import default_port
 from sparkcdc_dev.processes import port_open, recorded_pid, refuse_taken_ports, terminate
 
-DEFAULT_PORT = 29092  # below the ephemeral ports: see sparkcdc_dev.processes
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_PORT = default_port("SPARKCDC_DEV_KAFKA_PORT")
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 # A fixed KRaft cluster id (16 bytes, base64url without padding, as Kafka's Uuid prints them):
 # it lets is_running() tell this broker from any other Kafka that answers on the port.
 CLUSTER_ID = "c3BhcmtjZGMtZGV2LWtmaw"

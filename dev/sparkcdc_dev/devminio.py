@@ -30,10 +30,12 @@ from pathlib import Path
 from pyarrow.fs import AwsStandardS3RetryStrategy, FileSelector, FileType, S3FileSystem
 
 from sparkcdc.errors import SinkError
+from sparkcdc_dev import lanes
+from sparkcdc_dev.lanes import default_port
 from sparkcdc_dev.processes import recorded_pid, refuse_taken_ports, terminate
 
-DEFAULT_PORT = 29000  # below the ephemeral ports: see sparkcdc_dev.processes
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_PORT = default_port("SPARKCDC_DEV_MINIO_PORT")
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 # Credentials of the private, loopback-only development server (not a secret). MinIO wants
 # an access key of at least 3 characters and a secret key of at least 8.
 DEV_ACCESS_KEY = "sparkcdc-dev"

@@ -27,10 +27,12 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from sparkcdc.errors import SinkError
+from sparkcdc_dev import lanes
 from sparkcdc_dev.devserver import TlsFiles
+from sparkcdc_dev.lanes import default_port
 
-DEFAULT_PORT = 25432  # below the ephemeral ports: see sparkcdc_dev.processes
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_PORT = default_port("SPARKCDC_DEV_PG_PORT")
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"
 DEV_PASSWORD = "cdc-dev-password"

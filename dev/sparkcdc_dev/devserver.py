@@ -26,9 +26,11 @@ from typing import Any
 import pymysql
 
 from sparkcdc.errors import SourceError
+from sparkcdc_dev import lanes
+from sparkcdc_dev.lanes import default_port
 
-DEFAULT_PORT = 23306  # below the ephemeral ports: see sparkcdc_dev.processes
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_PORT = default_port("SPARKCDC_DEV_PORT")
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 # Credentials of the private, loopback-only development server (not a secret).
 DEV_USER = "cdc"
 DEV_PASSWORD = "cdc-dev-password"

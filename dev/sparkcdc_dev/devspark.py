@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkcdc.errors import SparkMasterError
+from sparkcdc_dev import lanes
 from sparkcdc_dev.processes import alive, log_tail
 
-DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+DEFAULT_DIR = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
 DEFAULT_WORKERS = 2
 WORKER_CORES = 1
 # what a worker offers its executors (an executor asks 1g by default); not reserved

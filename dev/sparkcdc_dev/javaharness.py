@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from sparkcdc_dev import lanes
+
 
 def compiled_classpath(source: Path, libs: Sequence[Path], name: str) -> str:
     """The classpath that runs ``source`` (one ``.java`` file) on the jars of ``libs``.
@@ -31,7 +33,7 @@ def compiled_classpath(source: Path, libs: Sequence[Path], name: str) -> str:
                 f"the jars of {source.name} are not in {lib}: run the fetch script named in "
                 f"{lib.parent / 'pom.xml'} (scripts/fetch_*.sh)"
             )
-    dev_dir = Path(os.environ.get("SPARKCDC_DEV_DIR", "/tmp/sparkcdc-dev"))
+    dev_dir = Path(os.environ.get("SPARKCDC_DEV_DIR", lanes.DEFAULT_DIR))
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     classes = dev_dir / name / digest
     jars = os.pathsep.join(f"{lib}/*" for lib in libs)

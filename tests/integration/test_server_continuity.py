@@ -24,6 +24,7 @@ from workload import ITEMS_DDL, Workload, random_row, source_state
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.admin import server
 from sparkcdc_dev.devserver import DevServer
+from sparkcdc_dev.lanes import setting
 from sparkcdc_dev.oracle import compare, replay
 
 pytestmark = pytest.mark.integration
@@ -221,10 +222,10 @@ def streamed_some(spark: Any, opts: dict[str, str], checkpoint: Path, dev: DevSe
 # second) may hold the port when the server binds it ("Address already in use").
 # Engineers sharing a machine give each their own (SPARKCDC_DEV_OTHER_PORT / _DIR, and
 # SPARKCDC_DEV_REPLICA_PORT / _DIR), as SPARKCDC_DEV_PORT / _DIR for the private one.
-OTHER_PORT = int(os.environ.get("SPARKCDC_DEV_OTHER_PORT", "23075"))
-REPLICA_PORT = int(os.environ.get("SPARKCDC_DEV_REPLICA_PORT", "23074"))
-OTHER_DIR = Path(os.environ.get("SPARKCDC_DEV_OTHER_DIR", "/tmp/sparkcdc-dev-ident-other"))
-REPLICA_DIR = Path(os.environ.get("SPARKCDC_DEV_REPLICA_DIR", "/tmp/sparkcdc-dev-ident-replica"))
+OTHER_PORT = int(setting("SPARKCDC_DEV_OTHER_PORT"))
+REPLICA_PORT = int(setting("SPARKCDC_DEV_REPLICA_PORT"))
+OTHER_DIR = Path(setting("SPARKCDC_DEV_OTHER_DIR"))
+REPLICA_DIR = Path(setting("SPARKCDC_DEV_REPLICA_DIR"))
 
 
 @pytest.fixture(scope="module")
