@@ -13,9 +13,6 @@ LAYERS = ("snapshot", "spark", "pipeline")
 
 # module or package (relative to src/sparkcdc, no suffix) -> why it still imports sparkcdc.mysql
 NOT_YET_ON_THE_INTERFACE = {
-    "snapshot/interleave": "filters the binlog decoder's compiled rows (EventRows)",
-    "spark/changelog": "builds change rows from the binlog decoder's compiled rows",
-    "spark/offsets": "how many binlog shares: whether the compiled row kernel is built",
     "pipeline/batch_writer": "a column's DDL default value, read by the MySQL DDL parser; an "
     "added column read back by key (mysql/chunks/read_back)",
     "pipeline/evolution": "parses DDL statements with the MySQL DDL parser",

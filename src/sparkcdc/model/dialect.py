@@ -383,6 +383,14 @@ class SourceDialect(ABC, Generic[P]):
         again). Appends to ``settled`` where a transaction whose rows came before took
         effect (MySQL: XA COMMIT / XA ROLLBACK)."""
 
+    # -- decoding the change stream ----------------------------------------------------
+
+    def compiled_rows(self) -> bool:
+        """Whether this source's change rows are decoded by compiled code here (its
+        ``EncodedRows.kernel``), so that one partition of a parallel read takes a larger
+        share of a range. A source without a compiled decoder keeps the default."""
+        return False
+
 
 SOURCE_TYPES = {
     "mysql-cdc": "sparkcdc.mysql.dialect:MySqlDialect",

@@ -7,13 +7,16 @@ speak :mod:`sparkcdc.model.changelog`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import Column
+
+if TYPE_CHECKING:  # the compiled decoders' columns; the vocabulary itself needs no Arrow
+    import pyarrow as pa
 
 
 class RowPosition(Protocol):
@@ -68,11 +71,68 @@ Rows = list[tuple[Image | None, Image | None]]
 """The rows of one source event: (before, after) images per row."""
 
 
+class RowKernel(Protocol):
+    """A source's compiled decoder of one table shape's encoded rows into Arrow columns
+    (:meth:`EncodedRows.kernel`): ``add`` events' images in stream order, ``finish`` into
+    the wanted columns, then ``_op``, ``_op_ts`` and ``_seq`` (DESIGN.md §4.2)."""
+
+    @property
+    def rows(self) -> int:
+        """Images added since the last ``finish``."""
+        ...
+
+    def add(
+        self,
+        images: EncodedRows,
+        kind: RowsKind,
+        ts_us: int,
+        seq_base: int,
+        first_row: int,
+        shared_seq: bool,
+    ) -> bool:
+        """Add one event's images (an update's before then after image); ``_seq`` of image
+        i is ``seq_base + min(first_row + i, 4095)``, or per row when ``shared_seq`` (an
+        update's two images share it). False: nothing added, the rows take ``decode()``."""
+        ...
+
+    def finish(self) -> list[pa.Array]:
+        """The rows added since the last ``finish``, and start over."""
+        ...
+
+
 class EncodedRows(Protocol):
-    """Rows a source has not decoded yet (a binlog ROWS event's bytes): ``decode()`` gives
-    them, or raises what the source would have raised reading them."""
+    """Rows a source has not decoded yet: ``data[pos:end]``, as the source read them (a
+    binlog ROWS event's images). ``decode()`` gives them, or raises what the source would
+    have raised reading them; a source with a compiled decoder reads them into Arrow
+    instead (``kernel``, ``key_kernel``: None where it would not give exactly the values
+    ``decode()`` gives, or it is not built), a source without one returns None there."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def pos(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def complete(self) -> bool:
+        """Whether a kernel may read these images (every image has every column)."""
+        ...
 
     def decode(self) -> Rows: ...
+
+    def kernel(self, wanted: Sequence[tuple[int, pa.DataType]]) -> RowKernel | None:
+        """A decoder of rows of this table shape into the Arrow columns ``wanted[j] =
+        (image position, Arrow type)``; each wanted column is stored as its output column
+        is (``ImageColumns.same_storage``, which the caller has checked)."""
+        ...
+
+    def key_kernel(self, position: int) -> RowKernel | None:
+        """A decoder of the column at image ``position`` alone (the others stepped over)
+        into values equal to ``decode()``'s, for keys compared as decoded values are."""
+        ...
 
 
 @dataclass(slots=True)

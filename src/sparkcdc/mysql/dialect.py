@@ -23,6 +23,7 @@ from sparkcdc.model.tables import TableFilter, TablePredicate
 from sparkcdc.mysql.admin import catalog, server
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
+from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.chunks import reads
 from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
@@ -292,3 +293,8 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
         settled: list[BinlogPosition],
     ) -> Iterator[RowChanges | SchemaChange]:
         return reads.read_backfill(self.settings, schema, start, end, reader_id, settled)
+
+    # -- decoding the change stream ----------------------------------------------------
+
+    def compiled_rows(self) -> bool:
+        return arrowrows.compiled()

@@ -9,8 +9,8 @@ String keys the server orders (``keys.python_orders``) are ranked in batches: ch
 held back up to ``WINDOW_KEYS`` keys, their keys ranked in one query per table, then
 judged and yielded in their order.
 
-An event's keys are read by the compiled decoder where it can read the key column exactly
-(:func:`sparkcdc.mysql.binlog.arrowrows.key_plan`), the other columns stepped over: an event whose
+An event's keys are read by the source's compiled decoder where it can read the key column
+exactly (``EncodedRows.key_kernel``), the other columns stepped over: an event whose
 rows all pass whole, or all drop, is judged without its rows decoded, and one that passes
 whole leaves as it came, for the change-row builders to decode with the kernel too. Only
 an event the filter cuts (some rows or halves pass) is decoded here in Python.
@@ -19,13 +19,11 @@ an event the filter cuts (some rows or halves pass) is decoded here in Python.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from functools import partial
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
+from sparkcdc.model.events import RowChanges, RowKernel, RowsKind, SchemaChange
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.mysql.binlog import arrowrows
-from sparkcdc.mysql.binlog.decoder import EventRows
+from sparkcdc.model.row_kernels import ShapeKernels
 from sparkcdc.snapshot.chunks import KeyValue
 from sparkcdc.snapshot.filter import InterleavingFilter
 
@@ -44,33 +42,25 @@ def _key_index(change: RowChanges, key_column: str) -> int:
 
 
 class _KeyReader:
-    """Reads the chunk-key value of each image of an event with the compiled decoder,
-    one kernel builder per table shape."""
+    """Reads the chunk-key value of each image of an event with the source's compiled
+    decoder, one kernel per table shape."""
 
     def __init__(self) -> None:
-        self._kernels: arrowrows.ShapeKernels[arrowrows.KernelRows] = arrowrows.ShapeKernels()
+        self._kernels: ShapeKernels[RowKernel] = ShapeKernels()
 
     def keys(self, change: RowChanges, k: int) -> list[KeyValue] | None:
         """The key (column ``k``) of every image of ``change``, in image order (an update's
         before and after image, row by row); None where the kernel cannot read them exactly
         (the rows are decoded then)."""
-        kernel = self._kernels.get(change, k, partial(_key_kernel, change, k))
+        kernel = self._kernels.get(change, k, lambda images: images.key_kernel(k))
         if kernel is None:
             return None
         images = change.images
-        assert isinstance(images, EventRows)  # as the kernel was given
+        assert not isinstance(images, list)  # as the kernel was given
         if not kernel.add(images, change.kind, 0, 0, 0, True):
             return None
         keys: list[KeyValue] = kernel.finish()[0].to_pylist()
         return keys
-
-
-def _key_kernel(change: RowChanges, k: int, images: EventRows) -> arrowrows.KernelRows | None:
-    columns = images.table.columns
-    if not arrowrows.compiled() or len(columns) != len(change.columns.names):
-        return None
-    plan = arrowrows.key_plan(columns, k)
-    return None if plan is None else arrowrows.KernelRows(plan)
 
 
 def _image_keys(change: RowChanges, k: int, reader: _KeyReader) -> list[KeyValue]:

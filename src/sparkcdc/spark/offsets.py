@@ -14,7 +14,6 @@ from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.tables import TablePredicate
-from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.snapshot.coordinator import SnapshotProgress
 
 
@@ -213,7 +212,7 @@ def binlog_shares(
     stop: BinlogPosition,
     parallelism: int,
     server_ids: ServerIdRange,
-    compiled: bool | None = None,
+    compiled: bool,
 ) -> int:
     """How many Spark partitions decode the binlog range ``[begin, stop)`` of one batch.
 
@@ -221,10 +220,11 @@ def binlog_shares(
     opens a replication connection and reads the whole range again; what is shared is the
     decoding and everything Spark does with a partition's rows after it (its Arrow batches
     taken in, a pipeline's cache of the batch built): one task does that on one core. So
-    ``auto`` is one partition per ``SHARE_BYTES`` of binlog with the pure-Python decoder, and
-    per ``COMPILED_SHARE_BYTES`` where the compiled row decoder decodes (``compiled``; None:
-    whether it is built here), up to the session's parallelism (a range that spans binlog
-    files counts as large), so that small batches stay one partition. Measured here on a
+    ``auto`` is one partition per ``SHARE_BYTES`` of binlog with the pure-Python decoder,
+    and per ``COMPILED_SHARE_BYTES`` where the source's compiled row decoder decodes
+    (``compiled``: the dialect's ``compiled_rows()``), up to the session's parallelism (a
+    range that spans binlog files counts as large), so that small batches stay one
+    partition. Measured here on a
     catch-up of 300,000 changes (33 MB of binlog) with the kernel: the pipeline's read job
     4.8-5.0 s in one partition, 3.4-3.7 s in two. Never more than the ``server-id`` range
     has ids: each partition is a replica of its own.
@@ -236,7 +236,7 @@ def binlog_shares(
     >>> c = BinlogPosition("b.000001", 4 + COMPILED_SHARE_BYTES - 1)
     >>> binlog_shares("auto", a, b, 8, ids, True), binlog_shares("auto", a, c, 8, ids, True)
     (4, 1)
-    >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401))
+    >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401), True)
     2
     """
     if setting != "auto":
@@ -244,8 +244,7 @@ def binlog_shares(
     elif begin.file != stop.file:
         wanted = parallelism
     else:
-        kernel = arrowrows.compiled() if compiled is None else compiled
-        share = COMPILED_SHARE_BYTES if kernel else SHARE_BYTES
+        share = COMPILED_SHARE_BYTES if compiled else SHARE_BYTES
         wanted = min(parallelism, (stop.pos - begin.pos) // share)
     return max(1, min(wanted, server_ids.size))
 

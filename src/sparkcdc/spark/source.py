@@ -613,7 +613,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                 )
             versions = self.table_versions(begin)
             shares = binlog_shares(
-                self.options.binlog_partitions, begin, stop, self.parallelism, self.server_ids
+                self.options.binlog_partitions,
+                begin,
+                stop,
+                self.parallelism,
+                self.server_ids,
+                self.dialect.compiled_rows(),
             )
             parts.extend(
                 BinlogRangePartition(

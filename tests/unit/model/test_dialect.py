@@ -10,6 +10,7 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.model.dialect import RangeRead, SourceDialect, dialect_class, dialect_for
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.dialect import MySqlDialect
 
 OPTIONS = {
@@ -63,3 +64,14 @@ def test_a_range_read_is_a_picklable_spec_of_its_tables() -> None:
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert spec.captures("app", "t")
     assert not spec.captures("app", "old")  # its DDL is read, its rows are not
+
+
+def test_whether_rows_decode_compiled_is_the_sources_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source without a compiled decoder keeps the interface's default; the MySQL source
+    says whether its kernel is built here (a parallel read's share depends on it)."""
+    dialect = dialect_for(SourceOptions.from_options(OPTIONS))
+    assert SourceDialect.compiled_rows(dialect) is False
+    for built in (True, False):
+        monkeypatch.setattr(arrowrows, "COMPILED", built)
+        monkeypatch.setattr(arrowrows, "_announced", True)
+        assert dialect.compiled_rows() is built

@@ -271,3 +271,22 @@ def test_images_of_no_column_are_refused_not_looped_over() -> None:
     rows = encoded(row_image(FULL_ROW))
     assert not k.add(rows, RowsKind.INSERT, 0, AT.seq(), 0, False)
     assert k.rows == 0
+
+
+@needs_kernel
+def test_an_events_rows_give_the_kernels_of_their_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layers above reach the kernel through the encoded rows (``EncodedRows.kernel``,
+    ``key_kernel``), never through this module: the rows of a shape it reads give a kernel
+    that reads them as the Python decoder does; others, or no kernel built, give None."""
+    rows = encoded(row_image(FULL_ROW) + row_image(NULL_ROW))
+    k = rows.kernel(WANTED)
+    assert k is not None and k.add(rows, RowsKind.INSERT, 0, AT.seq(), 0, False)
+    assert kernel_columns(k) == python_columns(rows)  # type: ignore[arg-type]
+    key = rows.key_kernel(0)  # id BIGINT
+    assert key is not None and key.add(rows, RowsKind.INSERT, 0, 0, 0, True)
+    assert key.finish()[0].to_pylist() == [pair[1][0] for pair in rows.decode()]  # type: ignore[index]
+    assert rows.kernel([(6, pa.string())]) is None  # SET: labels joined in Python
+    assert rows.key_kernel(4) is None  # a DATETIME key is compared as Python values
+    assert rows.key_kernel(len(rows.table.columns)) is None
+    monkeypatch.setattr(arrowrows, "COMPILED", False)
+    assert rows.kernel(WANTED) is None and rows.key_kernel(0) is None

@@ -25,18 +25,17 @@ which says so once in the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
-from sparkcdc.model.events import ImageColumns, RowChanges, RowsKind
+from sparkcdc.model.events import EncodedRows, RowsKind
 from sparkcdc.mysql.binlog import column_values as values
 from sparkcdc.mysql.binlog.charsets import BINARY_COLLATION, codec_for_collation
 from sparkcdc.mysql.binlog.decoded_events import ColumnInfo
-from sparkcdc.mysql.binlog.decoder import EventRows
 from sparkcdc.mysql.binlog.rowcodec import BLOB_TYPES, STRING_TYPES, length_prefix
 from sparkcdc.mysql.protocol.constants import ColumnType
 
@@ -46,7 +45,6 @@ except ImportError:  # not built: the pure-Python path
     _rowkernel = None
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 COMPILED = _rowkernel is not None
 _announced = False
 
@@ -317,7 +315,8 @@ def key_plan(columns: Sequence[ColumnInfo], position: int) -> Plan | None:
 
 
 class KernelRows:
-    """The kernel's builder for one plan: ``add`` events' images, ``finish`` into Arrow
+    """The kernel's builder for one plan (the :class:`~sparkcdc.model.events.RowKernel` a
+    binlog event's ``EventRows`` gives): ``add`` events' images, ``finish`` into Arrow
     arrays (the wanted columns, then ``_op``, ``_op_ts``, ``_seq``)."""
 
     def __init__(self, p: Plan) -> None:
@@ -333,18 +332,23 @@ class KernelRows:
 
     def add(
         self,
-        rows: EventRows,
+        images: EncodedRows,
         kind: RowsKind,
         ts_us: int,
         seq_base: int,
         first_row: int,
         shared_seq: bool,
     ) -> bool:
-        """Add one event's images (an update's before then after image); ``_seq`` of image
-        i is ``seq_base + min(first_row + i, 4095)``, or per row when ``shared_seq`` (an
-        update's two images share it). False: nothing added, take the Python path."""
+        """As ``RowKernel.add``: False where the kernel would not read the event exactly."""
         added: int = self._builder.add(
-            rows.data, rows.pos, rows.end, _KINDS[kind], ts_us, seq_base, first_row, shared_seq
+            images.data,
+            images.pos,
+            images.end,
+            _KINDS[kind],
+            ts_us,
+            seq_base,
+            first_row,
+            shared_seq,
         )
         return added >= 0
 
@@ -354,29 +358,6 @@ class KernelRows:
             buffers_array(arrow, n, *column)
             for arrow, column in zip(self._types, columns, strict=True)
         ]
-
-
-class ShapeKernels(Generic[T]):
-    """What a kernel user builds once per table shape (a change's ``columns``) and
-    ``variant`` of its own, for the changes the kernel may read: complete row images still
-    in their bytes."""
-
-    def __init__(self) -> None:
-        self._built: dict[tuple[int, Hashable], tuple[ImageColumns, T | None]] = {}
-
-    def get(
-        self, change: RowChanges, variant: Hashable, build: Callable[[EventRows], T | None]
-    ) -> T | None:
-        """The one built for ``change``'s shape (by ``build`` from its images the first
-        time), or None: the change is not for the kernel, or ``build`` gave None."""
-        images = change.images
-        if not isinstance(images, EventRows) or not images.complete:
-            return None
-        key = (id(change.columns), variant)
-        cached = self._built.get(key)
-        if cached is None or cached[0] is not change.columns:
-            cached = self._built[key] = (change.columns, build(images))
-        return cached[1]
 
 
 def buffers_array(

@@ -20,13 +20,16 @@ from __future__ import annotations
 import re
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntFlag
+
+import pyarrow as pa
 
 from sparkcdc.errors import ProtocolError, SourceError
 from sparkcdc.model.events import ImageColumns, RowsKind
 from sparkcdc.model.tables import TablePredicate
+from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.compression import decompress_mariadb, zstd_decompress
 from sparkcdc.mysql.binlog.decoded_events import (
     AnnotateRowsEvent,
@@ -291,6 +294,23 @@ class EventRows:
             f"{EventType(self.type_code).name} event for {table.database}.{table.table} ending "
             f"at position {self.log_pos}"
         )
+
+    def kernel(self, wanted: Sequence[tuple[int, pa.DataType]]) -> arrowrows.KernelRows | None:
+        """The compiled decoder of images of this table shape into the Arrow columns
+        ``wanted`` (:func:`arrowrows.plan`), or None: not built, or not exact for them."""
+        if not arrowrows.compiled():
+            return None
+        plan = arrowrows.plan(self.table.columns, wanted)
+        return None if plan is None else arrowrows.KernelRows(plan)
+
+    def key_kernel(self, position: int) -> arrowrows.KernelRows | None:
+        """The compiled decoder of the column at image ``position`` alone
+        (:func:`arrowrows.key_plan`), or None: not built, or not that column's type."""
+        columns = self.table.columns
+        if not arrowrows.compiled() or not 0 <= position < len(columns):
+            return None
+        plan = arrowrows.key_plan(columns, position)
+        return None if plan is None else arrowrows.KernelRows(plan)
 
     def decode(self) -> list[Row]:
         """The rows, as Python values; ProtocolError if the bytes do not hold them."""

@@ -1,5 +1,5 @@
-"""The compiled path of the change-row builders (:mod:`sparkcdc.mysql.binlog.arrowrows`):
-a kernel per table shape decodes a ROWS event's bytes straight into Arrow columns."""
+"""The compiled path of the change-row builders: a kernel per table shape (the source's
+``EncodedRows.kernel``) decodes an event's encoded rows straight into Arrow columns."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from itertools import count
 
 import pyarrow as pa
 
-from sparkcdc.model.events import RowChanges
-from sparkcdc.mysql.binlog import arrowrows
-from sparkcdc.mysql.binlog.arrowrows import KernelRows
-from sparkcdc.mysql.binlog.decoder import EventRows
+from sparkcdc.model.events import EncodedRows, RowChanges, RowKernel
+from sparkcdc.model.row_kernels import ShapeKernels
 from sparkcdc.spark.changelog.arrow import BATCH_ROWS
 
 
@@ -34,7 +32,7 @@ class Kernel:
     """A compiled decoder of one table shape into one builder's columns: ``slots[j]`` is
     the kernel output of the builder's column j (None: not in the images, NULL)."""
 
-    rows: KernelRows
+    rows: RowKernel
     slots: list[int | None]
     types: list[pa.DataType]
     database: str
@@ -52,15 +50,15 @@ class Kernel:
 
 
 class Compiled:
-    """The compiled path of a change-row builder (:mod:`sparkcdc.mysql.binlog.arrowrows`): one
-    kernel per table shape, of which one holds rows at a time (``holding``), so rows leave
-    in stream order. ``shared_seq``: an update's two rows share its ``_seq`` (the tables
-    shape) rather than taking one each (the typed changelog)."""
+    """The compiled path of a change-row builder: one kernel per table shape, of which one
+    holds rows at a time (``holding``), so rows leave in stream order. ``shared_seq``: an
+    update's two rows share its ``_seq`` (the tables shape) rather than taking one each (the
+    typed changelog)."""
 
     def __init__(self, shared_seq: bool) -> None:
         self.shared_seq = shared_seq
         self.holding: Kernel | None = None
-        self._kernels: arrowrows.ShapeKernels[Kernel] = arrowrows.ShapeKernels()
+        self._kernels: ShapeKernels[Kernel] = ShapeKernels()
 
     def kernel(
         self,
@@ -79,23 +77,18 @@ class Compiled:
     @staticmethod
     def _build(
         change: RowChanges,
-        images: EventRows,
+        images: EncodedRows,
         fields: Callable[[], list[tuple[int | None, pa.DataType]] | None],
     ) -> Kernel | None:
-        if not arrowrows.compiled():
-            return None
         wanted = fields()
         if wanted is None:
             return None
-        present = [(pos, arrow) for pos, arrow in wanted if pos is not None]
-        plan = arrowrows.plan(images.table.columns, present)
-        if plan is None:
+        rows = images.kernel([(pos, arrow) for pos, arrow in wanted if pos is not None])
+        if rows is None:
             return None
         outputs = count()
         slots = [None if pos is None else next(outputs) for pos, _ in wanted]
-        return Kernel(
-            KernelRows(plan), slots, [arrow for _, arrow in wanted], change.database, change.table
-        )
+        return Kernel(rows, slots, [arrow for _, arrow in wanted], change.database, change.table)
 
     def add(self, change: RowChanges, kernel: Kernel) -> tuple[list[KernelBatch], bool]:
         """Add ``change``'s rows to ``kernel``: the rows that must leave first (another
@@ -103,7 +96,7 @@ class Compiled:
         an event it cannot read exactly (the builder then decodes it in Python, which gives
         the value or the error)."""
         images = change.images
-        assert isinstance(images, EventRows)
+        assert not isinstance(images, list)  # as the kernel was given
         args = (
             images,
             change.kind,

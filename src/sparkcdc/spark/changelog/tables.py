@@ -95,8 +95,8 @@ class TablesBuilder:
 
     The structs have the captured tables' columns as the query read them at its start
     (``carrier_type``). A value goes into its struct field only when it is stored as that
-    column is (:func:`~sparkcdc.mysql.binlog.metadata_from_schema.same_storage`); every other
-    value of the image (a column added or changed since the query started, a table that joined the
+    column is (:meth:`~sparkcdc.model.events.ImageColumns.same_storage`); every other value
+    of the image (a column added or changed since the query started, a table that joined the
     query, a row written before a schema change) travels as text in ``_text`` under its
     column name, spelled as the envelope's JSON has it. Nothing is dropped and nothing
     converted by a guess: the reader of the row (the pipeline's change frames, which knows each
