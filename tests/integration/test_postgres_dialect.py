@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sparkcdc.errors import ConfigError, ReplicationSlotError
+from sparkcdc.errors import ConfigError, ReplicationSlotError, SourceError
 from sparkcdc.model.dialect import RangeRead, dialect_class, dialect_for, options_for
 from sparkcdc.model.events import RowChanges, RowsKind, SchemaChange
 from sparkcdc.model.options import ServerIdRange
@@ -251,3 +251,26 @@ def test_the_session_runs_work_again_on_a_new_connection_after_a_drop(
         assert session.run(pid) != first
     finally:
         session.close()
+
+
+def test_check_server_is_the_validator(source: Source) -> None:
+    source.dialect.check_server()  # the fixture's slot, publication and table are ready
+    source.sql.execute("ALTER TABLE items REPLICA IDENTITY NOTHING")
+    with pytest.raises(SourceError, match=r"items.*REPLICA IDENTITY"):
+        source.dialect.check_server()
+
+
+def test_startup_creates_the_slot_and_starts_where_it_can_be_read(
+    pg: DevPostgres, source: Source
+) -> None:
+    raw = options(pg, source.dialect.settings.database, **{"slot.name": "dialect_new_slot"})
+    dialect = dialect_for(options_for("postgres-cdc", raw), "postgres-cdc")
+    try:
+        start = dialect.startup_position()
+        source.sql.execute("INSERT INTO items VALUES (5, 'e', 5)")
+        end = dialect.current_position(source.sql)
+        changes = list(dialect.read_range(RangeRead(start, end, 0, CAPTURED)))
+        assert [r[:3] for r in rows(changes)] == [("insert", None, (5, "e", 5))]
+    finally:
+        with ReplicationConnection.open(dialect.settings) as conn:
+            drop_slot(conn, "dialect_new_slot")
