@@ -27,7 +27,7 @@ from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.options import PostgresSourceOptions
 from sparkcdc.postgres.pgoutput import LogicalMessage
 from sparkcdc.postgres.positions import watermark
-from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection
+from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection, quote_literal
 from sparkcdc.postgres.session import KeptSession, sql_connection
 from sparkcdc.postgres.slots import ensure_publication, ensure_slot, slot_info
 from sparkcdc.postgres.types import TypeCatalog
@@ -74,7 +74,8 @@ class SlotClaim:
                 ensure_publication(conn, publication, tables)
             if info.active:
                 pid = conn.query(
-                    f"SELECT active_pid FROM pg_replication_slots WHERE slot_name = '{slot}'"
+                    "SELECT active_pid FROM pg_replication_slots WHERE slot_name = "
+                    + quote_literal(slot)
                 )
                 holder = pid[0][0] if pid else "?"
                 raise ReplicationSlotError(
