@@ -16,6 +16,7 @@ from test_snapshot_reader import dialect_of
 
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.mysql.admin.catalog import load_schema
+from sparkcdc.mysql.chunks.key_ranks import ServerKeyRanking
 from sparkcdc.mysql.protocol.connection import KeptConnection
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.filter import (
@@ -76,7 +77,7 @@ def test_membership_and_filter_agree_with_the_server(dev_server: DevServer, coll
     plan = [ChunkRange("db.s", i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 
     # backfill membership: one chunk against all keys
-    order = key_order(collation, KeptConnection.over(conn))
+    order = key_order(collation, ServerKeyRanking(KeptConnection.over(conn)))
     for chunk in plan:
         member = chunk_membership(order, chunk.start, chunk.end, KEYS)
         assert {k for k, inside in member.items() if inside} == {
@@ -88,7 +89,7 @@ def test_membership_and_filter_agree_with_the_server(dev_server: DevServer, coll
     done = [completed_chunks(c.start, c.end, hw, c.index, c.index + 1) for c in plan[::2]]
     state = filter_state({"db.s": tracked_table(collation, len(done), len(plan), done)})
     flt = InterleavingFilter.from_state(
-        json.loads(json.dumps(state)), KeptConnection(dev_server.connection)
+        json.loads(json.dumps(state)), ServerKeyRanking(KeptConnection(dev_server.connection))
     )
     at = BinlogPosition("b.000001", 200)
     assert flt.needs_server("db.s", at)
@@ -139,11 +140,12 @@ def test_keys_ranked_again_when_the_server_drops_the_ranking_connection(
     at once (found dropped before its work: no retry, no pause), and ranks the same."""
     collation = COLLATIONS[0]
     pauses: list[float] = []
-    order = key_order(collation, KeptConnection(dev_server.connection, sleep=pauses.append))
+    ranking = ServerKeyRanking(KeptConnection(dev_server.connection, sleep=pauses.append))
+    order = key_order(collation, ranking)
     ranks = order.ranker(BOUNDS).ranks(KEYS)
-    first = order.run(lambda conn: conn.thread_id())
+    first = ranking.run(lambda conn: conn.thread_id())
     with dev_server.connection() as admin, admin.cursor() as cur:
         cur.execute(f"KILL CONNECTION {first}")
     assert order.ranker(BOUNDS).ranks(KEYS) == ranks
-    assert order.run(lambda conn: conn.thread_id()) != first and pauses == []
+    assert ranking.run(lambda conn: conn.thread_id()) != first and pauses == []
     order.close()

@@ -212,6 +212,19 @@ class ChunkReader(Protocol[P_co]):
         ...
 
 
+class KeyRanking(Protocol):
+    """String keys ordered by the server, under a collation Python cannot reproduce
+    (``SourceDialect.key_ranking``): what the backfill and the interleaving filter judge
+    chunk membership by, so that they agree with the chunk's SELECT."""
+
+    def ranks(self, collation: str, keys: Sequence[Any], bounds: Sequence[Any]) -> list[int]:
+        """For each of ``keys`` (non-NULL, distinct), how many of ``bounds`` (non-NULL,
+        ascending in the server's order) are ``<=`` it under ``collation``."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class SplitQueries(Protocol):
     """What the chunk splitter asks of a table (SQL in production, a list in property
     tests); key values in the stream's value form."""
@@ -373,6 +386,11 @@ class SourceDialect(ABC, Generic[P]):
     @abstractmethod
     def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
         """The collation a string column's values are compared by (None: not a string)."""
+
+    @abstractmethod
+    def key_ranking(self, conn: Any = None) -> KeyRanking:
+        """Keys ranked by the server on ``conn`` (the caller's open connection, which it
+        never closes), or on a kept connection of its own opened on first use."""
 
     @abstractmethod
     def read_backfill(

@@ -26,6 +26,7 @@ from sparkcdc.mysql.admin.validator import check_captured_databases, check_sourc
 from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
 from sparkcdc.mysql.chunks import reads
+from sparkcdc.mysql.chunks.key_ranks import ServerKeyRanking
 from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
 from sparkcdc.mysql.ddl import schema_changes
 from sparkcdc.mysql.ddl.table_names import with_shadows
@@ -283,6 +284,9 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
 
     def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
         return column_collation(conn, database, table, column)
+
+    def key_ranking(self, conn: Any = None) -> ServerKeyRanking:
+        return ServerKeyRanking(self.session() if conn is None else KeptConnection.over(conn))
 
     def read_backfill(
         self,

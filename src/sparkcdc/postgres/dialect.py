@@ -276,6 +276,9 @@ class PostgresDialect(SourceDialect[Lsn]):
     def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
         raise self._no_snapshot()
 
+    def key_ranking(self, conn: Any = None) -> Any:
+        raise self._no_snapshot()
+
     def read_backfill(
         self, schema: TableSchema, start: Lsn, end: Lsn, reader_id: int, settled: list[Lsn]
     ) -> Iterator[RowChanges | SchemaChange]:

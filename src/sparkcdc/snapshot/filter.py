@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.model.dialect import Session
+from sparkcdc.model.dialect import KeyRanking
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 from sparkcdc.snapshot.chunks import KeyValue, decode_key, encode_key
 from sparkcdc.snapshot.keys import KeyOrder, PythonKeyOrder, Ranker, key_order
@@ -168,19 +168,19 @@ class _TableState:
 class InterleavingFilter:
     """Per-table completed chunks with their HW; ``emit`` decides one binlog event.
 
-    ``conn``: a SQL connection to the source, opened when first used to rank string keys
-    of collations only the server orders; ``close`` closes it.
+    ``ranking``: the source's (``SourceDialect.key_ranking``), for string keys of
+    collations only the server orders; ``close`` closes it.
     """
 
-    def __init__(self, conn: Session | None = None) -> None:
+    def __init__(self, ranking: KeyRanking | None = None) -> None:
         self._tables: dict[str, _TableState] = {}
-        self._conn = conn
+        self._ranking = ranking
         self._orders: dict[str | None, KeyOrder] = {}
 
     def _order(self, collation: str | None) -> KeyOrder:
         order = self._orders.get(collation)
         if order is None:
-            order = self._orders[collation] = key_order(collation, self._conn)
+            order = self._orders[collation] = key_order(collation, self._ranking)
         return order
 
     def close(self) -> None:
@@ -229,9 +229,11 @@ class InterleavingFilter:
     # -- offsets ---------------------------------------------------------------------
 
     @classmethod
-    def from_state(cls, data: dict[str, Any], conn: Session | None = None) -> InterleavingFilter:
+    def from_state(
+        cls, data: dict[str, Any], ranking: KeyRanking | None = None
+    ) -> InterleavingFilter:
         """The filter of a state built by ``filter_state`` (after a JSON round trip)."""
-        out = cls(conn)
+        out = cls(ranking)
         for name, t in data.get("tables", {}).items():
             if t.get("pure"):
                 out._tables[name] = _TableState(None, out._order(None), pure=True)

@@ -29,13 +29,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.model.dialect import Session
-
-T = TypeVar("T")
+from sparkcdc.model.dialect import KeyRanking
 
 SortKey = Callable[[Any], Any]
 
@@ -224,35 +221,6 @@ class PythonKeyOrder:
         pass
 
 
-def rank_query(collation: str, bounds: int, keys: int) -> str:
-    """SQL ranking ``keys`` values against ``bounds`` values under ``collation``.
-
-    Parameters: the keys, then the bounds. Rows: ``(key index, bounds <= key)``. Both
-    sides are converted to the collation's character set and compared with ``COLLATE``,
-    exactly as ``k >= %s`` compares a literal with the column in the chunk's SELECT.
-
-    >>> print(rank_query("utf8mb4_unicode_ci", 1, 2))  # doctest: +NORMALIZE_WHITESPACE
-    SELECT k.i, COUNT(b.v) FROM (SELECT 0 AS i, CONVERT(%s USING utf8mb4) AS v UNION ALL
-    SELECT 1, CONVERT(%s USING utf8mb4)) AS k LEFT JOIN (SELECT CONVERT(%s USING utf8mb4)
-    AS v) AS b ON b.v COLLATE utf8mb4_unicode_ci <= k.v COLLATE utf8mb4_unicode_ci
-    GROUP BY k.i
-    """
-    if not collation.replace("_", "").isalnum():
-        raise SnapshotError(f"{collation!r} is not a collation name")
-    charset = charset_of(collation)
-    conv = f"CONVERT(%s USING {charset})"
-    key_rows = " UNION ALL ".join(
-        f"SELECT 0 AS i, {conv} AS v" if i == 0 else f"SELECT {i}, {conv}" for i in range(keys)
-    )
-    bound_rows = " UNION ALL ".join(
-        f"SELECT {conv} AS v" if i == 0 else f"SELECT {conv}" for i in range(bounds)
-    )
-    return (
-        f"SELECT k.i, COUNT(b.v) FROM ({key_rows}) AS k LEFT JOIN ({bound_rows}) AS b "
-        f"ON b.v COLLATE {collation} <= k.v COLLATE {collation} GROUP BY k.i"
-    )
-
-
 class _ServerRanker:
     def __init__(self, order: ServerKeyOrder, bounds: Sequence[Any]) -> None:
         self._order = order
@@ -263,59 +231,49 @@ class _ServerRanker:
             return [0] * len(keys)
         distinct = list(dict.fromkeys(keys))
         found: dict[Any, int] = {}
+        ranking, collation = self._order.ranking, self._order.collation
         for i in range(0, len(distinct), RANK_BATCH):
             part = distinct[i : i + RANK_BATCH]
-            sql = rank_query(self._order.collation, len(self._bounds), len(part))
-            params = [*part, *self._bounds]
-            for index, rank in self._order.run(partial(_fetched, sql, params)):
-                found[part[int(index)]] = int(rank)
+            ranks = ranking.ranks(collation, part, self._bounds)
+            found.update(zip(part, ranks, strict=True))
         return [found[k] for k in keys]
 
 
 class ServerKeyOrder:
-    """The order of a column under a collation only the server knows: ranked by SQL on
-    ``conn`` (opened when the first key is ranked; opened again if the server drops it,
-    when it is a kept one: ``SourceDialect.session``)."""
+    """The order of a column under a collation only the server knows, ranked by the
+    source (``SourceDialect.key_ranking``) in batches of distinct keys."""
 
-    def __init__(self, collation: str, conn: Session) -> None:
+    def __init__(self, collation: str, ranking: KeyRanking) -> None:
         self.collation = collation
-        self._conn = conn
-
-    def run(self, work: Callable[[Any], T]) -> T:
-        return self._conn.run(work)
+        self.ranking = ranking
 
     def ranker(self, bounds: Sequence[Any]) -> Ranker:
         return _ServerRanker(self, bounds)
 
     def close(self) -> None:
-        self._conn.close()
+        self.ranking.close()
 
 
-def _fetched(sql: str, params: Sequence[Any], conn: Any) -> list[tuple[Any, ...]]:
-    with conn.cursor() as cur:
-        cur.execute(sql, params)
-        return list(cur.fetchall())
+class _Unranked:
+    """The ranking of an order given none: ranking says what is missing."""
 
-
-class _Unconnected:
-    """The Session of an order given none: ranking says what is missing."""
-
-    def run(self, work: Callable[[Any], T]) -> T:
+    def ranks(self, collation: str, keys: Sequence[Any], bounds: Sequence[Any]) -> list[int]:
         raise SnapshotError(
             "string chunk keys under a non-binary collation are ranked by the server, but no "
-            "connection was given (pass conn= to the filter or key_order)"
+            "connection was given (pass the source's key_ranking to the filter or key_order)"
         )
 
     def close(self) -> None:
         pass
 
 
-def key_order(collation: str | None, conn: Session | None = None) -> KeyOrder:
-    """The KeyOrder of a chunk key column of this collation (None: not a string column)."""
+def key_order(collation: str | None, ranking: KeyRanking | None = None) -> KeyOrder:
+    """The KeyOrder of a chunk key column of this collation (None: not a string column);
+    ``ranking``: the source's, for collations only the server orders."""
     if python_orders(collation):
         return PythonKeyOrder(collation)
     assert collation is not None
-    return ServerKeyOrder(collation, conn or _Unconnected())
+    return ServerKeyOrder(collation, ranking or _Unranked())
 
 
 def chunk_membership(order: KeyOrder, start: Any, end: Any, keys: Sequence[Any]) -> dict[Any, bool]:

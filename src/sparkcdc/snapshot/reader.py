@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,7 +42,6 @@ from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Row = tuple[Any, ...]
 Change = tuple[Row | None, Row | None]
 DDL_RETRIES = 3
@@ -320,24 +319,11 @@ def read_chunk(
         if settled:
             _xa_wait(schema, chunk, [f"finished at {p}" for p in settled], deadline)
             continue
-        order = key_order(spec.collation, _Given(conn))
+        order = key_order(spec.collation, dialect.key_ranking(conn))
         rows = merge_backfill(base, current, changes, chunk, key_column, order)
         return ChunkResult(
             chunk, current, rows, low, high, len(changes), read_by, select_seconds, ddl
         )
-
-
-class _Given:
-    """The Session of a connection the caller holds: its loss is the caller's to handle."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def run(self, work: Callable[[Any], T]) -> T:
-        return work(self._conn)
-
-    def close(self) -> None:
-        pass
 
 
 def read_together(schema: TableSchema, key_column: str, group: Sequence[ChunkRange]) -> bool:

@@ -116,7 +116,7 @@ class PartitionReader:
             return
         # string chunk keys of collations only the server orders are ranked over SQL
         flt = InterleavingFilter.from_state(
-            json.loads(partition.filter_state), self.dialect.session()
+            json.loads(partition.filter_state), self.dialect.key_ranking()
         )
         try:
             changes = filter_changes(changes, flt, json.loads(partition.key_columns))

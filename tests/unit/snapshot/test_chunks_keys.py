@@ -20,7 +20,6 @@ from sparkcdc.snapshot.keys import (
     key_order,
     key_sort_key,
     python_orders,
-    rank_query,
 )
 
 key_values = st.one_of(
@@ -135,11 +134,6 @@ def test_collations_python_cannot_order_go_to_the_server(collation: str) -> None
     order = key_order(collation)  # no connection given: ranking says what is missing
     with pytest.raises(SnapshotError, match="no connection"):
         order.ranker(["a"]).ranks(["b"])
-
-
-def test_rank_query_refuses_what_is_not_a_collation_name() -> None:
-    with pytest.raises(SnapshotError, match="not a collation"):
-        rank_query("utf8mb4_bin; DROP TABLE t", 1, 1)
 
 
 @given(
