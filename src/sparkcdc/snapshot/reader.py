@@ -4,10 +4,10 @@
 2. ``SELECT`` the chunk ``[start, end)`` (NULL keys in the first chunk) into Arrow: the
    source's ``ChunkReader.select`` (MySQL: ``mysql/chunks/select.py``).
 3. ``HW`` = the end of the change stream now (``ChunkReader.high``).
-4. If ``HW > LW``: read the binlog ``[LW, HW)`` for this table and apply, in order, every
-   row change whose image has its chunk key in the chunk: the before image's row is
-   removed, the after image's row is put (a key-changing update is thus a delete of the
-   old key and an insert of the new one, each judged by its own range).
+4. If ``HW > LW``: read the stream ``[LW, HW)`` for this table (``read_backfill``) and
+   apply, in order, every row change whose image has its chunk key in the chunk: the
+   before image's row is removed, the after image's row is put (a key-changing update is
+   thus a delete of the old key and an insert of the new one, each judged by its own range).
 
 The result is the chunk's state at ``HW``: an Arrow table in the table's column order
 whose values are those the binlog decoder yields (``model/row_values.py``), plus ``(LW, HW)``.
