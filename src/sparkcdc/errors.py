@@ -32,6 +32,10 @@ class SchemaChangedError(SourceError):
     """A typed stream's table changed shape; restart the query to go on with the new one."""
 
 
+class DdlParseError(SourceError):
+    """A DDL statement of the change stream that sparkcdc cannot read."""
+
+
 class ProtocolError(SparkCdcError):
     """The replication stream broke or carried bytes we cannot decode."""
 

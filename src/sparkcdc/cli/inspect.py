@@ -16,7 +16,7 @@ from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState
 from sparkcdc.pipeline.progress import lag_text
-from sparkcdc.pipeline.run_plan import server_position, source_settings
+from sparkcdc.pipeline.run_plan import source_of
 from sparkcdc.pipeline.status import STATUS_FILE, committed_offset
 
 
@@ -30,7 +30,6 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     Spark starts only where a transform is Spark SQL (it types the transform's columns),
     its JVM logging to the file ``spark_log`` names for the pipeline.
     """
-    from sparkcdc.model.dialect import dialect_for
     from sparkcdc.mysql.admin.validator import tls_report, validate_source
     from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
     from sparkcdc.pipeline.routes import needs_session, plan_pipeline
@@ -40,7 +39,8 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     config = load_pipeline(file)
     runnable_sink_class(config.sink.type)
     print(f"{file}: the file is valid (pipeline {config.pipeline.name!r}, sink {config.sink.type})")
-    options, settings = source_settings(config)
+    options, dialect = source_of(config)
+    settings = dialect.settings
     issues = validate_source(settings)
     for connection, state in tls_report(settings):
         print(f"  source {connection}: {state}")
@@ -50,7 +50,6 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
         print(f"source {settings.endpoint}: not ready for CDC")
         return 3
     print(f"source {settings.endpoint}: ready for CDC")
-    dialect = dialect_for(options)
     capture = plan_capture(options, dialect)
     findings = check_pipeline(config, capture.tables, dialect)
     for finding in findings:
@@ -102,8 +101,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         server_error = f"not asked: the file references {names}, not set in this shell"
     else:
         try:
-            _, settings = source_settings(config)
-            server_pos = server_position(settings)
+            _, dialect = source_of(config)
+            server_pos = dialect.position_now()
         except SparkCdcError as exc:
             server_error = str(exc)
     position = BinlogPosition.from_offset(offset["binlog"]) if "binlog" in offset else None

@@ -27,6 +27,7 @@ from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema_change import SourceDdl
 from sparkcdc.model.tables import TableFilter
 
 T = TypeVar("T")
@@ -408,6 +409,25 @@ class SourceDialect(ABC, Generic[P]):
         ``EncodedRows.kernel``), so that one partition of a parallel read takes a larger
         share of a range. A source without a compiled decoder keeps the default."""
         return False
+
+    # -- what the pipelines ask of the source -----------------------------------------
+
+    @abstractmethod
+    def ddl(self) -> SourceDdl:
+        """How the schema change statements of the change stream read (``SchemaChange``
+        rows): parsed into schema change events, the new columns typed as ``load_schema``
+        types them (the source options' say), and their literal defaults."""
+
+    def position_now(self) -> P:
+        """Where the change stream ends now, on a connection of its own: the place alone
+        (no resume state such as GTIDs need be read), for how far a pipeline has to go
+        (status, lag, the end of an available-now run, verify's wait). By default the
+        ``current_position`` on a session of its own."""
+        session = self.session()
+        try:
+            return session.run(self.current_position)
+        finally:
+            session.close()
 
 
 SOURCE_TYPES = {

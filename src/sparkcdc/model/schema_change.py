@@ -8,9 +8,11 @@ in the schema history and are compared, logged and filtered by :attr:`kind`, the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from sparkcdc.errors import did_you_mean
 from sparkcdc.model.schema import Column, TableSchema
@@ -275,3 +277,34 @@ def matches_kinds(kind: SchemaChangeType, tags: Iterable[str]) -> bool:
     (True, False, True)
     """
     return any(kind in kinds_of_tag(tag) for tag in tags)
+
+
+SchemaOf = Callable[[str, str], TableSchema | None]
+"""A table's schema at a statement, by (database, table); None where it is not known."""
+
+
+class SourceDdl(ABC):
+    """How a source's schema change statements read (``SourceDialect.ddl``): what the
+    pipelines' schema evolution asks of the statements the change stream carries."""
+
+    @abstractmethod
+    def parse(
+        self, database: str, statement: str, schema_of: SchemaOf | None = None
+    ) -> list[TableChange]:
+        """The schema change events of one statement, per table, in statement order, the
+        new columns typed as the source's catalog types them; ``database``: the statement's
+        default database; ``schema_of``: the tables' schemas at the statement (a table
+        created like another). ``DdlParseError`` (sparkcdc.errors) when the statement may
+        change columns in a way not known: it is never guessed."""
+
+    @abstractmethod
+    def default_value(self, column: Column, literal: str) -> Any:
+        """A column's literal DEFAULT as the change stream's rows carry the column's
+        values, or ValueError where the source's conversion of it is not known (then the
+        rows that predate the column are read back from the source)."""
+
+    def tool_table_of(self, table: str) -> tuple[str, bool] | None:
+        """``(t, is_copy)`` when ``table`` is, by its name, a table an online schema change
+        tool makes beside ``t`` (``is_copy``: the altered copy it swaps in), else None. A
+        source whose tools make no such tables has none."""
+        return None

@@ -29,6 +29,7 @@ from sparkcdc.mysql.chunks import reads
 from sparkcdc.mysql.chunks.key_ranks import ServerKeyRanking
 from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
 from sparkcdc.mysql.ddl import schema_changes
+from sparkcdc.mysql.ddl.schema_changes import MySqlDdl
 from sparkcdc.mysql.ddl.table_names import with_shadows
 from sparkcdc.mysql.protocol.connection import ConnectionSettings, KeptConnection, sql_connection
 from sparkcdc.mysql.stream import positions
@@ -302,3 +303,12 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
 
     def compiled_rows(self) -> bool:
         return arrowrows.compiled()
+
+    # -- what the pipelines ask of the source -----------------------------------------
+
+    def ddl(self) -> MySqlDdl:
+        return MySqlDdl(tinyint1_as_boolean=self.options.tinyint1_as_boolean)
+
+    def position_now(self) -> BinlogPosition:
+        with sql_connection(self.settings) as conn:
+            return server.current_position(conn, server.server_info(conn), with_gtids=False)

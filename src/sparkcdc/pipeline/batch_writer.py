@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import SinkError
 from sparkcdc.model.changelog import DATABASE, OP, OP_TS, SEQ, TABLE, RowKind
+from sparkcdc.model.dialect import SourceDialect
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
@@ -103,9 +104,10 @@ class WriteRules:
     """How a pipeline's batches are written, as its file says and its sink allows."""
 
     behavior: str  # pipeline.schema-change-behavior
+    # the source: its DDL statements read by its dialect, added columns read back from it
+    source: SourceDialect[Any]
     # the sink table and transform of a table that joins the running pipeline
     router: Callable[[TableSchema], tuple[str, TransformRule | None]] | None = None
-    source: Any = None  # ConnectionSettings: added columns are read back from there
     # snapshot rows may be appended: the sink tables held no rows when the stream began
     append_snapshot: bool = False
     table_writes: int = 1  # the batch's sink tables written up to this many at once
@@ -135,7 +137,7 @@ class BatchWriter:
         self.snapshot_batch = snapshot_batch
         # snapshot rows may be appended: the sink tables held no rows when the stream began
         self.append_snapshot = rules.append_snapshot
-        self.source = rules.source  # ConnectionSettings: added columns are read back from there
+        self.source = rules.source  # added columns are read back from there
         self.sink = sink
         self.listener = listener
         self.history = history
@@ -157,7 +159,7 @@ class BatchWriter:
             self._frame,
             members,
             self._route if rules.router else None,
-            tinyint1_as_boolean=plan.tinyint1_as_boolean,
+            ddl=rules.source.ddl(),
             online_schema_changes=plan.online_schema_changes,
         )
 
@@ -450,8 +452,6 @@ class BatchWriter:
     def _fill(self, fill: ColumnFill, state: SchemaState) -> None:
         """Give the rows the sink table had before ``fill``'s column was added the value
         the source gave them (module docstring of :mod:`sparkcdc.pipeline.evolution.fills`)."""
-        from sparkcdc.mysql.ddl.schema_changes import default_value
-
         table = state.sinks[fill.sink_table].table
         if not self.sink.keeps_rows:
             log.warning(
@@ -467,7 +467,7 @@ class BatchWriter:
         if fill.constant:
             assert fill.default.literal is not None
             try:
-                decoded = default_value(fill.column, fill.default.literal)
+                decoded = self.evolver.ddl.default_value(fill.column, fill.default.literal)
             except ValueError:
                 pass
             else:
@@ -522,11 +522,10 @@ class BatchWriter:
                     "the sink table's key columns are not columns of the source table (a "
                     "transform renames or computes them)"
                 )
-            if self.source is None:
-                raise SparkCdcError("the pipeline gave no source connection")
             key_columns = [k for k in keys if k is not None]
             done = 0
-            for rows in read_column_pages(self.source, schema, key_columns, fill.column):
+            pages = read_column_pages(self.source.settings, schema, key_columns, fill.column)
+            for rows in pages:
                 frame = self._typed_frame(fill, key_columns, rows)
                 frame = frame.select(
                     *[

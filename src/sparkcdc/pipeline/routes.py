@@ -36,8 +36,6 @@ class PipelinePlan:
 
     sources: tuple[SourceTablePlan, ...]
     sink_tables: tuple[SinkTable, ...]
-    # the source's treat-tinyint1-as-boolean.enabled (tables created by DDL are typed by it)
-    tinyint1_as_boolean: bool = True
     # the source's scan.parse.online.schema.changes.enabled
     online_schema_changes: bool = False
 
@@ -118,7 +116,6 @@ def plan_pipeline(
     return PipelinePlan(
         tuple(sources),
         sink_tables,
-        config.source.tinyint1_as_boolean,
         config.source.online_schema_changes,
     )
 

@@ -15,7 +15,6 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, open_location, s3a_settings, session_hadoop_settings
 from sparkcdc.model.dialect import SourceDialect, dialect_for
 from sparkcdc.model.options import SourceOptions
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.pipeline.config import PipelineConfig
 from sparkcdc.sinks.base import Sink, runnable_sink_class, sink_class
 
@@ -43,24 +42,11 @@ RAW_LOCAL_CONTEXT = {
 PIPELINE_DEFAULTS = {**UNCOMPRESSED_CACHE, **NO_CALL_SITES, **RAW_LOCAL_CONTEXT}
 
 
-def source_settings(config: PipelineConfig) -> tuple[SourceOptions, Any]:
-    """The source block's options, parsed, and how they reach the server."""
-    return _source_settings(config.source_options())
-
-
-def _source_settings(source_options: Mapping[str, str]) -> tuple[SourceOptions, Any]:
-    from sparkcdc.mysql.dialect import connection_settings
-
-    options = SourceOptions.from_options(source_options)
-    return options, connection_settings(options)
-
-
-def server_position(settings: Any) -> BinlogPosition:
-    from sparkcdc.mysql.admin import server
-    from sparkcdc.mysql.protocol.connection import sql_connection
-
-    with sql_connection(settings) as conn:
-        return server.current_position(conn, server.server_info(conn), with_gtids=False)
+def source_of(config: PipelineConfig) -> tuple[SourceOptions, SourceDialect[Any]]:
+    """The source block's options, parsed, and the source's dialect (how they reach the
+    server: its ``settings``)."""
+    options = SourceOptions.from_options(config.source_options())
+    return options, dialect_for(options)
 
 
 def session_master(config: PipelineConfig, flag: str | None, configured: str | None) -> str:
@@ -260,14 +246,13 @@ class RunLocations:
 @dataclass(frozen=True)
 class RunPlan:
     """What a run of a pipeline is resolved to at its start, once: the source's options
-    (as the mysql-cdc reader is given them, and parsed), how they reach the server and the
-    source's dialect, the sink class (checked to run here), and the session's settings.
-    The locations need the session: :meth:`locations`."""
+    (as the mysql-cdc reader is given them, and parsed), the source's dialect, the sink
+    class (checked to run here), and the session's settings. The locations need the
+    session: :meth:`locations`."""
 
     config: PipelineConfig
     source_options: Mapping[str, str]
     options: SourceOptions
-    settings: Any  # the source's ConnectionSettings
     dialect: SourceDialect[Any]  # the source behind the source interface
     sink_class: type[Sink]
     session: SessionSettings
@@ -284,7 +269,7 @@ class RunPlan:
     ) -> RunPlan:
         sink = runnable_sink_class(config.sink.type)  # a sink that cannot run stops first
         source_options = config.source_options()
-        options, settings = _source_settings(source_options)
+        options = SourceOptions.from_options(source_options)
         session = SessionSettings.of(
             config,
             sink,
@@ -293,7 +278,7 @@ class RunPlan:
             log_file=spark_log,
             available_now=available_now,
         )
-        return cls(config, source_options, options, settings, dialect_for(options), sink, session)
+        return cls(config, source_options, options, dialect_for(options), sink, session)
 
     @property
     def available_now(self) -> bool:

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdcError
 from sparkcdc.locations import Location, blind_executors, state_options
+from sparkcdc.model.dialect import ReaderClaim
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
-from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.pipeline.batch_writer import BatchWriter, WriteRules, initial_state
 from sparkcdc.pipeline.checkpoint import (
     WrittenTables,
@@ -52,7 +52,7 @@ from sparkcdc.pipeline.progress import (
 )
 from sparkcdc.pipeline.resnapshot import LOST_TABLE, Resnapshots, last_logged
 from sparkcdc.pipeline.routes import PipelinePlan, plan_pipeline
-from sparkcdc.pipeline.run_plan import RunLocations, RunPlan, server_position
+from sparkcdc.pipeline.run_plan import RunLocations, RunPlan
 from sparkcdc.pipeline.status import StatusWriter, committed_offset
 from sparkcdc.sinks.base import Sink, SinkContext, SinkTable
 from sparkcdc.spark.streams import query_error
@@ -137,7 +137,7 @@ class _Held:
     spark: Any
     where: RunLocations
     lease: CheckpointLease
-    ids: ServerIdClaim | None
+    ids: ReaderClaim | None
     capture: CapturePlan
 
 
@@ -160,10 +160,10 @@ def _run_once(
     probe_locations(plan.config, hadoop)  # as validate does: exit 2, not an OSError mid-run
     where = plan.locations(hadoop)
     lease = CheckpointLease.take(where.checkpoint)  # before anything under it is touched
-    ids: ServerIdClaim | None = None
+    ids: ReaderClaim | None = None
     try:
         if plan.options.server_id:  # a random default range is the source's, unknown here
-            ids = ServerIdClaim.take(plan.settings, ServerIdRange.parse(plan.options.server_id))
+            ids = plan.dialect.claim_readers(ServerIdRange.parse(plan.options.server_id))
         return _run_leased(
             plan, _Held(spark, where, lease, ids, capture), out, on_batch, max_seconds
         )
@@ -261,7 +261,7 @@ def _run_leased(
             return record[1]
 
         writer = BatchWriter(plan, sink, _write_rules(run, sink), listener, history, snapshot_batch)
-        target = server_position(run.settings) if run.available_now else None
+        target = run.dialect.position_now() if run.available_now else None
 
         hold = BatchHold(config.state_location, where.state_hadoop)
         hold.clear()  # one an earlier run left (stopped hard after setting it)
@@ -314,7 +314,7 @@ def _run_leased(
             if time.monotonic() - last_server_check > 5:
                 last_server_check = time.monotonic()
                 try:
-                    server_pos = server_position(run.settings)
+                    server_pos = run.dialect.position_now()
                 except SparkCdcError:
                     server_pos = None
             batch = int(latest["batchId"]) if latest else -1
@@ -367,25 +367,29 @@ def _chunk_estimates(
     """Per table still to snapshot, its chunk count as its row estimate over the chunk size
     gives it: the progress line's total while the chunk plan grows (DESIGN.md §2). Empty
     where the committed offset has every snapshot done, or the estimates cannot be read."""
-    from sparkcdc.mysql.admin.catalog import estimated_rows
-    from sparkcdc.mysql.protocol.connection import sql_connection
-
     options = run.options
     if options.scan_startup_mode not in SNAPSHOT_MODES or (
         committed is not None and snapshot_done(committed[1])
     ):
         return {}
     size = options.chunk_size
+    dialect = run.dialect
+
+    def estimates(conn: Any) -> dict[str, int]:
+        return {
+            f"{s.database}.{s.table}": max(
+                1, -(-dialect.estimated_rows(conn, s.database, s.table) // size)
+            )
+            for s in schemas
+        }
+
+    session = dialect.session()
     try:
-        with sql_connection(run.settings) as conn:
-            return {
-                f"{s.database}.{s.table}": max(
-                    1, -(-estimated_rows(conn, s.database, s.table) // size)
-                )
-                for s in schemas
-            }
+        return session.run(estimates)
     except SparkCdcError:
         return {}
+    finally:
+        session.close()
 
 
 def _write_rules(run: RunPlan, sink: Sink) -> WriteRules:
@@ -393,11 +397,11 @@ def _write_rules(run: RunPlan, sink: Sink) -> WriteRules:
     config = run.config
     return WriteRules(
         config.pipeline.schema_change_behavior,
+        run.dialect,
         lambda s: (
             config.route_for(s.database, s.table),
             config.transform_for(s.database, s.table),
         ),
-        source=run.settings,
         append_snapshot=config.pipeline.existing_sink_rows != "keep",
         table_writes=config.pipeline.table_writes_parallelism if sink.concurrent_writes else 1,
     )

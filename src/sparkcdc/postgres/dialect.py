@@ -19,6 +19,7 @@ from sparkcdc.model.dialect import CapturedSchemas, RangeRead, Session, SourceDi
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema_change import SourceDdl
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres import catalog
 from sparkcdc.postgres.changes import ChangeDecoder
@@ -283,3 +284,12 @@ class PostgresDialect(SourceDialect[Lsn]):
         self, schema: TableSchema, start: Lsn, end: Lsn, reader_id: int, settled: list[Lsn]
     ) -> Iterator[RowChanges | SchemaChange]:
         raise self._no_snapshot()
+
+    # -- what the pipelines ask of the source: not yet (pipelines read mysql-cdc only) ----
+
+    def ddl(self) -> SourceDdl:
+        raise SourceError(
+            f"the postgres-cdc source (slot {self.options.slot_name}) does not run in pipelines "
+            "yet: their schema evolution reads no PostgreSQL schema change statements (DESIGN.md "
+            "§10.3). Pipelines read mysql-cdc sources for now"
+        )

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import pytest
 
+from sparkcdc.errors import DdlParseError
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import (
     AddColumn,
@@ -28,7 +29,7 @@ from sparkcdc.model.schema_change import (
     TableChange,
     TruncateTable,
 )
-from sparkcdc.mysql.ddl.schema_changes import DdlParseError, default_value, parse_ddl
+from sparkcdc.mysql.ddl.schema_changes import default_value, parse_ddl
 
 DB = "app"  # the QUERY event's current database
 

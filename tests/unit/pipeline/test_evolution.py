@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from sparkcdc.errors import SinkError, SourceError
+from sparkcdc.errors import DdlParseError, SinkError, SourceError
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType
-from sparkcdc.mysql.ddl.schema_changes import DdlParseError
+from sparkcdc.mysql.ddl.schema_changes import MySqlDdl
 from sparkcdc.pipeline.evolution.evolver import BatchPlan, SchemaEvolver
 from sparkcdc.pipeline.evolution.persistence import SchemaHistory
 from sparkcdc.pipeline.evolution.schema_diff import SinkChange, diff_frames, type_suffix
@@ -147,7 +147,7 @@ def make(
         refuse=refuse,
     )
     sink.open([frame_of(T, [schema])])
-    return SchemaEvolver(sink, behavior, frame_of, {T: (T,)}), sink
+    return SchemaEvolver(sink, behavior, frame_of, {T: (T,)}, ddl=MySqlDdl()), sink
 
 
 def rows(*statements: str) -> list[SchemaChange]:
@@ -734,7 +734,7 @@ def test_create_table_like_takes_the_columns_its_model_has_at_that_point() -> No
     frames = [frame_of(T, [SCHEMA]), frame_of("db.u", [u])]
     sink = RecordingSink(SinkOptions(type="memory"), spark=None, context=SinkContext("p", "/x"))
     sink.open(frames)
-    evolver = SchemaEvolver(sink, "evolve", frame_of, {T: (T,), "db.u": ("db.u",)})
+    evolver = SchemaEvolver(sink, "evolve", frame_of, {T: (T,), "db.u": ("db.u",)}, ddl=MySqlDdl())
     state = SchemaState(
         sources={T: [SourceVersion(-1, SCHEMA)], "db.u": [SourceVersion(-1, u)]},
         sinks={f.name: SinkTableState.fresh(f) for f in frames},

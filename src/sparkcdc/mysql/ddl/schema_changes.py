@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
@@ -27,7 +26,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from sparkcdc.errors import SourceError
+from sparkcdc.errors import DdlParseError
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.schema import Column, TableSchema, tinyint1_column, with_tinyint1
 from sparkcdc.model.schema_change import (
@@ -41,6 +40,8 @@ from sparkcdc.model.schema_change import (
     RenameColumn,
     RenameTable,
     SchemaChangeEvent,
+    SchemaOf,
+    SourceDdl,
     TableChange,
     TruncateTable,
 )
@@ -51,12 +52,8 @@ from sparkcdc.mysql.ddl.table_names import (
     RENAME_TABLE,
     qualified,
     statement_text,
+    tool_table_of,
 )
-
-
-class DdlParseError(SourceError):
-    """A DDL statement that sparkcdc cannot read."""
-
 
 # Words MariaDB / MySQL allow that sqlglot's MySQL dialect does not know; they do not change
 # what the statement does to the columns.
@@ -101,9 +98,6 @@ _TYPE_ALIASES = {
     "bool": ("tinyint", "tinyint(1)"),
     "serial": ("bigint", "bigint unsigned"),
 }
-
-
-SchemaOf = Callable[[str, str], TableSchema | None]
 
 
 def parse_ddl(
@@ -434,3 +428,31 @@ def create_table_statement(schema: TableSchema) -> str:
     if schema.primary_key:
         columns.append(f"PRIMARY KEY ({', '.join(quote_mysql(k) for k in schema.primary_key)})")
     return f"CREATE TABLE {quote_mysql_table(schema.database, schema.table)} ({', '.join(columns)})"
+
+
+class MySqlDdl(SourceDdl):
+    """The binlog's DDL statements as the MySQL source reads them (``MySqlDialect.ddl``):
+    :func:`parse_ddl` with the source's ``treat-tinyint1-as-boolean.enabled``, literal
+    defaults by :func:`default_value`, gh-ost and pt-osc tables by their names.
+
+    >>> [c.event for c in MySqlDdl().parse("app", "ALTER TABLE t DROP COLUMN x")]
+    [DropColumn(name='x')]
+    >>> MySqlDdl().tool_table_of("_orders_gho")
+    ('orders', True)
+    """
+
+    def __init__(self, *, tinyint1_as_boolean: bool = True) -> None:
+        self.tinyint1_as_boolean = tinyint1_as_boolean
+
+    def parse(
+        self, database: str, statement: str, schema_of: SchemaOf | None = None
+    ) -> list[TableChange]:
+        return parse_ddl(
+            database, statement, tinyint1_as_boolean=self.tinyint1_as_boolean, schema_of=schema_of
+        )
+
+    def default_value(self, column: Column, literal: str) -> Any:
+        return default_value(column, literal)
+
+    def tool_table_of(self, table: str) -> tuple[str, bool] | None:
+        return tool_table_of(table)

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from sparkcdc.errors import DdlParseError
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.schema_change import (
@@ -19,11 +20,10 @@ from sparkcdc.model.schema_change import (
     RenameTable,
     SchemaChangeEvent,
     SchemaChangeType,
-    TableChange,
+    SourceDdl,
     TruncateTable,
     evolve,
 )
-from sparkcdc.mysql.ddl.schema_changes import DdlParseError, SchemaOf, parse_ddl
 from sparkcdc.pipeline.evolution.fills import ColumnFill, PendingFill, column_fills
 from sparkcdc.pipeline.evolution.online_schema_change import (
     copy_events,
@@ -74,14 +74,14 @@ class SchemaEvolver:
         frame_of: FrameOf,
         members: dict[str, tuple[str, ...]],
         route: Callable[[TableSchema], str] | None = None,
-        tinyint1_as_boolean: bool = True,
+        *,
+        ddl: SourceDdl,
         online_schema_changes: bool = False,
     ) -> None:
         self.sink = sink
         # scan.parse.online.schema.changes.enabled: follow gh-ost / pt-osc copies
         self.online_schema_changes = online_schema_changes
-        # the source's treat-tinyint1-as-boolean.enabled: DDL columns typed as the catalog's
-        self.tinyint1_as_boolean = tinyint1_as_boolean
+        self.ddl = ddl  # the source's DDL statements, read as its catalog types columns
         self.policy = ChangePolicy(sink, behavior)
         self.frame_of = frame_of
         self.members = members  # sink table → its source tables
@@ -135,10 +135,10 @@ class SchemaEvolver:
             if (row.database, row.table, row.seq) in seen:
                 continue
             seen.add((row.database, row.table, row.seq))
-            if self.online_schema_changes and tool_statement(state, row, schema_now, self._parse):
+            if self.online_schema_changes and tool_statement(state, row, schema_now, self.ddl):
                 continue
             try:
-                changes = self._parse(row.database, row.statement, schema_now)
+                changes = self.ddl.parse(row.database, row.statement, schema_now)
             except DdlParseError as exc:
                 if f"{row.database}.{row.table}" not in state.sources and self.route is None:
                     continue  # a table this pipeline does not write, nor could join
@@ -158,7 +158,7 @@ class SchemaEvolver:
                 if schema_now(row.database, row.table) is None:  # renamed away before
                     raise replaced_error(own, copy, row.seq, row.statement)
                 if row.seq > applied[own]:
-                    for event in copy_events(state, copy, own, row.seq, self._parse):
+                    for event in copy_events(state, copy, own, row.seq, self.ddl):
                         events.append((row.seq, own, event, row.statement))
                         current[own] = evolve(schema_now(row.database, row.table), event)
                 del state.shadows[copy]
@@ -213,16 +213,6 @@ class SchemaEvolver:
             if name not in self.members and not sink_state.dropped
         }
         return {**self.members, **orphans}
-
-    def _parse(
-        self, database: str, statement: str, schema_of: SchemaOf | None = None
-    ) -> list[TableChange]:
-        return parse_ddl(
-            database,
-            statement,
-            tinyint1_as_boolean=self.tinyint1_as_boolean,
-            schema_of=schema_of,
-        )
 
     def _join(
         self, state: SchemaState, source: str, schema: TableSchema, seq: int, statement: str

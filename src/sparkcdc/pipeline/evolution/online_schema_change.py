@@ -6,42 +6,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Protocol
 
-from sparkcdc.errors import SourceError
+from sparkcdc.errors import DdlParseError, SourceError
 from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.schema_change import (
     CreateTable,
     DropTable,
     RenameTable,
     SchemaChangeEvent,
+    SchemaOf,
+    SourceDdl,
     TableChange,
     TruncateTable,
 )
-from sparkcdc.mysql.ddl.schema_changes import DdlParseError, SchemaOf
-from sparkcdc.mysql.ddl.table_names import tool_table_of
 from sparkcdc.pipeline.evolution.state import SchemaState
-
-
-class ParseDdl(Protocol):
-    """The evolver's parse of a DDL statement into its table changes."""
-
-    def __call__(
-        self, database: str, statement: str, schema_of: SchemaOf | None = None
-    ) -> list[TableChange]: ...
 
 
 def tool_statement(
     state: SchemaState,
     row: SchemaChange,
     schema_now: SchemaOf,
-    parse: ParseDdl,
+    ddl: SourceDdl,
 ) -> bool:
     """Whether ``row`` is a statement on a table an online schema change tool made beside
     a source table (scan.parse.online.schema.changes.enabled), which it then takes in:
     the copy's statements are kept for the cut-over, the tool's other tables (and the
     copy's swap out of its name) are left alone, and none of them joins the pipeline."""
-    tool = tool_table_of(row.table)
+    tool = ddl.tool_table_of(row.table)
     if tool is None or f"{row.database}.{tool[0]}" not in state.sources:
         return False
     original, is_copy = tool
@@ -49,7 +40,7 @@ def tool_statement(
     if not is_copy:
         return True
     try:
-        changes = parse(row.database, row.statement, schema_now)
+        changes = ddl.parse(row.database, row.statement, schema_now)
     except DdlParseError:
         changes = None  # kept as written: the cut-over says what it cannot read
     own = [c.event for c in changes or [] if c.qualified_name == copy]
@@ -87,14 +78,14 @@ def swapped_in(state: SchemaState, own: str, changes: Sequence[TableChange]) -> 
 
 
 def copy_events(
-    state: SchemaState, copy: str, own: str, seq: int, parse: ParseDdl
+    state: SchemaState, copy: str, own: str, seq: int, ddl: SourceDdl
 ) -> list[SchemaChangeEvent]:
     """The column changes the tool made to its copy, as changes of ``own`` at the
     cut-over (rows before it have the old shape, rows after it the new one)."""
     events: list[SchemaChangeEvent] = []
     for at, database, statement in state.shadows[copy]:
         try:
-            changes = parse(database, statement)
+            changes = ddl.parse(database, statement)
         except DdlParseError as exc:
             raise DdlParseError(
                 f"{exc}. The online schema change tool ran it on {copy} (seq {at}), the "

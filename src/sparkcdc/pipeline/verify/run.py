@@ -55,7 +55,7 @@ def verify_pipeline(
     """
     from sparkcdc.pipeline.evolution.persistence import SchemaHistory
     from sparkcdc.pipeline.routes import needs_session, plan_pipeline
-    from sparkcdc.pipeline.run_plan import server_position, source_settings
+    from sparkcdc.pipeline.run_plan import source_of
     from sparkcdc.sinks.base import runnable_sink_class
     from sparkcdc.spark.capture import plan_capture
 
@@ -67,8 +67,9 @@ def verify_pipeline(
             f"verify does not support the {config.sink.type} sink yet: it keeps no table to "
             "compare with the source"
         )
-    options, settings = source_settings(config)
-    capture = plan_capture(options)
+    options, dialect = source_of(config)
+    settings = dialect.settings
+    capture = plan_capture(options, dialect)
     session = VerifySession(config, spark, master, spark_log)
     hadoop = session.hadoop()
     root = config.checkpoint_location(hadoop)
@@ -81,7 +82,7 @@ def verify_pipeline(
 
     def caught_up() -> str:
         # once per phase: the pipeline must have passed the source position read last
-        now = server_position(settings)
+        now = dialect.position_now()
         if position and position[-1] == now:
             return str(now)
         position.append(now)
