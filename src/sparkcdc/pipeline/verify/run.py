@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
+from sparkcdc.model.dialect import SourceDialect
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
@@ -22,8 +23,6 @@ from sparkcdc.sinks.base import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-    from sparkcdc.mysql.protocol.connection import ConnectionSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,6 @@ def verify_pipeline(
             "compare with the source"
         )
     options, dialect = source_of(config)
-    settings = dialect.settings
     capture = plan_capture(options, dialect)
     session = VerifySession(config, spark, master, spark_log)
     hadoop = session.hadoop()
@@ -109,7 +107,7 @@ def verify_pipeline(
                 if values is not None and same_key(member.schema, columns.table):
                     sides.append(
                         SqlSide(
-                            settings,
+                            dialect,
                             member.schema,
                             values,
                             columns.key_index(),
@@ -120,10 +118,10 @@ def verify_pipeline(
                 else:
                     mode = "spark"
                     schema, rule = member.schema, member.transform
-                    read = partial(_transformed, session, settings, schema, rule, columns)
+                    read = partial(_transformed, session, dialect, schema, rule, columns)
                     sides.append(SparkSide(read, columns))
             sink_side, reader = session.sink_side(columns, hadoop)
-            rows = sum(row_estimate(settings, m.schema) for m in members)
+            rows = sum(row_estimate(dialect, m.schema) for m in members)
             buckets = max(1, rows // ROWS_PER_BUCKET)
             result = TableReport(
                 columns.table.name,
@@ -146,9 +144,9 @@ def verify_pipeline(
 
 def _transformed(
     session: VerifySession,
-    settings: ConnectionSettings,
+    source: SourceDialect[Any],
     schema: TableSchema,
     rule: TransformRule | None,
     plan: ColumnPlan,
 ) -> DataFrame:
-    return transformed_source(session.get(), settings, schema, rule, plan)
+    return transformed_source(session.get(), source, schema, rule, plan)
