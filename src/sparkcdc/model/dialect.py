@@ -22,11 +22,12 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from sparkcdc.errors import ConfigError, did_you_mean
+from sparkcdc.errors import ConfigError, SourceError, did_you_mean
+from sparkcdc.model.canonical import ChecksumTable
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange, SourceOptions
-from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SourceDdl
 from sparkcdc.model.tables import TableFilter
 
@@ -428,6 +429,45 @@ class SourceDialect(ABC, Generic[P]):
             return session.run(self.current_position)
         finally:
             session.close()
+
+    def read_column(
+        self, schema: TableSchema, keys: Sequence[Column], column: Column
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """``keys`` then ``column`` of every row of ``schema``'s table, in the stream's
+        value form, in pages (each read whole, again where the server dropped the
+        connection): an added column's value for the rows the sink had before it. A source
+        that cannot read one back raises ``SourceError`` (the default): the sink keeps NULL
+        there, and the divergence is recorded."""
+        raise SourceError(f"the {self.type_name} source cannot read a column back by key yet")
+
+    # -- verify: the source's side of a comparison, computed by the database ------------
+
+    def canonical_value(self, column: Column, sink_type: str) -> str | None:
+        """The canonical text (``sparkcdc.pipeline.canonical``) of what a pipeline writes
+        from ``column`` into a sink column of ``sink_type``, in the source's SQL; None where
+        the source has no exact form of it. A source with none (the default) is verified by
+        reading its rows into Spark; one with forms answers the three statements below."""
+        return None
+
+    def bucket_sums(
+        self, conn: Any, table: ChecksumTable, chunk: ChunkSelect, buckets: int
+    ) -> list[tuple[int, int, int]]:
+        """(bucket, rows, sum of row hashes) of the rows of one chunk of ``table`` (the
+        splitter's chunk as a ``ChunkSelect``, of ``table.schema``)."""
+        raise NotImplementedError(f"{self.type_name} computes no canonical values")
+
+    def bucket_rows(
+        self, conn: Any, table: ChecksumTable, chunk: ChunkSelect, buckets: int, wanted: set[int]
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one chunk in the buckets ``wanted``: each (key text, row hash,
+        bucket, the key's canonical values..., the key's values as the table holds them...)."""
+        raise NotImplementedError(f"{self.type_name} computes no canonical values")
+
+    def row_fields(
+        self, conn: Any, table: ChecksumTable, keys: Sequence[Sequence[Any]]
+    ) -> dict[str, tuple[str, ...]]:
+        """Key text -> canonical fields of the rows of ``keys`` (primary key values)."""
+        raise NotImplementedError(f"{self.type_name} computes no canonical values")
 
 
 SOURCE_TYPES = {

@@ -13,19 +13,26 @@ from functools import partial
 from typing import Any
 
 from sparkcdc.errors import ConfigError, SourceError
-from sparkcdc.model.dialect import CapturedSchemas, RangeRead, Session, SourceDialect
+from sparkcdc.model.canonical import ChecksumTable
+from sparkcdc.model.dialect import (
+    CapturedSchemas,
+    ChunkSelect,
+    RangeRead,
+    Session,
+    SourceDialect,
+)
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
-from sparkcdc.model.schema import TableSchema, with_tinyint1
+from sparkcdc.model.schema import Column, TableSchema, with_tinyint1
 from sparkcdc.model.tables import TableFilter, TablePredicate
 from sparkcdc.mysql.admin import catalog, server
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
 from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.binlog.metadata_from_schema import TableVersions
-from sparkcdc.mysql.chunks import reads
+from sparkcdc.mysql.chunks import checksums, read_back, reads
 from sparkcdc.mysql.chunks.key_ranks import ServerKeyRanking
 from sparkcdc.mysql.chunks.queries import SqlSplitQueries, column_collation
 from sparkcdc.mysql.ddl import schema_changes
@@ -312,3 +319,28 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
     def position_now(self) -> BinlogPosition:
         with sql_connection(self.settings) as conn:
             return server.current_position(conn, server.server_info(conn), with_gtids=False)
+
+    def read_column(
+        self, schema: TableSchema, keys: Sequence[Column], column: Column
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        pages: Iterator[list[tuple[Any, ...]]]
+        pages = read_back.read_column_pages(self.settings, schema, keys, column)
+        return pages
+
+    def canonical_value(self, column: Column, sink_type: str) -> str | None:
+        return checksums.canonical_value(column, sink_type)
+
+    def bucket_sums(
+        self, conn: Any, table: ChecksumTable, chunk: ChunkSelect, buckets: int
+    ) -> list[tuple[int, int, int]]:
+        return checksums.bucket_sums(conn, table, chunk, buckets)
+
+    def bucket_rows(
+        self, conn: Any, table: ChecksumTable, chunk: ChunkSelect, buckets: int, wanted: set[int]
+    ) -> list[tuple[Any, ...]]:
+        return checksums.bucket_rows(conn, table, chunk, buckets, wanted)
+
+    def row_fields(
+        self, conn: Any, table: ChecksumTable, keys: Sequence[Sequence[Any]]
+    ) -> dict[str, tuple[str, ...]]:
+        return checksums.row_fields(conn, table, keys)

@@ -21,7 +21,6 @@ from sparkcdc.model.events import SchemaChange
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column as SchemaColumn
 from sparkcdc.model.schema import TableSchema
-from sparkcdc.mysql.chunks.read_back import read_column_pages
 from sparkcdc.pipeline.change_frames import ChangeColumns, source_changes, text_rows, to_sink
 from sparkcdc.pipeline.config import TransformRule
 from sparkcdc.pipeline.evolution.evolver import SchemaEvolver, Segment
@@ -524,7 +523,7 @@ class BatchWriter:
                 )
             key_columns = [k for k in keys if k is not None]
             done = 0
-            pages = read_column_pages(self.source.settings, schema, key_columns, fill.column)
+            pages = self.source.read_column(schema, key_columns, fill.column)
             for rows in pages:
                 frame = self._typed_frame(fill, key_columns, rows)
                 frame = frame.select(

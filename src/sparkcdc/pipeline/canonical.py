@@ -1,6 +1,7 @@
-"""The canonical row text and hash ``sparkcdc verify`` computes on both sides: as MariaDB SQL
-over the source table, as Spark SQL over the sink table, and in Python over a sink table read
-as Arrow (``arrow_*``: delta-rs, no Spark). Pure builders: no I/O, no pyspark.
+"""The canonical row text and hash ``sparkcdc verify`` computes on both sides: in the
+source's SQL over the source table (its dialect's ``canonical_value`` and checksums: for
+MariaDB ``mysql/admin/checksums.py``), as Spark SQL over the sink table, and in Python over a
+sink table read as Arrow (``arrow_*``: delta-rs, no Spark). Pure builders: no I/O, no pyspark.
 
 A value's canonical text depends on the sink column's Spark type (the source side produces
 what the pipeline writes from its MySQL column):
@@ -29,8 +30,8 @@ number of buckets.
 
 >>> spark_value("x", "INT")
 'CAST(`x` AS STRING)'
->>> mysql_field("v")
-"IFNULL(CONCAT(LENGTH(v), ':', v), 'N')"
+>>> spark_field("v")
+"COALESCE(CONCAT(CAST(OCTET_LENGTH(v) AS STRING), ':', v), 'N')"
 """
 
 from __future__ import annotations
@@ -42,21 +43,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sparkcdc.model.identifiers import quote_mysql, quote_spark
-from sparkcdc.model.schema import Column, bit_width, spark_decimal
+from sparkcdc.model.canonical import EPOCH, HASH_HEX_DIGITS, float_text
+from sparkcdc.model.identifiers import quote_spark
 
 _INTEGRAL = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
-_MYSQL_INTEGER_TYPES = frozenset(
-    {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
-)
-_MYSQL_TEXT_TYPES = frozenset(
-    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
-)
-_MYSQL_PLUGIN_TYPES = frozenset({"uuid", "inet4", "inet6"})
-HASH_HEX_DIGITS = 15  # 60 bits: a sum of 2^37 of them fits DECIMAL(38,0)
-_TWO_52 = "4503599627370496"
-_TWO_53 = "9007199254740992"
-_EPOCH = "'1970-01-01 00:00:00'"
 _MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _ARROW_OTHER = frozenset(
     {"BOOLEAN", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "STRING", "BINARY"}
@@ -64,23 +54,6 @@ _ARROW_OTHER = frozenset(
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-
-# ------------------------------------------------------------------------------- floats
-
-
-def _float_text(x: str, dialect: str) -> str:
-    """``m p k`` of a double ``x`` (an SQL expression), in either dialect."""
-    to_int = "CAST({} AS SIGNED)" if dialect == "mysql" else "CAST({} AS BIGINT)"
-    to_text = "CAST({} AS CHAR)" if dialect == "mysql" else "CAST({} AS STRING)"
-    k0 = f"GREATEST(FLOOR(LOG2(ABS({x}))) - 52, -1074)"
-    m0 = f"({x} / POW(2, {k0}))"
-    too_big = f"ABS({m0}) >= {_TWO_53}"
-    too_small = f"ABS({m0}) < {_TWO_52} AND {k0} > -1074"
-    m = f"(CASE WHEN {too_big} THEN {m0} / 2 WHEN {too_small} THEN {m0} * 2 ELSE {m0} END)"
-    k = f"(CASE WHEN {too_big} THEN {k0} + 1 WHEN {too_small} THEN {k0} - 1 ELSE {k0} END)"
-    body = f"CONCAT({to_text.format(to_int.format(m))}, 'p', {to_text.format(k)})"
-    return f"(CASE WHEN {x} = 0 THEN '0' WHEN {x} IS NOT NULL THEN {body} END)"
 
 
 # -------------------------------------------------------------------------------- Spark
@@ -101,11 +74,11 @@ def spark_value_of(c: str, spark_type: str) -> str:
     if t in _INTEGRAL or t == "BOOLEAN" or t.startswith("DECIMAL") or t == "DATE":
         return f"CAST({c} AS STRING)"
     if t in ("FLOAT", "DOUBLE"):
-        return _float_text(f"CAST({c} AS DOUBLE)", "spark")
+        return float_text(f"CAST({c} AS DOUBLE)", "CAST({} AS BIGINT)", "CAST({} AS STRING)")
     if t == "TIMESTAMP":
         return f"CAST(UNIX_MICROS({c}) AS STRING)"
     if t == "TIMESTAMP_NTZ":
-        return f"CAST(TIMESTAMPDIFF(MICROSECOND, TIMESTAMP_NTZ{_EPOCH}, {c}) AS STRING)"
+        return f"CAST(TIMESTAMPDIFF(MICROSECOND, TIMESTAMP_NTZ{EPOCH}, {c}) AS STRING)"
     if t == "BINARY":
         return f"HEX({c})"
     if t == "STRING":
@@ -127,85 +100,6 @@ def spark_hash(text: str) -> str:
 
 def spark_bucket(key_text: str, buckets: int) -> str:
     return f"PMOD(CRC32({key_text}), {int(buckets)})"
-
-
-# ------------------------------------------------------------------------------ MariaDB
-
-
-def mysql_value(column: Column, sink_type: str) -> str | None:
-    """MariaDB SQL: the canonical text of what the pipeline writes from ``column`` into a
-    sink column of ``sink_type``; None where no exact SQL form is known (verify then reads
-    the rows into Spark). Expects the session ``time_zone = '+00:00'``; the text is for
-    statements run with parameters (a ``%`` in a column name is doubled).
-
-    >>> mysql_value(Column.from_mysql("n", "bigint", "bigint(20) unsigned", True), "DECIMAL(20,0)")
-    'CAST(`n` AS CHAR)'
-    """
-    c = quote_mysql(column.name, pyformat=True)
-    data_type, own, sink = column.data_type, column.spark_type, sink_type.upper()
-    if sink != own:
-        return _mysql_widened(column, sink)
-    if own == "BOOLEAN":
-        return f"(CASE WHEN {c} + 0 <> 0 THEN 'true' WHEN {c} + 0 = 0 THEN 'false' END)"
-    if data_type == "year":
-        return f"CAST({c} + 0 AS CHAR)"
-    if data_type in _MYSQL_INTEGER_TYPES or data_type in ("decimal", "numeric"):
-        return f"CAST({c} AS CHAR)"
-    if data_type in ("float", "double", "real"):
-        return _float_text(c, "mysql")
-    if data_type == "bit":
-        width = 2 * ((bit_width(column.column_type) + 7) // 8)
-        return f"LPAD(HEX({c} + 0), {width}, '0')"
-    invalid = f"(MONTH({c}) = 0 OR DAYOFMONTH({c}) = 0)"
-    if data_type == "date":
-        return f"(CASE WHEN NOT {invalid} THEN CAST({c} AS CHAR) END)"
-    if data_type in ("datetime", "timestamp"):
-        micros = f"TIMESTAMPDIFF(MICROSECOND, {_EPOCH}, {c})"
-        return f"(CASE WHEN NOT {invalid} THEN CAST({micros} AS CHAR) END)"
-    if data_type == "time":  # the pipeline writes the server's own text (its fsp digits)
-        return f"CAST({c} AS CHAR)"
-    if data_type in _MYSQL_TEXT_TYPES:
-        return f"CONVERT({c} USING utf8mb4)"
-    if data_type in _MYSQL_PLUGIN_TYPES:
-        return f"CONVERT(CAST({c} AS CHAR) USING utf8mb4)"
-    if own == "BINARY":
-        return f"HEX({c})"
-    return None
-
-
-def _mysql_widened(column: Column, sink: str) -> str | None:
-    """A column merged into a wider sink type (``widest_type``): integers into a wider
-    integer or a DECIMAL, decimals into a wider DECIMAL, FLOAT into DOUBLE."""
-    c = quote_mysql(column.name, pyformat=True)
-    own = column.spark_type
-    decimal = spark_decimal(sink)
-    numeric = own in _INTEGRAL or own.startswith("DECIMAL")
-    if sink in _INTEGRAL and own in _INTEGRAL:
-        return f"CAST({c} AS CHAR)"
-    if decimal and numeric and column.data_type != "year":
-        return f"CAST(CAST({c} AS DECIMAL(65,{decimal[1]})) AS CHAR)"
-    if sink == "DOUBLE" and own == "FLOAT":
-        return _float_text(c, "mysql")
-    return None
-
-
-def mysql_field(value: str) -> str:
-    return f"IFNULL(CONCAT(LENGTH({value}), ':', {value}), 'N')"
-
-
-def mysql_row_text(values: Sequence[str]) -> str:
-    if not values:
-        return "''"
-    return "CONCAT(" + ", ".join(mysql_field(v) for v in values) + ")"
-
-
-def mysql_hash(text: str) -> str:
-    return f"CAST(CONV(LEFT(MD5({text}), {HASH_HEX_DIGITS}), 16, 10) AS UNSIGNED)"
-
-
-def mysql_bucket(key_text: str, buckets: int) -> str:
-    # MOD, not '%': the statements go through pymysql's parameter formatting
-    return f"MOD(CRC32({key_text}), {int(buckets)})"
 
 
 # -------------------------------------------------------------------------------- Arrow
@@ -299,7 +193,7 @@ def _decimal_text(value: Decimal) -> str:
 
 
 def _float_python(x: float) -> str:
-    """``m p k`` of ``x`` (:func:`_float_text`'s form, exact: ``math.frexp``)."""
+    """``m p k`` of ``x`` (``model.canonical.float_text``'s form, exact: ``math.frexp``)."""
     if x == 0 or math.isnan(x) or math.isinf(x):
         return "0" if x == 0 else repr(x)
     exponent = math.frexp(x)[1]  # x = f * 2^exponent with 0.5 <= |f| < 1

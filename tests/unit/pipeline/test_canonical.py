@@ -12,6 +12,7 @@ import zlib
 import pytest
 
 from sparkcdc.model.schema import Column
+from sparkcdc.mysql.chunks import checksums
 from sparkcdc.pipeline import canonical as cn
 
 
@@ -50,7 +51,7 @@ def test_field_tells_null_from_empty_and_from_the_text_null() -> None:
     # NULL -> 'N'; '' -> '0:'; 'NULL' -> '4:NULL'; and length prefixes keep
     # ('a', 'bc') apart from ('ab', 'c')
     assert "'N'" in cn.spark_field("v") and "OCTET_LENGTH(v)" in cn.spark_field("v")
-    assert cn.mysql_field("v") == "IFNULL(CONCAT(LENGTH(v), ':', v), 'N')"
+    assert checksums.field("v") == "IFNULL(CONCAT(LENGTH(v), ':', v), 'N')"
 
 
 def _column(data_type: str, column_type: str) -> Column:
@@ -78,7 +79,7 @@ def test_each_type_has_a_form_on_both_sides(
     data_type: str, column_type: str, mysql: str | None, spark: str
 ) -> None:
     column = _column(data_type, column_type)
-    got = cn.mysql_value(column, column.spark_type)
+    got = checksums.canonical_value(column, column.spark_type)
     assert got is not None
     if mysql is not None:
         assert got == mysql
@@ -88,7 +89,7 @@ def test_each_type_has_a_form_on_both_sides(
 def test_timestamps_are_micros_on_both_sides_whatever_the_session_zone() -> None:
     column = _column("datetime", "datetime(6)")
     assert "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', `c`)" in str(
-        cn.mysql_value(column, "TIMESTAMP_NTZ")
+        checksums.canonical_value(column, "TIMESTAMP_NTZ")
     )
     assert "TIMESTAMPDIFF(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', `c`)" in (
         cn.spark_value("c", "TIMESTAMP_NTZ")
@@ -97,18 +98,18 @@ def test_timestamps_are_micros_on_both_sides_whatever_the_session_zone() -> None
 
 def test_widened_types_follow_the_sink_type() -> None:
     # merged shards: INT into DECIMAL(12,2) prints the sink's scale, FLOAT into DOUBLE
-    assert cn.mysql_value(_column("int", "int(11)"), "DECIMAL(12,2)") == (
+    assert checksums.canonical_value(_column("int", "int(11)"), "DECIMAL(12,2)") == (
         "CAST(CAST(`c` AS DECIMAL(65,2)) AS CHAR)"
     )
-    assert "LOG2" in str(cn.mysql_value(_column("float", "float"), "DOUBLE"))
-    assert cn.mysql_value(_column("date", "date"), "STRING") is None  # read into Spark
+    assert "LOG2" in str(checksums.canonical_value(_column("float", "float"), "DOUBLE"))
+    assert checksums.canonical_value(_column("date", "date"), "STRING") is None  # read into Spark
 
 
 def test_no_percent_sign_in_pushed_down_sql() -> None:
     # pymysql formats parameters with '%': a literal one would break the statement
     for data_type, column_type in [("date", "date"), ("time", "time(6)"), ("double", "double")]:
-        assert "%" not in str(cn.mysql_value(_column(data_type, column_type), "STRING"))
-    assert "%" not in cn.mysql_bucket("k", 7)
+        assert "%" not in str(checksums.canonical_value(_column(data_type, column_type), "STRING"))
+    assert "%" not in checksums.bucket("k", 7)
 
 
 # -- Arrow (a sink table read without Spark) ----------------------------------------------

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from sparkcdc.model.canonical import ChecksumTable
+from sparkcdc.model.dialect import SourceDialect
 from sparkcdc.model.identifiers import quote_spark
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SchemaChangeType, matches_kinds
@@ -100,20 +102,23 @@ class ColumnPlan:
         names = self.names
         return [names.index(k) for k in self.table.primary_key]
 
-    def mysql_values(self, schema: TableSchema) -> list[str] | None:
-        """Canonical values over a source table, or None if one cannot be pushed down."""
+    def source_values(
+        self, schema: TableSchema, source: SourceDialect[Any]
+    ) -> ChecksumTable | None:
+        """The compared columns over a source table as the database computes them (its
+        dialect's canonical values), or None if one cannot be pushed down."""
         by_name: dict[str, Column] = {c.name: c for c in schema.columns}
         out = []
         for compared in self.compared:
-            source = by_name.get(compared.source)
-            if source is None:  # a member of a merged table without the column
+            column = by_name.get(compared.source)
+            if column is None:  # a member of a merged table without the column
                 out.append("NULL")
                 continue
-            value = cn.mysql_value(source, compared.column.spark_type)
+            value = source.canonical_value(column, compared.column.spark_type)
             if value is None:
                 return None
             out.append(value)
-        return out
+        return ChecksumTable.of(schema, out, self.key_index())
 
 
 def pushes_down(rule: TransformRule | None) -> bool:

@@ -103,18 +103,9 @@ def verify_pipeline(
             mode = "pushdown"
             for index, member in enumerate(members):
                 pushable = pushes_down(member.transform)
-                values = columns.mysql_values(member.schema) if pushable else None
-                if values is not None and same_key(member.schema, columns.table):
-                    sides.append(
-                        SqlSide(
-                            dialect,
-                            member.schema,
-                            values,
-                            columns.key_index(),
-                            config.pipeline.parallelism,
-                            index,
-                        )
-                    )
+                table = columns.source_values(member.schema, dialect) if pushable else None
+                if table is not None and same_key(member.schema, columns.table):
+                    sides.append(SqlSide(dialect, table, config.pipeline.parallelism, index))
                 else:
                     mode = "spark"
                     schema, rule = member.schema, member.transform
