@@ -5,7 +5,7 @@ The source stream carries each DDL statement as a row of kind ``ddl`` at its bin
 ``seq`` order:
 
 1. the statement is parsed into schema change events by the source's DDL reader
-   (``SourceDialect.ddl``, DESIGN.md §10) and applied to the source table's schema; the
+   (``SourceDialect.ddl``, DESIGN.md §10.2) and applied to the source table's schema; the
    table's rows are cut into *segments* at the statement's ``seq``, each decoded with the
    schema of its time;
 2. the sink table's wanted shape is computed again (transform, then route merge) and compared
