@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,8 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.model.dialect import RangeRead, SourceDialect, dialect_class, dialect_for
 from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.model.schema import Column
+from sparkcdc.model.schema_change import CreateTable, SchemaOf, SourceDdl, TableChange
 from sparkcdc.mysql.binlog import arrowrows
 from sparkcdc.mysql.dialect import MySqlDialect
 
@@ -75,3 +79,48 @@ def test_whether_rows_decode_compiled_is_the_sources_own(monkeypatch: pytest.Mon
         monkeypatch.setattr(arrowrows, "COMPILED", built)
         monkeypatch.setattr(arrowrows, "_announced", True)
         assert dialect.compiled_rows() is built
+
+
+def test_the_dialect_reads_ddl_as_its_options_type_tinyint1_columns() -> None:
+    statement = "CREATE TABLE t (id INT PRIMARY KEY, flag TINYINT(1))"
+
+    def flag_type(options: dict[str, str]) -> str:
+        (change,) = dialect_for(SourceOptions.from_options(options)).ddl().parse("a", statement)
+        assert isinstance(change.event, CreateTable)
+        return change.event.schema.columns[1].spark_type
+
+    assert flag_type(OPTIONS) == "BOOLEAN"
+    assert flag_type({**OPTIONS, "treat-tinyint1-as-boolean.enabled": "false"}) == "TINYINT"
+
+
+def test_online_schema_change_tables_are_the_mysql_sources_own() -> None:
+    class NoTools(SourceDdl):
+        def parse(
+            self, database: str, statement: str, schema_of: SchemaOf | None = None
+        ) -> list[TableChange]:
+            return []
+
+        def default_value(self, column: Column, literal: str) -> Any:
+            raise ValueError(literal)
+
+    assert NoTools().tool_table_of("_t_gho") is None  # a source whose tools make none
+    ddl = dialect_for(SourceOptions.from_options(OPTIONS)).ddl()
+    assert ddl.tool_table_of("_t_gho") == ("t", True)
+    assert ddl.tool_table_of("t") is None
+
+
+def test_a_literal_default_is_read_as_the_streams_rows_carry_it() -> None:
+    ddl = dialect_for(SourceOptions.from_options(OPTIONS)).ddl()
+    assert ddl.default_value(Column.from_mysql("d", "decimal", "decimal(5,2)", True), "1.5") == (
+        Decimal("1.50")
+    )
+    with pytest.raises(ValueError):
+        ddl.default_value(Column.from_mysql("n", "int", "int(11)", True), "1.5")
+
+
+def test_verify_pushes_down_only_where_the_source_has_canonical_forms() -> None:
+    dialect = dialect_for(SourceOptions.from_options(OPTIONS))
+    column = Column.from_mysql("n", "bigint", "bigint(20)", False)
+    assert dialect.canonical_value(column, "BIGINT") == "CAST(`n` AS CHAR)"
+    # the interface's default: no forms, so verify reads the rows into Spark
+    assert SourceDialect.canonical_value(dialect, column, "BIGINT") is None
