@@ -265,6 +265,8 @@ class SourceDialect(ABC, Generic[P]):
     settings: Any  # how its connections are made (the dialect's own type)
     # the options it is built from: SourceOptions or a subclass of the source's own
     options_type: ClassVar[type[SourceOptions]] = SourceOptions
+    # the key of the stream position in the Spark source's offsets (``{key: to_offset()}``)
+    offset_key: ClassVar[str] = "binlog"
 
     @abstractmethod
     def __init__(self, options: SourceOptions) -> None: ...
@@ -500,6 +502,7 @@ def options_for(type_name: str, options: Mapping[str, str]) -> SourceOptions:
     return dialect_class(type_name).options_type.from_options(options)
 
 
-def dialect_for(options: SourceOptions, type_name: str = "mysql-cdc") -> SourceDialect[Any]:
-    """The dialect of one source, from its options (``options_for``'s)."""
-    return dialect_class(type_name)(options)
+def dialect_for(options: SourceOptions, type_name: str | None = None) -> SourceDialect[Any]:
+    """The dialect of one source, from its options (``options_for``'s): of ``type_name``,
+    or of the options' own format."""
+    return dialect_class(type_name or options.format_name)(options)

@@ -105,6 +105,7 @@ class PostgresDialect(SourceDialect[Lsn]):
 
     type_name = "postgres-cdc"
     options_type = PostgresSourceOptions
+    offset_key = "wal"
 
     def __init__(self, options: SourceOptions) -> None:
         if not isinstance(options, PostgresSourceOptions):
@@ -182,10 +183,14 @@ class PostgresDialect(SourceDialect[Lsn]):
 
     def startup_position(self) -> Lsn:
         """latest-offset: a watermark taken after the slot exists (a slot created later
-        would refuse a start before its creation)."""
+        would refuse a start before its creation) and the publication the stream decodes
+        through publishes the captured tables (created if missing)."""
         options = self.options
+        tables = self._tables()
         with ReplicationConnection.open(self.settings) as replication:
             ensure_slot(replication, options.slot_name)
+            if tables:
+                ensure_publication(replication, options.publication_name, tables)
         with sql_connection(self.settings) as conn:
             return watermark(conn)
 

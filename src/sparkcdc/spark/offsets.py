@@ -1,5 +1,7 @@
-"""The offsets of the ``mysql-cdc`` source and the plan of a batch: its partitions (binlog
-shares, chunk groups per table) and the checks that a batch follows its predecessor."""
+"""The offsets of the CDC sources (``mysql-cdc``, ``postgres-cdc``) and the plan of a batch:
+its partitions (change stream shares, chunk groups per table) and the checks that a batch
+follows its predecessor. An offset holds the stream position under the dialect's
+``offset_key`` (``binlog``, ``wal``) as the position's ``to_offset()``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import InputPartition
 
 from sparkcdc.errors import SourceError
+from sparkcdc.model.dialect import Position, SourceDialect
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
@@ -54,8 +57,9 @@ class ChunkPartition(InputPartition):
     schema: str = ""  # the table's schema (JSON) when it was added while the query ran
 
 
-def offset_position(offset: dict[str, Any]) -> BinlogPosition:
-    return BinlogPosition.from_offset(offset["binlog"])
+def offset_position(offset: dict[str, Any], dialect: SourceDialect[Any]) -> Any:
+    """The stream position ``offset`` holds, as ``dialect``'s position."""
+    return dialect.position_from_offset(offset[dialect.offset_key])
 
 
 def offset_identity(offset: dict[str, Any]) -> ServerIdentity | None:
@@ -64,17 +68,20 @@ def offset_identity(offset: dict[str, Any]) -> ServerIdentity | None:
 
 
 def make_offset(
-    position: BinlogPosition,
+    position: Position,
     snapshot: dict[str, Any] | None = None,
     identity: ServerIdentity | None = None,
     failover: dict[str, Any] | None = None,
     tables: Iterable[tuple[str, str]] = (),
+    *,
+    key: str,
 ) -> dict[str, Any]:
-    """An offset as Spark logs it. ``tables``: the captured (database, table)s, for an
+    """An offset as Spark logs it, the position under ``key`` (the dialect's
+    ``offset_key``). ``tables``: the captured (database, table)s, for an
     offset without snapshot progress (which names them): a restarted query learns from it
     which tables it captured, whose changes and DROP (or DROP DATABASE) must reach the sink
     or stop it even when they no longer exist (DESIGN.md §2.1)."""
-    out: dict[str, Any] = {"binlog": position.to_offset()}
+    out: dict[str, Any] = {key: position.to_offset()}
     if identity is not None:
         out["server"] = identity.to_offset()
     if failover is not None:
@@ -145,12 +152,18 @@ class AvailableNowTarget:
     """Where a ``Trigger.AvailableNow`` run stops reading the binlog: the server's binlog
     end when the run started (``prepareForTriggerAvailableNow``)."""
 
-    position: BinlogPosition
-    identity: ServerIdentity
+    position: Any  # the dialect's position
+    identity: ServerIdentity | None
 
 
-def distance(start: BinlogPosition, end: BinlogPosition) -> str:
-    """How far ``end`` is ahead of ``start``, for progress lines."""
+def distance(start: Any, end: Any) -> str:
+    """How far ``end`` is ahead of ``start``, for progress lines.
+
+    >>> distance(BinlogPosition("b.000001", 4), BinlogPosition("b.000001", 1004))
+    '1,000 bytes'
+    """
+    if not isinstance(start, BinlogPosition) or not isinstance(end, BinlogPosition):
+        return f"from {start} to {end}"
     if start.file == end.file:
         return f"{max(end.pos - start.pos, 0):,} bytes"
     return f"{end.file_number - start.file_number} binlog file(s)"
@@ -208,8 +221,8 @@ COMPILED_SHARE_BYTES = 8 << 20
 
 def binlog_shares(
     setting: str,
-    begin: BinlogPosition,
-    stop: BinlogPosition,
+    begin: Any,
+    stop: Any,
     parallelism: int,
     server_ids: ServerIdRange,
     compiled: bool,
@@ -238,7 +251,11 @@ def binlog_shares(
     (4, 1)
     >>> binlog_shares("3", a, b, 2, ServerIdRange(5400, 5401), True)
     2
+
+    Another source's stream (a PostgreSQL slot has one reader) is read in one partition.
     """
+    if not isinstance(begin, BinlogPosition) or not isinstance(stop, BinlogPosition):
+        return 1
     if setting != "auto":
         wanted = int(setting)
     elif begin.file != stop.file:

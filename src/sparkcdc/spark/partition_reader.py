@@ -79,8 +79,8 @@ class PartitionReader:
             yield from self._read_chunk(partition)
             return
         assert isinstance(partition, BinlogRangePartition)
-        start = offset_position(json.loads(partition.start))
-        end = offset_position(json.loads(partition.end))
+        start = offset_position(json.loads(partition.start), self.dialect)
+        end = offset_position(json.loads(partition.end), self.dialect)
         captured = frozenset((t.database, t.table) for t in self.plan.tables)
         if partition.tables:
             captured = frozenset((db, t) for db, t in json.loads(partition.tables))
@@ -160,7 +160,9 @@ class PartitionReader:
             return
         staging = ChunkStaging(self.store())
         limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
-        since = offset_position(json.loads(partition.since)) if partition.since else None
+        since = (
+            offset_position(json.loads(partition.since), self.dialect) if partition.since else None
+        )
         schema = (  # a partition's chunks are of one table
             schema_from_json(json.loads(partition.schema))
             if partition.schema

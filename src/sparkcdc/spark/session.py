@@ -157,7 +157,7 @@ def started_session(settings: Mapping[str, str]) -> SparkSession:
 
 
 def register(spark: Any) -> None:
-    """Register ``format("mysql-cdc")`` on ``spark``.
+    """Register ``format("mysql-cdc")`` and ``format("postgres-cdc")`` on ``spark``.
 
     Python data sources cannot see their session, so the class registered is a subclass
     made here that carries the session's default parallelism (cloudpickle ships a class
@@ -166,7 +166,7 @@ def register(spark: Any) -> None:
     """
     from pyspark.errors import PySparkException
 
-    from sparkcdc.spark.source import MySqlCdcDataSource
+    from sparkcdc.spark.source import MySqlCdcDataSource, PostgresCdcDataSource
 
     parallelism: int | None
     try:
@@ -178,4 +178,9 @@ def register(spark: Any) -> None:
         default_parallelism = parallelism
         __doc__ = MySqlCdcDataSource.__doc__
 
+    class SessionPostgresCdcDataSource(PostgresCdcDataSource):
+        default_parallelism = parallelism
+        __doc__ = PostgresCdcDataSource.__doc__
+
     spark.dataSource.register(SessionMySqlCdcDataSource)
+    spark.dataSource.register(SessionPostgresCdcDataSource)

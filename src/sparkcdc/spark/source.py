@@ -1,6 +1,8 @@
-"""The ``mysql-cdc`` PySpark streaming source: its driver side (the only camelCase code is here).
+"""The ``mysql-cdc`` and ``postgres-cdc`` PySpark streaming sources: their driver side (the
+only camelCase code is here).
 
-Offsets are ``{"binlog": <position.to_offset()>, "server": <ServerIdentity>}``, always on
+Offsets are ``{<offset_key>: <position.to_offset()>, "server": <ServerIdentity>}`` (the
+dialect's key and position: ``binlog`` for MySQL, ``wal`` for PostgreSQL's LSN), always on
 transaction boundaries. Batch ``k`` reads ``[B_{k-1}, B_k)`` in one or more partitions on
 executors (``spark/offsets.py`` plans them: binlog shares, snapshot chunk groups; what a task
 reads is ``spark/partition_reader.py``'s); a replayed batch reads the same range and yields
@@ -33,9 +35,8 @@ from sparkcdc.errors import (
     SourceError,
     SparkCdcError,
 )
-from sparkcdc.model.dialect import StreamFollower, dialect_for
+from sparkcdc.model.dialect import StreamFollower, dialect_for, options_for
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange, SourceOptions
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema, schema_to_json
 from sparkcdc.snapshot.coordinator import SnapshotCoordinator, SnapshotProgress, SnapshotSettings
 from sparkcdc.snapshot.storage import StateStore
@@ -72,11 +73,13 @@ from sparkcdc.spark.partition_reader import PartitionReader
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "mysql-cdc"
+POSTGRES_FORMAT_NAME = "postgres-cdc"
 
 
 def stream_id(options: SourceOptions) -> str:
     """The state directory of a query under ``state.location`` (one source per query)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"mysql-cdc_{options.hostname}_{options.port}")
+    name = f"{options.format_name}_{options.hostname}_{options.port}"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 _SOURCE_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
@@ -167,7 +170,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             t.strip() for t in (options.resnapshot_tables or "").split(",") if t.strip()
         }
         # the driver's watch over the server: which one answers, where offsets are on it
-        self.follower: StreamFollower[BinlogPosition] = self.dialect.follower()
+        self.follower: StreamFollower[Any] = self.dialect.follower()
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: str | None = None  # a stream without its rows' column metadata only
@@ -217,10 +220,17 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             view = self.follower.observe()
             if self.snapshot:
                 position = self.follower.end_of(view)
-                self._initial = make_offset(position, self.coordinator.initial(), view.identity)
+                self._initial = make_offset(
+                    position, self.coordinator.initial(), view.identity, key=self.dialect.offset_key
+                )
             else:
                 position = self.follower.mark(view, self.dialect.startup_position())
-                self._initial = make_offset(position, identity=view.identity, tables=self._tables())
+                self._initial = make_offset(
+                    position,
+                    identity=view.identity,
+                    tables=self._tables(),
+                    key=self.dialect.offset_key,
+                )
             self.follower.trust(json.dumps(self._initial, sort_keys=True))
             log.info(
                 "mysql-cdc: a new query starts at %s (%s) on %s",
@@ -235,15 +245,17 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     # -- which server: identity, reset, rewind, failover (the dialect's StreamFollower) --
 
-    def _locate(self, offset: dict[str, Any], view: Any) -> tuple[BinlogPosition, bool]:
+    def _locate(self, offset: dict[str, Any], view: Any) -> tuple[Any, bool]:
         """Where ``offset`` is on the server of ``view``, and whether that is another
         server it was followed to (``StreamFollower.locate``; raises when it is no place
         there). A failover while a snapshot runs stops the query: its chunk plan and
         watermarks are places on the old server."""
-        key = json.dumps({k: offset.get(k) for k in ("binlog", "server")}, sort_keys=True)
-        position, identity = offset_position(offset), offset_identity(offset)
+        key = json.dumps(
+            {k: offset.get(k) for k in (self.dialect.offset_key, "server")}, sort_keys=True
+        )
+        position, identity = offset_position(offset, self.dialect), offset_identity(offset)
 
-        def highs() -> list[BinlogPosition]:
+        def highs() -> list[Any]:
             if not snapshot_running(offset):
                 return []
             if not snapshot_read(offset):
@@ -364,9 +376,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return False
         if self.options.scan_startup_mode == "snapshot":
             return True
-        return same_server(offset_identity(base), target.identity) and offset_position(base) >= (
-            target.position
-        )
+        return same_server(offset_identity(base), target.identity) and offset_position(
+            base, self.dialect
+        ) >= target.position
 
     def _snapshot_read_at(self, base: dict[str, Any]) -> bool:
         """Whether ``base`` has every chunk read, the rows read being the tables as of its
@@ -379,10 +391,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         snapshot = base.get("snapshot")
         if snapshot is None:
             return False
-        at = None if self.options.scan_startup_mode == "snapshot" else offset_position(base)
+        at = (
+            None
+            if self.options.scan_startup_mode == "snapshot"
+            else offset_position(base, self.dialect)
+        )
         return self.coordinator.read_as_of(snapshot, at)
 
-    def _target_on(self, view: Any) -> BinlogPosition:
+    def _target_on(self, view: Any) -> Any:
         """The run's binlog target as a place on the server of ``view``: a server that
         took over since the run started is read to its end as of now."""
         target = self._target
@@ -420,7 +436,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         identity = offset_identity(base)
         failover: dict[str, Any] | None = None
         if view is None or located is None:
-            position = offset_position(base)  # the binlog never advances
+            position = offset_position(base, self.dialect)  # the binlog never advances
         else:
             here, moved = located
             # the end carries its GTID set, so a failover can be followed from it
@@ -434,10 +450,15 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             identity = view.identity
             if moved and identity != offset_identity(base):
                 # the batch that crosses over says so in the checkpoint's offset log
-                failover = {"from": base.get("server"), "gtids": str(offset_position(base).gtids)}
+                failover = {
+                    "from": base.get("server"),
+                    "gtids": str(offset_position(base, self.dialect).gtids),
+                }
         snapshot = base.get("snapshot")
         if snapshot is None:
-            self._planned = make_offset(position, None, identity, failover, self._tables())
+            self._planned = make_offset(
+                position, None, identity, failover, self._tables(), key=self.dialect.offset_key
+            )
             return self._planned
         # typed: one fixed table; AvailableNow: the tables found when the run started
         if self.options.newly_added_table and not self.plan.typed and self._target is None:
@@ -450,10 +471,12 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             log.info(
                 "mysql-cdc progress: %s; binlog at %s (%s behind the server)",
                 self.coordinator.describe(advanced),
-                offset_position(base),
-                distance(offset_position(base), position),
+                offset_position(base, self.dialect),
+                distance(offset_position(base, self.dialect), position),
             )
-        self._planned = make_offset(position, advanced, identity, failover)
+        self._planned = make_offset(
+            position, advanced, identity, failover, key=self.dialect.offset_key
+        )
         return self._planned
 
     def _restart(
@@ -490,13 +513,13 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def _bounded(
         self,
-        here: BinlogPosition,
-        end: BinlogPosition,
+        here: Any,
+        end: Any,
         view: Any,
         limit: Any,
         snapshot: dict[str, Any] | None,
-        place: Callable[[BinlogPosition], BinlogPosition] | None = None,
-    ) -> BinlogPosition:
+        place: Callable[[Any], Any] | None = None,
+    ) -> Any:
         """The batch's binlog end: ``end``, or a transaction boundary before it when the
         range is more than the batch's binlog budget (``scan.binlog.max-bytes-per-batch``,
         or Spark's read limit). A backlog (a query stopped for a day, a snapshot that ran
@@ -513,7 +536,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         """
         budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
 
-        def high() -> BinlogPosition | None:
+        def high() -> Any | None:
             # the HWs are staged metadata (a read each, a GET on an object store): asked
             # only of a range over budget
             last = None if snapshot is None else self.coordinator.last_high(snapshot)
@@ -531,7 +554,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
 
     def _binlog_range(
         self, start: dict[str, Any], end: dict[str, Any]
-    ) -> tuple[BinlogPosition, BinlogPosition, Callable[[BinlogPosition], BinlogPosition] | None]:
+    ) -> tuple[Any, Any, Callable[[Any], Any] | None]:
         """The batch's binlog range as places on the server that answers now, and how
         ``start``'s chunk HWs map there (None: they are places there already).
 
@@ -540,7 +563,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         read; ends taken on a server we failed over from are followed by GTID. The rows of
         the batch all take the seq base of its start (see ``after_failover``).
         """
-        begin, stop = offset_position(start), offset_position(end)
+        begin, stop = offset_position(start, self.dialect), offset_position(end, self.dialect)
         if self.options.scan_startup_mode == "snapshot":
             return begin, stop, None
         fresh = self._planned is not None and end == self._planned
@@ -558,9 +581,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return begin, stop, None
         return begin, self.follower.continued(stop, begin), self._placer(start, view)
 
-    def _placer(
-        self, offset: dict[str, Any], view: Any
-    ) -> Callable[[BinlogPosition], BinlogPosition] | None:
+    def _placer(self, offset: dict[str, Any], view: Any) -> Callable[[Any], Any] | None:
         """How the HWs staged for ``offset``'s batch map to the server of ``view``, which
         ``offset`` was followed to by GTID (None: they need no mapping, or have none)."""
         identity = offset_identity(offset)
@@ -622,8 +643,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
             parts.extend(
                 BinlogRangePartition(
-                    json.dumps(make_offset(begin)),
-                    json.dumps(make_offset(stop)),
+                    json.dumps(make_offset(begin, key=self.dialect.offset_key)),
+                    json.dumps(make_offset(stop, key=self.dialect.offset_key)),
                     self.server_ids.pick(index),  # a replication connection each
                     flt,
                     keys,
@@ -689,7 +710,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             record.clear()
         self._recorded = alone
 
-    def table_versions(self, start: BinlogPosition) -> str:
+    def table_versions(self, start: Any) -> str:
         """The captured tables' schema versions by position (the dialect's JSON) where the
         change stream logs rows without their columns' metadata; "" otherwise. Built once
         per run from ``start`` (the run's first batch start), and kept under
@@ -717,7 +738,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def commit(self, end: dict[str, Any]) -> None:
         """Spark committed every batch up to ``end``: the source may let go of what lies
         before it (a PostgreSQL slot's WAL: ``SourceDialect.commit``), and of staged chunks."""
-        self.dialect.commit(self.dialect.position_from_offset(end["binlog"]))
+        self.dialect.commit(offset_position(end, self.dialect))
         snapshot = end.get("snapshot")
         if snapshot is not None:
             self.coordinator.release(snapshot)
@@ -742,7 +763,7 @@ class MySqlCdcDataSource(DataSource):
     @message_first
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.source_options = SourceOptions.from_options(dict(options))
+        self.source_options = options_for(self.name(), dict(options))
         # resolved once: a random default id must stay the same for the whole query
         self.server_ids = ServerIdRange.parse(
             self.source_options.server_id, 1 + max(self.source_options.chunks_per_batch, 8)
@@ -781,3 +802,12 @@ class MySqlCdcDataSource(DataSource):
     def streamReader(self, schema: Any) -> MySqlCdcStreamReader:
         parallelism = self.default_parallelism or os.cpu_count() or 1
         return MySqlCdcStreamReader(self.source_options, self.plan, self.server_ids, parallelism)
+
+
+class PostgresCdcDataSource(MySqlCdcDataSource):
+    """``spark.readStream.format("postgres-cdc")`` with Flink CDC's PostgreSQL option names:
+    the same driver and executor sides over the PostgreSQL dialect (DESIGN.md §12)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return POSTGRES_FORMAT_NAME

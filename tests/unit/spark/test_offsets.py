@@ -7,12 +7,15 @@ import json
 
 import pytest
 
+from sparkcdc.model.dialect import dialect_for, options_for
 from sparkcdc.model.options import ServerIdRange
 from sparkcdc.model.position import BinlogPosition
+from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.spark.offsets import (
     binlog_shares,
     make_offset,
     offset_databases,
+    offset_position,
     offset_tables,
     spread,
     tasks_per_table,
@@ -121,7 +124,9 @@ def test_an_offset_names_the_tables_it_was_planned_for() -> None:
     """What a restarted query learns from its start offset about the tables it captured:
     which they were (a DROP TABLE of one reaches the sink, a row change of one stops it,
     a DROP DATABASE of theirs stops it, even when no table matches now)."""
-    plain = make_offset(START, tables=[("shop", "orders"), ("crm", "people"), ("shop", "orders")])
+    plain = make_offset(
+        START, key="binlog", tables=[("shop", "orders"), ("crm", "people"), ("shop", "orders")]
+    )
     assert plain["tables"] == [["crm", "people"], ["shop", "orders"]]
     assert offset_tables(plain) == {("crm", "people"), ("shop", "orders")}
     assert offset_databases(plain) == {"crm", "shop"}
@@ -129,7 +134,7 @@ def test_an_offset_names_the_tables_it_was_planned_for() -> None:
     assert offset_tables(json.loads(json.dumps(plain))) == offset_tables(plain)
     # snapshot progress names the tables: they come from there
     progress = {"shop.orders": {"next": 1, "prev": 0}, "hr.staff": {"next": 0, "prev": 0}}
-    snapshotting = make_offset(START, progress, tables=[("shop", "orders")])
+    snapshotting = make_offset(START, progress, key="binlog", tables=[("shop", "orders")])
     assert "tables" not in snapshotting
     assert offset_tables(snapshotting) == {("shop", "orders"), ("hr", "staff")}
     assert offset_databases(snapshotting) == {"shop", "hr"}
@@ -140,11 +145,49 @@ def test_a_snapshot_key_with_a_dotted_name_stands_for_the_tables_the_patterns_ma
     """``a.b.t`` is `a`.`b.t` or `a.b`.`t`: the patterns say which. Split at the first dot
     alone, a database `a.b` dropped while the query was stopped was not found, and its DROP
     DATABASE went by."""
-    offset = make_offset(START, {"a.b.t": {"next": 1, "prev": 0}})
+    offset = make_offset(START, {"a.b.t": {"next": 1, "prev": 0}}, key="binlog")
     in_a_b = lambda db, t: db == "a.b"  # noqa: E731
     assert offset_tables(offset, in_a_b) == {("a.b", "t")}
     assert offset_databases(offset, in_a_b) == {"a.b"}
     # without patterns, every reading
     assert offset_tables(offset) == {("a", "b.t"), ("a.b", "t")}
-    plain = make_offset(START, tables=[("a.b", "t"), ("c", "u")])
+    plain = make_offset(START, key="binlog", tables=[("a.b", "t"), ("c", "u")])
     assert offset_tables(plain, in_a_b) == {("a.b", "t")}
+
+
+def test_each_dialect_keeps_its_position_under_its_own_key() -> None:
+    """A MySQL offset is as it always was (``binlog``: checkpoints written before load); a
+    PostgreSQL one holds its LSN under ``wal``, and its stream is read in one partition (a
+    slot has one reader)."""
+    mysql = dialect_for(
+        options_for(
+            "mysql-cdc",
+            {
+                "hostname": "h",
+                "username": "u",
+                "database-name": "app",
+                "scan.startup.mode": "latest-offset",
+            },
+        )
+    )
+    postgres = dialect_for(
+        options_for(
+            "postgres-cdc",
+            {
+                "hostname": "h",
+                "username": "u",
+                "database-name": "shop",
+                "schema-name": "public",
+                "slot.name": "s",
+                "scan.startup.mode": "latest-offset",
+            },
+        )
+    )
+    old = {"binlog": {"file": "mysql-bin.000001", "pos": 4}, "tables": [["app", "t"]]}
+    assert make_offset(START, key=mysql.offset_key, tables=[("app", "t")]) == old
+    assert offset_position(json.loads(json.dumps(old)), mysql) == START
+    lsn = Lsn.parse("0/16B3748")
+    offset = make_offset(lsn, key=postgres.offset_key, tables=[("public", "t")])
+    assert offset == {"wal": {"lsn": "0/16B3748"}, "tables": [["public", "t"]]}
+    assert offset_position(json.loads(json.dumps(offset)), postgres) == lsn
+    assert binlog_shares("auto", lsn, Lsn(lsn.value + (1 << 30)), 8, ids(9), True) == 1

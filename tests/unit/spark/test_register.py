@@ -30,10 +30,11 @@ class _Session:
 def test_the_registered_class_carries_the_default_parallelism_by_value() -> None:
     session = _Session(SimpleNamespace(defaultParallelism=3))
     register(session)
-    (cls,) = session.registered
-    assert issubclass(cls, MySqlCdcDataSource) and cls.name() == "mysql-cdc"
-    shipped = cloudpickle.loads(cloudpickle.dumps(cls))  # as Spark ships it to its workers
-    assert shipped.default_parallelism == 3
+    assert [cls.name() for cls in session.registered] == ["mysql-cdc", "postgres-cdc"]
+    for cls in session.registered:
+        assert issubclass(cls, MySqlCdcDataSource)
+        shipped = cloudpickle.loads(cloudpickle.dumps(cls))  # as Spark ships it to its workers
+        assert shipped.default_parallelism == 3
 
 
 def test_a_session_without_a_spark_context_registers_without_a_parallelism() -> None:

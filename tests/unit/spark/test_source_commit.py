@@ -10,6 +10,8 @@ from sparkcdc.spark.source import MySqlCdcStreamReader
 
 
 class _Recorder:
+    offset_key = "binlog"
+
     def __init__(self) -> None:
         self.committed: list[BinlogPosition] = []
 
