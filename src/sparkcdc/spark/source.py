@@ -376,9 +376,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             return False
         if self.options.scan_startup_mode == "snapshot":
             return True
-        return same_server(offset_identity(base), target.identity) and offset_position(
-            base, self.dialect
-        ) >= target.position
+        return (
+            same_server(offset_identity(base), target.identity)
+            and offset_position(base, self.dialect) >= target.position
+        )
 
     def _snapshot_read_at(self, base: dict[str, Any]) -> bool:
         """Whether ``base`` has every chunk read, the rows read being the tables as of its
