@@ -42,6 +42,13 @@ with ``local[2]`` everywhere:
     wall seconds - the same run's with nothing to read), the pipeline's own rate when it has
     the machine to itself, which the steps' rate cannot show where the writer and MariaDB
     take most of the two cores;
+  - the fixed cost of a run, apart from the rates above: ``sparkcdc run --available-now``
+    of a new stream whose snapshot of a 50-row table is one batch, into Delta
+    (``fixed_start_s``: the process's start to its first committed batch, read from the
+    query's commit log; ``fixed_stop_s``: its last committed batch to the process's exit)
+    and into Kafka (``kafka_fixed_start_s``, ``kafka_fixed_stop_s``), the median of
+    ``--fixed-runs`` (3) runs of each, taking turns, with the 1-minute load average at their
+    start (``fixed_load_avg``); ``--fixed-only`` measures that alone;
   - the peak RSS of the Spark Python workers of every process the benchmark started;
   - ``class_archive``: whether the ``sparkcdc run`` drivers mapped the class-data archive
     ``sparkcdc prepare`` writes (``scripts/setup.sh`` runs it): they start ~2.5 s sooner
@@ -83,6 +90,8 @@ from sparkcdc_dev.devkafka import DevKafka
 from sparkcdc_dev.devserver import DEV_PASSWORD, DevServer
 
 TABLE = "throughput"
+FIXED_TABLE = "throughput_fixed"  # the fixed cost's table: one small snapshot batch
+FIXED_ROWS = 50
 KEY_BLOCK = 1000  # rows per change statement
 # the lag after a commit may grow by this many seconds of writes a second within a step (the
 # least-squares slope): 0.05 lets the pipeline take in 95% of the writes, not less
@@ -188,7 +197,13 @@ def source_count(server: DevServer) -> int:
 
 
 def write_pipeline(
-    server: DevServer, work: Path, name: str, sink: str, server_ids: str, source_extra: str = ""
+    server: DevServer,
+    work: Path,
+    name: str,
+    sink: str,
+    server_ids: str,
+    source_extra: str = "",
+    table: str = TABLE,
 ) -> Path:
     s = server.settings
     path = work / f"{name}.yaml"
@@ -198,7 +213,7 @@ def write_pipeline(
             port=s.port,
             user=s.user,
             database=DATABASE,
-            table=TABLE,
+            table=table,
             server_ids=server_ids,
             source_extra=source_extra,
             sink=sink,
@@ -537,15 +552,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def kafka_pipeline(server: DevServer, work: Path, name: str, server_ids: str) -> Path:
-    """A pipeline file into a new Kafka topic (debezium-json) from the binlog's end."""
+def kafka_sink(name: str) -> str:
+    """The sink block of a pipeline into a new Kafka topic (debezium-json)."""
     servers = DevKafka.from_env().start()
-    sink = (
+    return (
         f"  type: kafka\n  properties.bootstrap.servers: {servers}\n"
         f"  topic: bench-throughput-{name}-{time.time_ns()}\n  value.format: debezium-json"
     )
+
+
+def kafka_pipeline(server: DevServer, work: Path, name: str, server_ids: str) -> Path:
+    """A pipeline file into a new Kafka topic (debezium-json) from the binlog's end."""
     return write_pipeline(
-        server, work, name, sink, server_ids, "  scan.startup.mode: latest-offset"
+        server, work, name, kafka_sink(name), server_ids, "  scan.startup.mode: latest-offset"
     )
 
 
@@ -606,6 +625,75 @@ def _wait_started(process: subprocess.Popen[bytes], checkpoint: Path, log: Path)
             return
         time.sleep(0.2)
     raise SystemExit(f"the Kafka pipeline committed no batch within 300 s; see {log}")
+
+
+# -- the fixed cost of a run ------------------------------------------------------------------
+
+
+class FixedCost(NamedTuple):
+    """Seconds of one ``sparkcdc run --available-now`` that do not depend on the rows: from
+    the process's start to its first committed batch, and from its last to its exit."""
+
+    start_s: float
+    stop_s: float
+
+
+def fixed_cost_run(pipeline: Path, checkpoint: Path, log: Path) -> FixedCost:
+    """One run of ``pipeline`` (a new stream whose snapshot of FIXED_ROWS rows is one batch),
+    its batches' commit times read from the streaming query's commit log."""
+    began = time.time()
+    ended = began + sparkcdc(["run", str(pipeline), "--available-now"], log)
+    commits = [p for p in (checkpoint / "spark" / "commits").iterdir() if p.name.isdigit()]
+    if not commits:
+        raise SystemExit(f"{pipeline} committed no batch; see {log}")
+    times = sorted(p.stat().st_mtime for p in commits)
+    return FixedCost(times[0] - began, ended - times[-1])
+
+
+def fixed_costs(
+    server: DevServer, work: Path, args: argparse.Namespace, log: Path
+) -> dict[str, FixedCost]:
+    """The fixed cost of a run into Delta (and Kafka unless skipped): the median of
+    ``--fixed-runs`` runs of each, taking turns, each a new stream of FIXED_ROWS rows."""
+    load(server, FIXED_TABLE, FIXED_ROWS)
+    sinks: dict[str, Callable[[str], str]] = {
+        "delta": lambda name: f"  type: delta\n  path: {work / name}"
+    }
+    if not args.skip_kafka:
+        sinks["kafka"] = kafka_sink
+    runs: dict[str, list[FixedCost]] = {name: [] for name in sinks}
+    for run in range(args.fixed_runs):
+        for kind, sink_of in sinks.items():
+            name = f"fixed-{kind}-{run}"
+            pipeline = write_pipeline(
+                server, work, name, sink_of(name), "6350-6359", table=FIXED_TABLE
+            )
+            runs[kind].append(fixed_cost_run(pipeline, work / f"checkpoint-{name}", log))
+    print(
+        "fixed cost (start, stop): "
+        + "; ".join(
+            f"{kind} {[(round(c.start_s, 1), round(c.stop_s, 1)) for c in costs]}"
+            for kind, costs in runs.items()
+        ),
+        file=sys.stderr,
+    )
+    return {
+        kind: FixedCost(
+            statistics.median(c.start_s for c in costs), statistics.median(c.stop_s for c in costs)
+        )
+        for kind, costs in runs.items()
+    }
+
+
+def fixed_fields(costs: dict[str, FixedCost], load_avg: float) -> dict[str, Any]:
+    """The JSON line's fixed-cost fields: Delta's unprefixed, Kafka's with ``kafka_``."""
+    fields: dict[str, Any] = {}
+    for kind, cost in costs.items():
+        prefix = "" if kind == "delta" else f"{kind}_"
+        fields[f"{prefix}fixed_start_s"] = round(cost.start_s, 1)
+        fields[f"{prefix}fixed_stop_s"] = round(cost.stop_s, 1)
+    fields["fixed_load_avg"] = round(load_avg, 1)
+    return fields
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -716,6 +804,15 @@ def main() -> None:
         default=3,
         help="rounds of each snapshot and its plain copy, alternated (medians reported)",
     )
+    parser.add_argument(
+        "--fixed-runs",
+        type=int,
+        default=3,
+        help="runs of each fixed-cost pipeline (Delta, Kafka), alternated (medians reported)",
+    )
+    parser.add_argument(
+        "--fixed-only", action="store_true", help="measure the fixed cost of a run alone"
+    )
     parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
     parser.add_argument("--merge-from", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
@@ -734,12 +831,21 @@ def main() -> None:
     with server.connection() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{TABLE}")  # the catch-up changed it
-    load(server, TABLE, args.rows)
-    print(f"table loaded: {TABLE} {args.rows} rows", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="sparkcdc-bench-throughput-"))
     # the commands' output outlives the run's files, to be read after a surprising result
     log = Path(tempfile.mkstemp(prefix="sparkcdc-bench-throughput-", suffix=".log")[1])
     print(f"the commands' output goes to {log}", file=sys.stderr)
+    try:
+        load_avg = os.getloadavg()[0]
+        fixed = fixed_fields(fixed_costs(server, work, args, log), load_avg)
+    finally:
+        if args.fixed_only:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.fixed_only:
+        print(json.dumps({**fixed, "class_archive": class_archive}))
+        return
+    load(server, TABLE, args.rows)
+    print(f"table loaded: {TABLE} {args.rows} rows", file=sys.stderr)
     lake_table = str(work / "lake" / DATABASE / TABLE)
     try:
         with RssSampler() as rss:
@@ -816,6 +922,7 @@ def main() -> None:
         ),
         "peak_executor_rss_mb": round(rss.peak_mb),
         "class_archive": class_archive,
+        **fixed,
     }
     if verified is not None:
         result["verify_s"] = round(verified, 1)
