@@ -102,8 +102,9 @@ def plan_pipeline(
         for schema in schemas
     ]
     names = dict.fromkeys(s.sink_table for s in sources)
-    # one frame to analyse every transform on
-    empty = None if spark is None else text_rows(spark, [])
+    # one frame to analyse every Spark SQL transform on; none where no transform is Spark
+    # SQL (a run's common case): made, it costs a run's start 0.6-1.6 s of JVM work
+    empty = text_rows(spark, []) if spark is not None and needs_session(config, schemas) else None
     sink_tables = tuple(
         sink_frame(
             spark,
