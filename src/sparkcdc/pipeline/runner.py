@@ -189,9 +189,34 @@ def _run_leased(
     max_seconds: float | None,
 ) -> RunSummary:
     """The run of ``_run_once`` once it holds the checkpoint's lease and its server ids
-    (both kept as it polls)."""
-    from pyspark.errors import StreamingQueryException
+    (both kept as it polls): the checkpoint and the sink opened, the query started, then
+    watched until it ends."""
+    opened = _open(run, held)
+    running = _start(run, held, opened, out, on_batch)
+    _watch(run, held, running, max_seconds)
+    return running.summary
 
+
+@dataclass
+class _Opened:
+    """A run's checkpoint and sink, opened: the pipeline's plan (the sink tables as the last
+    run left them), the tables written so far, and the source tables to snapshot again."""
+
+    root: Location
+    new_stream: bool
+    history: SchemaHistory
+    plan: PipelinePlan
+    schemas: tuple[TableSchema, ...]
+    sink: Sink
+    tables: list[SinkTable]  # the sink tables this run opens (not those dropped)
+    written: WrittenTables
+    resnapshots: Resnapshots
+    restart: list[str]  # source tables whose snapshot the source takes again
+
+
+def _open(run: RunPlan, held: _Held) -> _Opened:
+    """Opens the checkpoint (claiming its state for this run) and the sink, and plans the
+    pipeline over the schemas the stream last saw (a restart) or the captured ones."""
     config, spark, where = run.config, held.spark, held.where
     root = where.checkpoint
     if not str(spark.sparkContext.master).startswith("local"):
@@ -215,29 +240,70 @@ def _run_leased(
                 saved.sinks[t.name].table if t.name in saved.sinks else t for t in plan.sink_tables
             ),
         )
-    opened = [t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))]
+    tables = [t for t in plan.sink_tables if not (saved and _dropped(saved, t.name))]
     written = WrittenTables(root)
     resnapshots = Resnapshots(root)
-    restart: list[str] = []  # source tables whose snapshot the source takes again
+    restart: list[str] = []
     if not identity.new_stream:
         requested = set(resnapshots.pending())
         _refuse_lost_tables(
-            sink, [t for t in opened if t.name not in requested], written, config, root
+            sink, [t for t in tables if t.name not in requested], written, config, root
         )
         logged = last_logged(root)[1].get("snapshot") or {}
         restart = resnapshots.sources(
             plan.sink_tables, lambda s: s not in logged or table_snapshot_done(logged[s])
         )
+    return _Opened(
+        root,
+        identity.new_stream,
+        history,
+        plan,
+        schemas,
+        sink,
+        tables,
+        written,
+        resnapshots,
+        restart,
+    )
+
+
+@dataclass
+class _Running:
+    """A started run: its query, and what watching it and ending it use."""
+
+    opened: _Opened
+    query: Any  # pyspark's StreamingQuery (its stubs type awaitTermination's timeout int)
+    writer: BatchWriter
+    summary: RunSummary
+    progress: Progress
+    hold: BatchHold
+    target: BinlogPosition | None  # where an available-now run is caught up
+
+
+def _start(
+    run: RunPlan,
+    held: _Held,
+    opened: _Opened,
+    out: TextIO,
+    on_batch: Callable[[int, dict[str, int]], None] | None,
+) -> _Running:
+    """Starts the streaming query into the sink (its tables created meanwhile); a failure
+    on the way lets no creation outlive the run."""
+    from sparkcdc.spark.batch_records import BatchHold, SnapshotBatchRecord
+
+    config, spark, where, root = run.config, held.spark, held.where, opened.root
+    plan, sink, written = opened.plan, opened.sink, opened.written
     sink_of = {source: t.name for t in plan.sink_tables for source in t.sources}
-    sink.begin_open(opened)  # absent tables may be created while the first batch reads
+    sink.begin_open(opened.tables)  # absent tables may be created while the first batch reads
     try:
-        if identity.new_stream:
-            _meet_existing_rows(sink, opened, config)
+        if opened.new_stream:
+            _meet_existing_rows(sink, opened.tables, config)
         summary = RunSummary(sink_tables=tuple(t.name for t in plan.sink_tables))
         committed = committed_offset(root)
         if committed is not None:  # a restart: where the last run got to
             summary.last_offset = committed[1]
         _announce(plan, config, out)
+        progress = Progress(out, chunk_estimates=_chunk_estimates(run, opened.schemas, committed))
 
         def listener(batch_id: int, rows: dict[str, int]) -> None:
             summary.batches += 1
@@ -248,10 +314,6 @@ def _run_leased(
             if on_batch is not None:
                 on_batch(batch_id, rows)
 
-        estimates = _chunk_estimates(run, schemas, committed)
-        progress = Progress(out, chunk_estimates=estimates)
-        from sparkcdc.spark.batch_records import BatchHold, SnapshotBatchRecord
-
         planned = SnapshotBatchRecord(config.state_location, where.state_hadoop)
 
         def snapshot_batch(batch_id: int) -> str | None:
@@ -260,7 +322,9 @@ def _run_leased(
                 return None
             return record[1]
 
-        writer = BatchWriter(plan, sink, _write_rules(run, sink), listener, history, snapshot_batch)
+        writer = BatchWriter(
+            plan, sink, _write_rules(run, sink), listener, opened.history, snapshot_batch
+        )
         target = run.dialect.position_now() if run.available_now else None
 
         hold = BatchHold(config.state_location, where.state_hadoop)
@@ -268,12 +332,13 @@ def _run_leased(
         reader = spark.readStream.format("mysql-cdc")
         for key, value in {**state_options(where.state_hadoop), **run.source_options}.items():
             reader = reader.option(key, value)
-        if restart:
-            reader = reader.option("scan.resnapshot.tables", ",".join(restart))
+        if opened.restart:
+            reader = reader.option("scan.resnapshot.tables", ",".join(opened.restart))
+        batches = opened.resnapshots.wrap(writer, sink, plan.sink_tables)
         query = (
             reader.load()
             .writeStream.queryName(_query_name(config.pipeline.name))
-            .foreachBatch(progress.timed(resnapshots.wrap(writer, sink, plan.sink_tables)))
+            .foreachBatch(progress.timed(batches))
             .option("checkpointLocation", where.spark_checkpoint)
             .trigger(**_trigger(config, run.available_now))
             .start()
@@ -282,8 +347,24 @@ def _run_leased(
         with contextlib.suppress(SparkCdcError):
             sink.ready()
         raise
+    return _Running(opened, query, writer, summary, progress, hold, target)
+
+
+def _watch(run: RunPlan, held: _Held, running: _Running, max_seconds: float | None) -> None:
+    """Polls the query until it ends, is caught up (available-now), runs out of time or is
+    asked to stop, keeping the lease, the server ids, the progress and the status current;
+    then ends the run: the batch in flight settled, the query stopped, the sink closed."""
+    from pyspark.errors import StreamingQueryException
+
+    config, query, summary = run.config, running.query, running.summary
+    plan, sink, writer, progress = (
+        running.opened.plan,
+        running.opened.sink,
+        running.writer,
+        running.progress,
+    )
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
-    status = StatusWriter(root)
+    status = StatusWriter(running.opened.root)
     last_server_check = 0.0
     server_pos: BinlogPosition | None = None
     stop = StopRequests()
@@ -307,9 +388,8 @@ def _run_leased(
                 held.ids.check()  # before last_server_check moves on below
             latest = query.lastProgress
             if latest and latest.get("sources"):
-                log.debug("progress endOffset: %r", latest["sources"][0].get("endOffset"))
-            if latest and latest.get("sources"):
                 end = latest["sources"][0].get("endOffset")
+                log.debug("progress endOffset: %r", end)
                 summary.last_offset = _offset_dict(end)
             if time.monotonic() - last_server_check > 5:
                 last_server_check = time.monotonic()
@@ -324,6 +404,7 @@ def _run_leased(
             # only an offset this run's query reached: it was checked against the server
             # that answers now, which a committed one never was (its binlog may have been
             # reset, or another server may answer, and end before the offset)
+            target = running.target
             if target is not None and latest and offset_caught_up(summary.last_offset, target):
                 break
             if deadline is not None and time.monotonic() > deadline:
@@ -343,20 +424,19 @@ def _run_leased(
     finally:
         try:
             if query.isActive and not at_once:
-                _settle(query, hold)
+                _settle(query, running.hold)
         except KeyboardInterrupt:
             summary.stopped_by = "SIGINT"
         if query.isActive:
             query.stop()
         writer.close()
         stop.close()
-        hold.clear()
+        running.hold.clear()
         progress.finish()
         with contextlib.suppress(SparkCdcError):  # raised by the batch, or reported above
             sink.ready()
         sink.close()
         status.write(_status(config, plan, summary, summary.batches - 1, server_pos, running=False))
-    return summary
 
 
 def _chunk_estimates(
