@@ -11,6 +11,14 @@ from flink_consumer import flink_harness  # noqa: F401  (a fixture: Flink's harn
 from sparkcdc_dev.devpostgres import DevPostgres
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _lane_mariadb(dev_server: Any) -> Any:
+    """The lane's private MariaDB is up before the first integration test, also for the
+    tests that reach it by ``DevServer.from_env()`` alone: scripts/test.sh starts lane 0's,
+    and the ``dev_server`` fixture a pytest-xdist worker's (``sparkcdc_dev.lanes``)."""
+    return dev_server
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from sparkcdc.pipeline.run_plan import NO_CALL_SITES
