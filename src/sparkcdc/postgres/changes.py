@@ -143,7 +143,8 @@ class ChangeDecoder:
                     table.columns,
                     first_row=row,
                 )
-                row += len(rows)
+                # first_row counts row images: an update's -U and +U take a seq each
+                row += len(rows) * (2 if _KINDS[type(first)] is RowsKind.UPDATE else 1)
                 run.clear()
 
         for item in transaction.items:

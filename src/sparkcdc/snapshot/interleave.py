@@ -19,10 +19,10 @@ an event the filter cuts (some rows or halves pass) is decoded here in Python.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from sparkcdc.errors import SnapshotError
 from sparkcdc.model.events import RowChanges, RowKernel, RowsKind, SchemaChange
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.row_kernels import ShapeKernels
 from sparkcdc.snapshot.chunks import KeyValue
 from sparkcdc.snapshot.filter import InterleavingFilter
@@ -105,10 +105,8 @@ def filter_changes(
     yield from _judge(window, pending, flt, key_columns, reader)
 
 
-def _at(change: RowChanges) -> BinlogPosition:
-    """A change's binlog position: the interleaving filter's watermarks are binlog
-    positions (the chunk read is MySQL's, DESIGN.md §10.3)."""
-    assert isinstance(change.position, BinlogPosition), change.position
+def _at(change: RowChanges) -> Any:
+    """A change's position in the stream, where the filter's watermarks are too."""
     return change.position
 
 
@@ -146,28 +144,27 @@ def _decide(
                 yield change
             continue
         if change.kind is RowsKind.UPDATE:
+            # each piece keeps its rows' own seqs: row i's images are first_row + 2i, 2i + 1
             kept: list[tuple[tuple[object, ...] | None, tuple[object, ...] | None]] = []
-            for before, after in change.rows:
+            kept_from = 0  # the row index of kept's first row
+            for index, (before, after) in enumerate(change.rows):
                 assert before is not None and after is not None
                 old_ok = flt.emit(table, before[k], at)
-                if before[k] == after[k]:
-                    if old_ok:
-                        kept.append((before, after))
-                    continue
-                new_ok = flt.emit(table, after[k], at)
+                new_ok = old_ok if before[k] == after[k] else flt.emit(table, after[k], at)
                 if old_ok and new_ok:
+                    kept_from = kept_from if kept else index
                     kept.append((before, after))
                 elif old_ok or new_ok:
                     # flush what we have to keep row order, then the surviving half
                     if kept:
-                        yield _with_rows(change, RowsKind.UPDATE, kept)
+                        yield _with_rows(change, RowsKind.UPDATE, kept, 2 * kept_from)
                         kept = []
                     if old_ok:
-                        yield _with_rows(change, RowsKind.DELETE, [(before, None)])
+                        yield _with_rows(change, RowsKind.DELETE, [(before, None)], 2 * index)
                     else:
-                        yield _with_rows(change, RowsKind.INSERT, [(None, after)])
+                        yield _with_rows(change, RowsKind.INSERT, [(None, after)], 2 * index + 1)
             if kept:
-                yield _with_rows(change, RowsKind.UPDATE, kept)
+                yield _with_rows(change, RowsKind.UPDATE, kept, 2 * kept_from)
             continue
         image = 1 if change.kind is RowsKind.INSERT else 0
         rows = [r for r in change.rows if flt.emit(table, r[image][k], at)]  # type: ignore[index]
@@ -180,7 +177,7 @@ def _all_alike(
     table: str,
     kind: RowsKind,
     keys: list[KeyValue],
-    at: BinlogPosition,
+    at: Any,
 ) -> bool | None:
     """True when every row of an event with these image ``keys`` passes whole, False when
     no row passes in any part, None when the rows must be judged one by one (some pass,
@@ -200,7 +197,7 @@ def _all_alike(
 
 
 def _update_verdict(
-    flt: InterleavingFilter, table: str, before: KeyValue, after: KeyValue, at: BinlogPosition
+    flt: InterleavingFilter, table: str, before: KeyValue, after: KeyValue, at: Any
 ) -> bool | None:
     """Whether an update row passes whole (True) or drops whole (False); None when one
     half passes (a key-changing update whose keys are in chunks judged apart)."""
@@ -214,7 +211,10 @@ def _with_rows(
     change: RowChanges,
     kind: RowsKind,
     rows: list[tuple[tuple[object, ...] | None, tuple[object, ...] | None]],
+    images_before: int = 0,
 ) -> RowChanges:
+    """``change`` with ``rows`` of ``kind``, the first numbered ``images_before`` row
+    images after ``change``'s first (its seq)."""
     return RowChanges(
         change.database,
         change.table,
@@ -223,5 +223,5 @@ def _with_rows(
         change.timestamp,
         change.position,
         change.columns,
-        change.first_row,
+        change.first_row + images_before,
     )

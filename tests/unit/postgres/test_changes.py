@@ -13,6 +13,7 @@ from sparkcdc.postgres.changes import ChangeDecoder, UnchangedToastError
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.pgoutput import (
     UNCHANGED_TOAST,
+    Delete,
     Insert,
     Relation,
     RelationColumn,
@@ -65,12 +66,16 @@ def test_rows_in_runs_with_increasing_seq_and_key_only_before_images() -> None:
                 Insert(None, 100, ("2", "b")),
                 Update(None, 100, None, None, ("1", "c")),
                 Update(None, 100, TupleKind.KEY, ("2", None), ("3", "b")),
+                Delete(None, 100, TupleKind.KEY, ("3", None)),
             )
         )
     )
+    # first_row counts row images, as the changelog numbers them: an update's -U and +U
+    # each take a seq, so the delete after two updates starts at 2 + 2 * 2
     assert [(c.kind, c.rows, c.first_row) for c in changes if isinstance(c, RowChanges)] == [
         (RowsKind.INSERT, [(None, (1, "a")), (None, (2, "b"))], 0),
         (RowsKind.UPDATE, [((1, None), (1, "c")), ((2, None), (3, "b"))], 2),
+        (RowsKind.DELETE, [((3, None), None)], 6),
     ]
     assert all(c.position == Lsn(1000) for c in changes if isinstance(c, RowChanges))
 

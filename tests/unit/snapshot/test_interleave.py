@@ -68,6 +68,21 @@ def test_key_changing_update_keeps_the_half_whose_chunk_is_done() -> None:
     ]
 
 
+def test_the_pieces_of_a_cut_update_event_keep_their_rows_seqs() -> None:
+    """An update event cut into an update, a delete and an update: each piece's rows keep
+    the seqs they had in the event (row i's images are first_row + 2i and 2i + 1), so no
+    two images of the changelog share one."""
+    rows = [((1, 1), (1, 2)), ((5, 1), (150, 1)), ((150, 1), (6, 1)), ((2, 1), (2, 2))]
+    event = RowChanges("app", "t", RowsKind.UPDATE, rows, 0, P("b.000001", 2000), COLUMNS, 3)  # type: ignore[arg-type]
+    out = list(filter_changes([event], a_filter(), {"app.t": "id"}))
+    assert [(c.kind, c.first_row) for c in out] == [  # type: ignore[union-attr]
+        (RowsKind.UPDATE, 3),
+        (RowsKind.DELETE, 3 + 2),
+        (RowsKind.INSERT, 3 + 5),
+        (RowsKind.UPDATE, 3 + 6),
+    ]
+
+
 def test_updates_inside_one_done_chunk_stay_updates_in_order() -> None:
     rows = [((1, 1), (1, 2)), ((150, 1), (150, 2)), ((2, 1), (3, 1))]
     assert run(changes(RowsKind.UPDATE, rows, 2000)) == [
