@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +43,7 @@ def database(pg: DevPostgres) -> Iterator[str]:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-def options(pg: DevPostgres, database: str, slot: str) -> dict[str, str]:
+def options(pg: DevPostgres, database: str, slot: str, **more: str) -> dict[str, str]:
     s = pg.settings
     return {
         "hostname": s.host,
@@ -54,6 +56,7 @@ def options(pg: DevPostgres, database: str, slot: str) -> dict[str, str]:
         "slot.name": slot,
         "debezium.publication.name": f"{slot}_pub",
         "scan.startup.mode": "latest-offset",
+        **more,
     }
 
 
@@ -150,4 +153,76 @@ def test_available_now_runs_replay_to_the_table_and_the_slot_follows_commits(
         assert {c for c in rows[0] if c in METADATA_COLUMNS} >= {"_op", "_seq"}
         both = replay(rows, ["id"])
         assert both.violations == [] and both.state == table(sql)
+        assert confirmed(sql, slot) <= runs.committed_end()
+
+
+def write_randomly(pg: DevPostgres, database: str, stop: threading.Event, seed: int) -> int:
+    """Transactions of inserts, updates, key changes and deletes until ``stop``; how many."""
+    rng = random.Random(seed)
+    done = 0
+    with pg.connection(database) as sql:
+        while not stop.is_set():
+            with sql.transaction():
+                for _ in range(rng.randint(1, 4)):
+                    key = rng.randint(1, 3000)
+                    action = rng.random()
+                    if action < 0.3:
+                        sql.execute(
+                            "INSERT INTO items VALUES (%s, 'w', %s) ON CONFLICT DO NOTHING",
+                            [key + 3000 * rng.randint(1, 3), done],
+                        )
+                    elif action < 0.6:
+                        sql.execute("UPDATE items SET qty = %s WHERE id = %s", [done, key])
+                    elif action < 0.8:  # a key change, across chunks
+                        sql.execute(
+                            "UPDATE items SET id = %s WHERE id = %s AND NOT EXISTS "
+                            "(SELECT 1 FROM items WHERE id = %s)",
+                            [key + 10000 + done, key, key + 10000 + done],
+                        )
+                    else:
+                        sql.execute("DELETE FROM items WHERE id = %s", [key])
+            done += 1
+    return done
+
+
+def test_the_snapshot_with_concurrent_writes_replays_to_the_table(
+    spark: Any, pg: DevPostgres, database: str, tmp_path: Path
+) -> None:
+    """The snapshot oracle of DESIGN.md §8 on PostgreSQL: chunks read while transactions
+    change, move and delete keys across them; the changelog replays to the table."""
+    slot = f"snap_{uuid.uuid4().hex[:8]}"
+    with pg.connection(database) as sql:
+        sql.execute(
+            "CREATE TABLE items (id int PRIMARY KEY, name text, qty int);"
+            "ALTER TABLE items REPLICA IDENTITY FULL;"
+            "INSERT INTO items SELECT g, 'n' || g, g FROM generate_series(1, 3000) g"
+        )
+        opts = options(
+            pg,
+            database,
+            slot,
+            **{
+                "scan.startup.mode": "initial",
+                "state.location": str(tmp_path / "state"),
+                "scan.incremental.snapshot.chunk.size": "200",
+                "scan.incremental.snapshot.chunks-per-batch": "3",
+            },
+        )
+        runs = Runs(spark, opts, tmp_path / "checkpoint")
+        stop = threading.Event()
+        counts: list[int] = []
+        writer = threading.Thread(
+            target=lambda: counts.append(write_randomly(pg, database, stop, 59)), daemon=True
+        )
+        writer.start()
+        try:
+            rows = runs.run()
+        finally:
+            stop.set()
+            writer.join()
+        rows += runs.run()  # what the writer did after the first run's target
+        assert counts[0] > 20
+        result = replay(rows, ["id"])
+        assert result.violations == []
+        assert result.state == table(sql)
         assert confirmed(sql, slot) <= runs.committed_end()

@@ -9,13 +9,13 @@ decoded with pgoutput over the publication ``debezium.publication.name``; tables
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 
-from sparkcdc.errors import ConfigError, ReplicationSlotError, SourceError
-from sparkcdc.model.dialect import CapturedSchemas, RangeRead, Session, SourceDialect
+from sparkcdc.errors import ConfigError, ReplicationSlotError, SnapshotError, SourceError
+from sparkcdc.model.dialect import CapturedSchemas, KeyRanking, RangeRead, Session, SourceDialect
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import TableSchema
@@ -23,6 +23,7 @@ from sparkcdc.model.schema_change import SourceDdl
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres import catalog
 from sparkcdc.postgres.changes import ChangeDecoder
+from sparkcdc.postgres.chunks import INTEGER_KEYS, BackfillSlot, PgChunkReader, PgSplitQueries
 from sparkcdc.postgres.follower import LsnFollower
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.options import PostgresSourceOptions
@@ -100,6 +101,48 @@ class SlotClaim:
         """The slot stays (``sparkcdc`` drops it only when asked)."""
 
 
+class _Decoding:
+    """A ``ChangeDecoder`` whose types beyond the built-in ones are read from ``pg_type`` on
+    a SQL connection of its own, opened when first needed (the stream is busy with COPY)."""
+
+    def __init__(
+        self,
+        endpoint: PostgresEndpoint,
+        captures: Callable[[str, str], bool],
+        rows: bool,
+        mode: Any,
+    ) -> None:
+        self._endpoint = endpoint
+        self._types = TypeCatalog.builtin()
+        self._sql: psycopg.Connection[Any] | None = None
+        self.decoder = ChangeDecoder(captures, self._load_types, rows=rows, mode=mode)
+
+    def _load_types(self, oids: Iterable[int]) -> TypeCatalog:
+        wanted = self._types.missing(oids)
+        if wanted:
+            if self._sql is None:
+                self._sql = sql_connection(self._endpoint)
+            self._types = self._types.load(catalog.SqlRows(self._sql), wanted)
+        return self._types
+
+    def __enter__(self) -> _Decoding:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._sql is not None:
+            self._sql.close()
+
+
+class _NoRanking:
+    """Integer chunk keys only (``key_collation``): nothing is ranked by the server."""
+
+    def ranks(self, collation: str, keys: Sequence[Any], bounds: Sequence[Any]) -> list[int]:
+        raise SnapshotError(f"no server ranking of keys under {collation!r} on PostgreSQL yet")
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
 class PostgresDialect(SourceDialect[Lsn]):
     """The PostgreSQL source: a logical replication slot (pgoutput) is its change stream."""
 
@@ -108,6 +151,7 @@ class PostgresDialect(SourceDialect[Lsn]):
     offset_key = "wal"
 
     def __init__(self, options: SourceOptions) -> None:
+        self._backfill: BackfillSlot | None = None
         if not isinstance(options, PostgresSourceOptions):
             raise ConfigError(
                 "the postgres-cdc source takes PostgreSQL options (slot.name, schema-name, ...): "
@@ -132,7 +176,19 @@ class PostgresDialect(SourceDialect[Lsn]):
         return KeptSession(self.settings)
 
     def follower(self) -> LsnFollower:
+        """The driver's watch; the slot and publication are in place before it hands out a
+        position, so every offset is a place the slot holds (a snapshot's first one too)."""
+        self._ensure_stream()
         return LsnFollower(self.settings)
+
+    def _ensure_stream(self) -> None:
+        """The slot, and the publication of the captured tables: created if missing."""
+        options = self.options
+        tables = self._tables()
+        with ReplicationConnection.open(self.settings) as replication:
+            ensure_slot(replication, options.slot_name)
+            if tables:
+                ensure_publication(replication, options.publication_name, tables)
 
     def claim_readers(self, ids: ServerIdRange) -> SlotClaim:
         """The replication slot (``ids``, MySQL's server ids, mean nothing here)."""
@@ -185,12 +241,7 @@ class PostgresDialect(SourceDialect[Lsn]):
         """latest-offset: a watermark taken after the slot exists (a slot created later
         would refuse a start before its creation) and the publication the stream decodes
         through publishes the captured tables (created if missing)."""
-        options = self.options
-        tables = self._tables()
-        with ReplicationConnection.open(self.settings) as replication:
-            ensure_slot(replication, options.slot_name)
-            if tables:
-                ensure_publication(replication, options.publication_name, tables)
+        self._ensure_stream()
         with sql_connection(self.settings) as conn:
             return watermark(conn)
 
@@ -223,6 +274,9 @@ class PostgresDialect(SourceDialect[Lsn]):
 
     # -- the change stream ------------------------------------------------------------
 
+    def _decoder(self, captures: Callable[[str, str], bool], rows: bool = True) -> _Decoding:
+        return _Decoding(self.settings, captures, rows, self.options.decimal_handling_mode)
+
     def read_range(self, spec: RangeRead[Lsn]) -> Iterator[RowChanges | SchemaChange]:
         if spec.shares != 1:
             raise SourceError(
@@ -232,63 +286,83 @@ class PostgresDialect(SourceDialect[Lsn]):
         if not spec.start < spec.end:
             return
         options = self.options
-        types = TypeCatalog.builtin()
-        sql: psycopg.Connection[Any] | None = None
+        with (
+            self._decoder(
+                lambda schema, table: spec.captures(schema, table) or (schema, table) in spec.gone,
+                spec.rows,
+            ) as decoding,
+            ReplicationConnection.open(self.settings) as conn,
+        ):
+            stream = conn.start_replication(
+                options.slot_name, spec.start, [options.publication_name]
+            )
+            for item in stream.transactions(spec.end):
+                if not isinstance(item, LogicalMessage):
+                    yield from decoding.decoder.changes(item)
 
-        def load_types(oids: Iterable[int]) -> TypeCatalog:
-            nonlocal types, sql
-            wanted = types.missing(oids)
-            if wanted:  # the stream is busy with COPY: pg_type is read on a connection aside
-                if sql is None:
-                    sql = sql_connection(self.settings)
-                types = types.load(catalog.SqlRows(sql), wanted)
-            return types
+    # -- the incremental snapshot (DESIGN.md §12.3) -----------------------------------
 
-        decoder = ChangeDecoder(
-            lambda schema, table: spec.captures(schema, table) or (schema, table) in spec.gone,
-            load_types,
-            rows=spec.rows,
-            mode=options.decimal_handling_mode,
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_backfill"] = None  # a live replication connection stays where it was made
+        return state
+
+    def _open_backfill(self) -> None:
+        """A new backfill slot for the next chunk read (the last one's dropped)."""
+        self._close_backfill()
+        self._backfill = BackfillSlot(self.settings, self.options.slot_name)
+
+    def _close_backfill(self) -> None:
+        backfill, self._backfill = getattr(self, "_backfill", None), None
+        if backfill is not None:
+            backfill.close()
+
+    def chunk_reader(self, conn: Any) -> PgChunkReader:
+        return PgChunkReader(
+            conn, self.options.decimal_handling_mode, self._open_backfill, self._close_backfill
         )
-        try:
-            with ReplicationConnection.open(self.settings) as conn:
-                stream = conn.start_replication(
-                    options.slot_name, spec.start, [options.publication_name]
-                )
-                for item in stream.transactions(spec.end):
-                    if not isinstance(item, LogicalMessage):
-                        yield from decoder.changes(item)
-        finally:
-            if sql is not None:
-                sql.close()
-
-    # -- the incremental snapshot: not read yet (scan.startup.mode=latest-offset only) ----
-
-    def _no_snapshot(self) -> SourceError:
-        return SourceError(
-            f"the postgres-cdc source (slot {self.options.slot_name}) cannot take a snapshot "
-            "yet: it implements none of the source interface's snapshot methods (DESIGN.md "
-            "§10.3). Use scan.startup.mode=latest-offset to stream the changes from now on"
-        )
-
-    def chunk_reader(self, conn: Any) -> Any:
-        raise self._no_snapshot()
 
     def split_queries(
         self, conn: Session, schema: TableSchema, key_column: str, collation: str | None
-    ) -> Any:
-        raise self._no_snapshot()
+    ) -> PgSplitQueries:
+        if not isinstance(conn, KeptSession):
+            raise TypeError(f"the splitter's queries run on a session, got {type(conn).__name__}")
+        return PgSplitQueries(conn, schema, key_column)
 
     def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
-        raise self._no_snapshot()
+        """None: the chunk key is an integer, ordered by Python as by the server. Other
+        keys are refused until their order is reproduced."""
+        row = conn.execute(
+            "SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+            "WHERE a.attrelid = %s::regclass AND a.attname = %s",
+            [catalog.quote_table(database, table), column],
+        ).fetchone()
+        if row is None or str(row[0]) not in INTEGER_KEYS:
+            raise SnapshotError(
+                f"the chunk key {column!r} of {database}.{table} is of type "
+                f"{row[0] if row else '?'}: the PostgreSQL snapshot chunks by an integer key "
+                "(smallint, integer, bigint) for now. Set "
+                "scan.incremental.snapshot.chunk.key-column to an integer column, or use "
+                "scan.startup.mode=latest-offset"
+            )
+        return None
 
-    def key_ranking(self, conn: Any = None) -> Any:
-        raise self._no_snapshot()
+    def key_ranking(self, conn: Any = None) -> KeyRanking:
+        return _NoRanking()
 
     def read_backfill(
         self, schema: TableSchema, start: Lsn, end: Lsn, reader_id: int, settled: list[Lsn]
     ) -> Iterator[RowChanges | SchemaChange]:
-        raise self._no_snapshot()
+        backfill, self._backfill = getattr(self, "_backfill", None), None
+        if backfill is None:
+            raise SnapshotError(
+                f"the backfill of {schema.qualified_name} [{start}, {end}) has no slot: "
+                "read_backfill follows a chunk reader's low() on this dialect"
+            )
+        db, name = schema.database, schema.table
+        with self._decoder(lambda d, t: d == db and t == name) as decoding:
+            for transaction in backfill.transactions(start, end, self.options.publication_name):
+                yield from decoding.decoder.changes(transaction)
 
     # -- what the pipelines ask of the source: not yet (pipelines read mysql-cdc only) ----
 

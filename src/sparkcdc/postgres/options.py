@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from sparkcdc.errors import ConfigError, ReplicationSlotError
-from sparkcdc.model.options import SNAPSHOT_MODES, SourceOptions
+from sparkcdc.model.options import SourceOptions
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres.replication import check_slot_name
 from sparkcdc.postgres.slots import PLUGIN
@@ -23,7 +23,7 @@ from sparkcdc.postgres.types import DecimalHandlingMode
 DEFAULT_PORT = 5432
 # Debezium's publication name and default (Flink CDC passes it as 'debezium.publication.name')
 DEFAULT_PUBLICATION = "dbz_publication"
-STARTUP_MODES = ("latest-offset",)
+STARTUP_MODES = ("initial", "latest-offset")
 
 _MYSQL_ONLY = frozenset(
     {
@@ -76,16 +76,10 @@ class PostgresSourceOptions(SourceOptions):
     @classmethod
     def _postgres_startup(cls, data: Any) -> Any:
         # before SourceOptions' own checks, whose state.location demand of a snapshot mode
-        # would hide that this source cannot take a snapshot yet
+        # would hide that this source has no snapshot-only mode
         if not isinstance(data, dict):
             return data
         mode = data.get("scan.startup.mode", data.get("scan_startup_mode", "initial"))
-        if mode in SNAPSHOT_MODES:
-            raise ValueError(
-                f"scan.startup.mode={mode}: the PostgreSQL source cannot take a snapshot yet "
-                "(it implements none of the source interface's snapshot methods: DESIGN.md "
-                "§10.3). Use scan.startup.mode=latest-offset to stream the changes from now on"
-            )
         if mode not in STARTUP_MODES and isinstance(mode, str):
             raise ValueError(
                 f"scan.startup.mode={mode} is not one the PostgreSQL source has: use "

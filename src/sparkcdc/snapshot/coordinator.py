@@ -91,7 +91,7 @@ class SnapshotCoordinator:
         self.schemas = {s.qualified_name: s for s in schemas}
         self.settings = settings
         self.store = store
-        self.staging = ChunkStaging(store)
+        self.staging = ChunkStaging(store, dialect.position_from_offset)
         self._splitters: dict[str, ChunkSplitter] = {}
         self._collations: dict[str, str | None] = {}
         self._rows: dict[str, int] = {}  # snapshot rows of committed batches (this process)

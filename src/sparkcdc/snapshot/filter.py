@@ -50,8 +50,12 @@ def _file_number(file: str) -> int:
     return binlog_file_number(file)
 
 
-def _place(position: BinlogPosition) -> Place:
-    return (_file_number(position.file), position.pos)
+def _place(position: Any) -> Place:
+    """Where a position is in its stream's order: a binlog position's file number and
+    offset; another source's position by its ``seq()`` (an LSN's, ordered as the LSN)."""
+    if isinstance(position, BinlogPosition):
+        return (_file_number(position.file), position.pos)
+    return (0, position.seq())
 
 
 @dataclass
@@ -71,7 +75,8 @@ class _Entry:
 
     @property
     def hw(self) -> Place:
-        return (_file_number(self.hw_file), self.hw_pos)
+        # no file: another source's HW, its place's offset (``_place``)
+        return (_file_number(self.hw_file) if self.hw_file else 0, self.hw_pos)
 
 
 @dataclass
@@ -159,7 +164,7 @@ class _TableState:
     def all_done(self) -> bool:
         return self.total is not None and self.done >= self.total
 
-    def passes_whole(self, position: BinlogPosition) -> bool:
+    def passes_whole(self, position: Any) -> bool:
         """Every row of an event at ``position`` is emitted, whatever its key: the table is
         pure, or every chunk is done and the event starts at or after their largest HW."""
         return self.pure or (self.all_done and _place(position) >= self.max_hw)
@@ -196,7 +201,7 @@ class InterleavingFilter:
 
     # -- deciding --------------------------------------------------------------------
 
-    def passes_whole(self, table: str, position: BinlogPosition) -> bool:
+    def passes_whole(self, table: str, position: Any) -> bool:
         """True if every row of an event of ``table`` starting at ``position`` is emitted,
         whatever its key: the table is not under snapshot, or every chunk of it is done and
         the event starts at or after their largest HW. Such an event's rows need not be
@@ -204,7 +209,7 @@ class InterleavingFilter:
         state = self._tables.get(table)
         return state is None or state.passes_whole(position)
 
-    def needs_server(self, table: str, position: BinlogPosition) -> bool:
+    def needs_server(self, table: str, position: Any) -> bool:
         """Whether deciding an event of ``table`` at ``position`` ranks its key on the
         server (callers batch such keys through ``prepare``)."""
         state = self._tables.get(table)
@@ -218,7 +223,7 @@ class InterleavingFilter:
         if state is not None and not state.pure:
             state.prepare(keys)
 
-    def emit(self, table: str, key: KeyValue, position: BinlogPosition) -> bool:
+    def emit(self, table: str, key: KeyValue, position: Any) -> bool:
         """True if a binlog event on ``key`` of ``table`` starting at ``position`` is emitted."""
         state = self._tables.get(table)
         if state is None or state.passes_whole(position):
@@ -265,16 +270,15 @@ class InterleavingFilter:
 # ``[start, end)`` (``encode_key``), read with that HW, in plan order and disjoint.
 
 
-def completed_chunks(
-    start: KeyValue, end: KeyValue, hw: BinlogPosition, lo: int, hi: int
-) -> list[Any]:
+def completed_chunks(start: KeyValue, end: KeyValue, hw: Any, lo: int, hi: int) -> list[Any]:
     """The entry of completed chunks ``lo .. hi-1`` (keys ``[start, end)``) with HW ``hw``.
 
     >>> from sparkcdc.model.position import BinlogPosition as P
     >>> completed_chunks(None, 10, P("b.000001", 500), 0, 1)
     [None, ['int', '10'], 'b.000001', 500, 0, 1]
     """
-    return [encode_key(start), encode_key(end), hw.file, hw.pos, lo, hi]
+    file, offset = (hw.file, hw.pos) if isinstance(hw, BinlogPosition) else ("", _place(hw)[1])
+    return [encode_key(start), encode_key(end), file, offset, lo, hi]
 
 
 def tracked_table(

@@ -35,7 +35,7 @@ from sparkcdc.errors import SnapshotError
 from sparkcdc.model.dialect import ChunkSelect, RangeRead, SourceDialect
 from sparkcdc.model.events import ImageColumns, RowChanges, SchemaChange
 from sparkcdc.model.position import BinlogPosition
-from sparkcdc.model.row_values import arrow_schema, is_integer
+from sparkcdc.model.row_values import is_integer
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.snapshot.chunks import ChunkRange
 from sparkcdc.snapshot.keys import KeyOrder, chunk_membership, key_order
@@ -197,7 +197,7 @@ def merge_backfill(
     kept = base.filter(pc.invert(mask))
     if not result:
         return kept
-    target = arrow_schema(schema.columns)
+    target = base.schema  # the source's value form, as its chunk SELECT gave it
     rows = list(result.values())
     arrays = [pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(target)]
     return pa.concat_tables([kept, pa.Table.from_arrays(arrays, schema=target)])

@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,13 +40,16 @@ from sparkcdc.snapshot.storage import StateStore
 _META_KEY = b"sparkcdc.chunk"
 
 
+PositionDecoder = Callable[[dict[str, Any]], Any]
+
+
 @dataclass(frozen=True)
 class ChunkMeta:
     """What stays of a staged chunk: its range, watermarks, size and read schema."""
 
     chunk: ChunkRange
-    low: BinlogPosition
-    high: BinlogPosition
+    low: Any  # the source's positions
+    high: Any
     row_count: int
     schema: TableSchema
     ddl: tuple[SchemaChange, ...] = ()  # see ChunkResult.ddl
@@ -61,17 +65,18 @@ class ChunkMeta:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChunkMeta:
+    def from_json(
+        cls, data: dict[str, Any], decode: PositionDecoder = BinlogPosition.from_offset
+    ) -> ChunkMeta:
+        """``decode``: the source's positions from their offsets (``position_from_offset``)."""
         return cls(
             ChunkRange.from_offset(data["chunk"]),
-            BinlogPosition.from_offset(data["low"]),
-            BinlogPosition.from_offset(data["high"]),
+            decode(data["low"]),
+            decode(data["high"]),
             int(data["row_count"]),
             schema_from_json(data["schema"]),
             tuple(
-                SchemaChange.from_binlog(
-                    db, table, text, int(ts), BinlogPosition.from_offset(position)
-                )
+                SchemaChange.from_binlog(db, table, text, int(ts), decode(position))
                 for db, table, text, ts, position in data.get("ddl", [])
             ),
         )
@@ -92,15 +97,18 @@ class StagedChunk:
     rows: pa.Table | None
 
     @property
-    def high(self) -> BinlogPosition:
+    def high(self) -> Any:
         return self.meta.high
 
 
 class ChunkStaging:
     """Stage, load and release corrected chunks under ``<state>/<stream-id>/chunks``."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(
+        self, store: StateStore, decode: PositionDecoder = BinlogPosition.from_offset
+    ) -> None:
         self.store = store
+        self.decode = decode  # the source's positions from their offsets
 
     def _base(self, chunk: ChunkRange) -> str:
         return self.store.table_path("chunks", chunk.table, f"{chunk.index:06d}")
@@ -135,13 +143,13 @@ class ChunkStaging:
         raw = (table.schema.metadata or {}).get(_META_KEY)
         if raw is None:
             raise SnapshotError(f"staged chunk {base}.arrow has no sparkcdc metadata")
-        meta = ChunkMeta.from_json(json.loads(raw))
+        meta = ChunkMeta.from_json(json.loads(raw), self.decode)
         self.store.write_once(f"{base}.meta.json", raw)  # in case the stager died after .arrow
         return StagedChunk(meta, table.replace_schema_metadata(None))
 
     def metadata(self, chunk: ChunkRange) -> ChunkMeta | None:
         raw = self.store.read(f"{self._base(chunk)}.meta.json")
-        return None if raw is None else ChunkMeta.from_json(json.loads(raw))
+        return None if raw is None else ChunkMeta.from_json(json.loads(raw), self.decode)
 
     def release(self, chunk: ChunkRange) -> None:
         """Delete the staged rows (Spark committed the batch); keep the metadata."""

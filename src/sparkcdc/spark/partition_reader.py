@@ -158,7 +158,7 @@ class PartitionReader:
         chunks = [ChunkRange.from_json(text) for text in partition.chunks]
         if not chunks:
             return
-        staging = ChunkStaging(self.store())
+        staging = ChunkStaging(self.store(), self.dialect.position_from_offset)
         limit = max(1, READ_GROUP_ROWS // max(1, self.options.chunk_size))
         since = (
             offset_position(json.loads(partition.since), self.dialect) if partition.since else None
