@@ -421,3 +421,22 @@ def value_converter(column: Column) -> Converter | None:
     if spark == "STRING" and data_type in ("enum", "set", "json"):
         return _to_text
     return None
+
+
+def create_table_sql(
+    schema: TableSchema, quote: Callable[[str], str], quote_table: Callable[[str, str], str]
+) -> str:
+    """``CREATE TABLE`` of ``schema`` from its columns' own types, in the SQL whose identifiers
+    ``quote`` and ``quote_table`` quote (each source's ``create_table_statement``).
+
+    >>> create_table_sql(TableSchema("d", "t", (Column("id", "int", "int", False, "INT"),),
+    ...     ("id",)), lambda n: f"[{n}]", lambda d, t: f"[{d}].[{t}]")
+    'CREATE TABLE [d].[t] ([id] int NOT NULL, PRIMARY KEY ([id]))'
+    """
+    parts = [
+        f"{quote(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
+        for c in schema.columns
+    ]
+    if schema.primary_key:
+        parts.append(f"PRIMARY KEY ({', '.join(quote(k) for k in schema.primary_key)})")
+    return f"CREATE TABLE {quote_table(schema.database, schema.table)} ({', '.join(parts)})"

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from sparkcdc.errors import SourceError
-from sparkcdc.model.schema import Column, TableSchema
+from sparkcdc.model.schema import Column, TableSchema, create_table_sql
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres.replication import quote_identifier
 from sparkcdc.postgres.types import DecimalHandlingMode, TypeCatalog, column_type
@@ -150,13 +150,7 @@ def create_table_statement(schema: TableSchema) -> str:
     ...     Column("n", "text", "text", True, "STRING")), ("id",)))
     'CREATE TABLE "public"."t" ("id" integer NOT NULL, "n" text, PRIMARY KEY ("id"))'
     """
-    parts = [
-        f"{quote_identifier(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
-        for c in schema.columns
-    ]
-    if schema.primary_key:
-        parts.append(f"PRIMARY KEY ({', '.join(quote_identifier(c) for c in schema.primary_key)})")
-    return f"CREATE TABLE {quote_table(schema.database, schema.table)} ({', '.join(parts)})"
+    return create_table_sql(schema, quote_identifier, quote_table)
 
 
 def lock_for_schema_read(conn: psycopg.Connection[Any], names: Iterable[tuple[str, str]]) -> None:

@@ -28,7 +28,13 @@ from sqlglot.errors import ParseError
 
 from sparkcdc.errors import DdlParseError
 from sparkcdc.model.identifiers import quote_mysql, quote_mysql_table
-from sparkcdc.model.schema import Column, TableSchema, tinyint1_column, with_tinyint1
+from sparkcdc.model.schema import (
+    Column,
+    TableSchema,
+    create_table_sql,
+    tinyint1_column,
+    with_tinyint1,
+)
 from sparkcdc.model.schema_change import (
     AddColumn,
     AlterColumnType,
@@ -420,14 +426,7 @@ def create_table_statement(schema: TableSchema) -> str:
     >>> create_table_statement(s)
     'CREATE TABLE `db`.`t` (`id` int(11) NOT NULL, PRIMARY KEY (`id`))'
     """
-
-    columns = [
-        f"{quote_mysql(c.name)} {c.column_type}{'' if c.nullable else ' NOT NULL'}"
-        for c in schema.columns
-    ]
-    if schema.primary_key:
-        columns.append(f"PRIMARY KEY ({', '.join(quote_mysql(k) for k in schema.primary_key)})")
-    return f"CREATE TABLE {quote_mysql_table(schema.database, schema.table)} ({', '.join(columns)})"
+    return create_table_sql(schema, quote_mysql, quote_mysql_table)
 
 
 class MySqlDdl(SourceDdl):
