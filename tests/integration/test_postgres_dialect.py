@@ -53,7 +53,11 @@ class Source:
         return Lsn.parse(row[0])
 
 
-def options(pg: DevPostgres, database: str, **more: str) -> dict[str, str]:
+def options(
+    pg: DevPostgres, database: str, slot: str = "dialect_slot", **more: str
+) -> dict[str, str]:
+    """A postgres-cdc source on ``items`` of ``database``, read through ``slot`` and the
+    publication ``<slot>_pub``."""
     s = pg.settings
     return {
         "hostname": s.host,
@@ -63,8 +67,8 @@ def options(pg: DevPostgres, database: str, **more: str) -> dict[str, str]:
         "database-name": database,
         "schema-name": "public",
         "table-name": "items",
-        "slot.name": "dialect_slot",
-        "debezium.publication.name": "dialect_pub",
+        "slot.name": slot,
+        "debezium.publication.name": f"{slot}_pub",
         "scan.startup.mode": "latest-offset",
         **more,
     }
@@ -215,7 +219,7 @@ def test_a_second_reader_of_the_slot_is_refused_with_its_pid(source: Source) -> 
     dialect = source.dialect
     with ReplicationConnection.open(dialect.settings) as conn:
         start = source.position()
-        conn.start_replication(dialect.options.slot_name, start, ["dialect_pub"])
+        conn.start_replication(dialect.options.slot_name, start, ["dialect_slot_pub"])
         with pytest.raises(ReplicationSlotError, match=rf"pid {conn.backend_pid}"):
             dialect.claim_readers(ServerIdRange(1, 1))
     with ReplicationConnection.open(dialect.settings) as conn:

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_postgres_dialect import options
 
 from sparkcdc.model.changelog import METADATA_COLUMNS
 from sparkcdc.postgres.lsn import Lsn
@@ -41,23 +42,6 @@ def database(pg: DevPostgres) -> Iterator[str]:
         ).fetchall():
             admin.execute("SELECT pg_drop_replication_slot(%s)", [slot])
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def options(pg: DevPostgres, database: str, slot: str, **more: str) -> dict[str, str]:
-    s = pg.settings
-    return {
-        "hostname": s.host,
-        "port": str(s.port),
-        "username": s.user,
-        "password": s.password,
-        "database-name": database,
-        "schema-name": "public",
-        "table-name": "items",
-        "slot.name": slot,
-        "debezium.publication.name": f"{slot}_pub",
-        "scan.startup.mode": "latest-offset",
-        **more,
-    }
 
 
 class Runs:
