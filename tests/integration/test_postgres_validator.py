@@ -78,7 +78,7 @@ def test_a_publication_missing_partial_or_without_some_operations(
     pg: DevPostgres, endpoint: PostgresEndpoint
 ) -> None:
     (missing,) = by_setting(endpoint, "nopub")["publication nopub"]
-    assert missing.startswith("warning: ") and "let sparkcdc create it" in missing
+    assert missing.startswith("note: ") and "sparkcdc will create it" in missing
     assert 'CREATE PUBLICATION "nopub" FOR TABLE "public"."full_t", "public"."keyed"' in missing
     with pg.connection(endpoint.database) as sql:
         sql.execute("CREATE PUBLICATION part FOR TABLE full_t WITH (publish = 'insert, update')")
@@ -124,7 +124,7 @@ def test_a_missing_table_and_one_the_user_does_not_own(
     found = by_setting(endpoint, "nopub")
     (gone,) = found["table public.keyed"]
     assert gone.startswith("error: table public.keyed: found no such table")
-    assert found["publication nopub"][0].startswith("warning: ")  # the user owns the rest
+    assert found["publication nopub"][0].startswith("note: ")  # the user owns the rest
     with psycopg.connect(
         host=str(pg.datadir),
         port=pg.port,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Severity = Literal["error", "warning"]
+# a note: nothing is wrong, the check says what sparkcdc will do (create a missing object)
+Severity = Literal["error", "warning", "note"]
 
 
 @dataclass(frozen=True)

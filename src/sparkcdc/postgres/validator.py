@@ -177,21 +177,31 @@ def check_publication(
     name: str, publication: PublicationFacts | None, tables: Sequence[TableFacts]
 ) -> list[ValidationIssue]:
     """The publication publishes every captured table, all its rows and columns, and every
-    operation; a missing one is an error unless the user owns the tables (sparkcdc then
-    creates it)."""
+    operation; a missing one is an error unless the user owns the tables: then a note
+    that sparkcdc will create it."""
     present = [table for table in tables if table.exists]
     listed = ", ".join(table.quoted for table in present)
     quoted = quote_identifier(name)
     if publication is None:
-        owned = all(table.owned for table in present)
+        create = f"CREATE PUBLICATION {quoted} FOR TABLE {listed}"
+        if all(table.owned for table in present):  # sparkcdc creates it: nothing to fix
+            return [
+                ValidationIssue(
+                    f"publication {name}",
+                    "none yet",
+                    "a publication of the captured tables",
+                    f"none needed: sparkcdc will create it when the stream starts ({create}; "
+                    "the user owns the tables)",
+                    "note",
+                )
+            ]
         return [
             ValidationIssue(
                 f"publication {name}",
                 "none",
                 "a publication of the captured tables",
-                f"CREATE PUBLICATION {quoted} FOR TABLE {listed};"
-                + ("  -- or let sparkcdc create it (the user owns the tables)" if owned else ""),
-                "warning" if owned else "error",
+                f"{create};  -- as a table owner: only the owner can publish a table",
+                "error",
             )
         ]
     issues = []
@@ -412,11 +422,14 @@ def _listed(issues: list[ValidationIssue]) -> str:
 def check_source(
     endpoint: PostgresEndpoint, slot: str, publication: str, tables: Sequence[tuple[str, str]]
 ) -> None:
-    """Raise ``SourceError`` listing every error-severity issue; log the warnings."""
+    """Raise ``SourceError`` listing every error-severity issue; log the warnings, and
+    the notes of what sparkcdc will do as information."""
     issues = validate_source(endpoint, slot, publication, tables)
     for issue in issues:
         if issue.severity == "warning":
             log.warning("source %s: %s", endpoint.where(), issue)
+        elif issue.severity == "note":
+            log.info("source %s: %s", endpoint.where(), issue)
     errors = [i for i in issues if i.severity == "error"]
     if errors:
         raise SourceError(

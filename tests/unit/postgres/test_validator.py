@@ -8,7 +8,13 @@ import dataclasses
 
 import pytest
 
-from sparkcdc.postgres.validator import ServerSettings, ValidationIssue, check_settings
+from sparkcdc.postgres.validator import (
+    ServerSettings,
+    TableFacts,
+    ValidationIssue,
+    check_publication,
+    check_settings,
+)
 
 READY = ServerSettings(150004, "15.4", "logical", 10, 2, 10, 1, slot_exists=False)
 
@@ -59,3 +65,15 @@ def test_version_10_is_needed_and_14_streams(version_num: int, expected: list[ob
 def test_an_issue_reads_found_expected_and_fix() -> None:
     issue = ValidationIssue("wal_level", "replica", "logical", "fix it", "error")
     assert str(issue) == "wal_level: found replica, expected logical; fix: fix it"
+
+
+def test_a_missing_publication_sparkcdc_will_create_is_a_note_not_a_fault() -> None:
+    owned = [TableFacts("public", "orders", True, "f", True, owned=True)]
+    ((issue),) = check_publication("pub", None, owned)
+    assert issue.severity == "note"
+    assert issue.fix.startswith("none needed: sparkcdc will create it when the stream starts")
+    assert 'CREATE PUBLICATION "pub" FOR TABLE "public"."orders"' in issue.fix
+    theirs = [dataclasses.replace(owned[0], owned=False)]
+    ((refused),) = check_publication("pub", None, theirs)
+    assert refused.severity == "error"
+    assert refused.fix.startswith('CREATE PUBLICATION "pub" FOR TABLE "public"."orders";')
