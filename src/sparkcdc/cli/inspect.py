@@ -10,12 +10,11 @@ from typing import Any
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.locations import Location, hadoop_settings
 from sparkcdc.model.identity import ServerIdentity
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
 from sparkcdc.pipeline.evolution.persistence import Divergences, SchemaHistory
 from sparkcdc.pipeline.evolution.state import SchemaState
-from sparkcdc.pipeline.progress import lag_text
+from sparkcdc.pipeline.progress import StreamOffsets, lag_text
 from sparkcdc.pipeline.run_plan import source_of
 from sparkcdc.pipeline.status import STATUS_FILE, committed_offset
 
@@ -94,18 +93,19 @@ def status(file: str, *, as_json: bool = False) -> int:
     batch, offset = committed if committed else (-1, {})
     tables = offset.get("snapshot") or {}
     done = all(p.get("total") is not None and p["next"] >= p["total"] for p in tables.values())
-    server_pos: BinlogPosition | None = None
+    server_pos: Any | None = None
     server_error = ""
+    _, dialect = source_of(config)
+    stream = StreamOffsets.of(dialect)
     if env.missing:
         names = ", ".join(sorted(env.missing))
         server_error = f"not asked: the file references {names}, not set in this shell"
     else:
         try:
-            _, dialect = source_of(config)
             server_pos = dialect.position_now()
         except SparkCdcError as exc:
             server_error = str(exc)
-    position = BinlogPosition.from_offset(offset["binlog"]) if "binlog" in offset else None
+    position = stream.position(offset)
     # which server the committed offset is a place on (offsets of older versions: unknown)
     on_server = str(ServerIdentity.from_offset(offset["server"])) if "server" in offset else None
     chunks = {
@@ -116,10 +116,10 @@ def status(file: str, *, as_json: bool = False) -> int:
         "pipeline": config.pipeline.name,
         "checkpoint": str(checkpoint),
         "running": bool(recorded.get("running")) and _alive(recorded.get("pid")),
-        "phase": "binlog" if done else "snapshot",
+        "phase": stream.key if done else "snapshot",
         "last_committed_batch": batch,
         "tables": chunks,
-        "binlog_position": None if position is None else str(position),
+        f"{stream.key}_position": None if position is None else str(position),
         "server": on_server,
         "server_position": None if server_pos is None else str(server_pos),
         "lag": lag_text(position, server_pos) if position and server_pos else None,
@@ -138,7 +138,7 @@ def status(file: str, *, as_json: bool = False) -> int:
     for name, p in chunks.items():
         total = p["chunks_total"]
         print(f"  {name}: chunks {p['chunks_done']}/{'?' if total is None else total}")
-    print(f"  binlog position: {report['binlog_position']}")
+    print(f"  {stream.key} position: {report[f'{stream.key}_position']}")
     for divergence in report["divergences"]:
         print(f"  DIVERGES: {divergence['message']}")
     if on_server is not None:

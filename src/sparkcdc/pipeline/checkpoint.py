@@ -31,6 +31,7 @@ from typing import Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, as_location, open_location
+from sparkcdc.model.dialect import SOURCE_TYPES
 from sparkcdc.model.text import redacted_uri
 
 log = logging.getLogger(__name__)
@@ -42,9 +43,9 @@ SOURCE_STATE_DIR = "source-state"
 STATE_OWNER_FILE = "stream.json"
 WRITTEN_FILE = "sink-tables.json"
 RESNAPSHOT_FILE = "resnapshot.json"  # pipeline/resnapshot.py
-# what the mysql-cdc source keeps under a state location (spark/source.py: stream_id, the
-# BatchHold, the SnapshotBatchRecord); nothing else there is sparkcdc's to remove
-STATE_ENTRIES = ("mysql-cdc_", "hold", "planned", STATE_OWNER_FILE)
+# what a source keeps under a state location (spark/source.py: stream_id, named by its
+# format, the BatchHold, the SnapshotBatchRecord); nothing else there is sparkcdc's to remove
+STATE_ENTRIES = (*(f"{name}_" for name in SOURCE_TYPES), "hold", "planned", STATE_OWNER_FILE)
 
 
 @dataclass(frozen=True)

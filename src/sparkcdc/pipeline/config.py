@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sparkcdc.errors import ConfigError, did_you_mean
 from sparkcdc.locations import Location, hadoop_settings, open_location, supported_location
+from sparkcdc.model.dialect import dialect_class
 from sparkcdc.model.options import SourceOptions, parse_duration
 from sparkcdc.model.tables import Pattern, parse_table_patterns
 from sparkcdc.model.text import redacted_uri, split_top_level
@@ -329,9 +330,10 @@ class PipelineConfig(BaseModel):
         return self.source.state_location
 
     def source_options(self) -> dict[str, str]:
-        """The mysql-cdc options of the source block, as the pipeline reads them."""
+        """The options of the source block, as the pipeline's reader (``mysql-cdc``,
+        ``postgres-cdc``) takes them."""
         options: dict[str, str] = {}
-        for name, field in SourceOptions.model_fields.items():
+        for name, field in type(self.source).model_fields.items():
             value = getattr(self.source, name)
             if value is None or name not in self.source.model_fields_set or name == "state_fs":
                 continue
@@ -345,10 +347,13 @@ class PipelineConfig(BaseModel):
             # table in one batch took 23.7 s, in two 27.9 s (bench/pipeline_throughput.py)
             per_batch = max(8, SNAPSHOT_BATCH_ROWS // self.source.chunk_size)
             options["scan.incremental.snapshot.chunks-per-batch"] = str(per_batch)
-        if "binlog_partitions" not in self.source.model_fields_set:
+        partitions = "scan.binlog.partitions"
+        if "binlog_partitions" not in self.source.model_fields_set and (
+            partitions not in self.source.not_options
+        ):
             # every sink orders a batch's rows of a key by _seq, so the binlog range may be
             # decoded by several partitions (spark/source.py binlog_shares)
-            options["scan.binlog.partitions"] = "auto"
+            options[partitions] = "auto"
         options["changelog.shape"] = "tables"
         options["state.location"] = self.state_location
         options.update({f"state.{k}": v for k, v in self.source.state_hadoop().items()})
@@ -475,15 +480,24 @@ def _numbers_as_written(text: str, data: dict[str, Any]) -> None:
                 block[key] = value_node.value
 
 
+# pipeline ``source.type`` -> the streaming format (``SourceDialect.type_name``) it reads
+PIPELINE_SOURCES = {"mysql": "mysql-cdc", "postgres": "postgres-cdc"}
+
+
 def _source(block: dict[str, Any], state_location: str) -> SourceOptions:
     kind = block.get("type")
-    if kind != "mysql":
+    if kind not in PIPELINE_SOURCES:
         raise ConfigError(
-            f"source.type: {kind!r} is not supported; use 'mysql' (MySQL and MariaDB)"
+            f"source.type: {kind!r} is not supported.{did_you_mean(str(kind), PIPELINE_SOURCES)}"
+            " Use 'mysql' (MySQL and MariaDB) or 'postgres' (PostgreSQL)"
         )
+    model = dialect_class(PIPELINE_SOURCES[kind]).options_type
     # Flink CDC's source 'name' is a display name
     options = {k: v for k, v in block.items() if k not in ("type", "name")}
-    _flink_only(options, "source", "source")
+    # a source's own options first (PostgreSQL's debezium.publication.name, as Flink CDC's)
+    _flink_only(
+        {k: v for k, v in options.items() if k not in model.option_names()}, "source", "source"
+    )
     for key in [k for k in options if k in _FLINK_TUNING]:
         log.warning("source.%s: no effect in sparkcdc (%s); ignored", key, _FLINK_TUNING[key])
         del options[key]
@@ -504,11 +518,11 @@ def _source(block: dict[str, Any], state_location: str) -> SourceOptions:
     for key in _SOURCE_RESERVED:
         if key in options:
             raise ConfigError(f"source.{key}: set by the pipeline itself; remove it")
-    known = {f.alias or n for n, f in SourceOptions.model_fields.items()} - set(_SOURCE_RESERVED)
+    known = model.option_names() - set(_SOURCE_RESERVED)
     _check_keys(options, known | {"type"}, "source")
     # the snapshot's state lives in the pipeline's checkpoint unless the file says otherwise
     options.setdefault("state.location", state_location)
-    return _validate(SourceOptions, options, "source")
+    return _validate(model, options, "source")
 
 
 def _sink(block: dict[str, Any]) -> SinkOptions:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TextIO
 
+from sparkcdc.model.dialect import SourceDialect
 from sparkcdc.model.position import BinlogPosition, binlog_file_number
 
 # the run's progress lines are the runner's: users read and filter them by this name
@@ -19,16 +21,46 @@ log = logging.getLogger("sparkcdc.pipeline.runner")
 POLL_S = 0.5
 
 
-def offset_caught_up(offset: dict[str, Any] | None, target: BinlogPosition) -> bool:
-    """Whether a committed source offset has every chunk read and the binlog at ``target``.
+@dataclass(frozen=True)
+class StreamOffsets:
+    """Where a source's offsets hold its stream position (``SourceDialect.offset_key``: a
+    MySQL binlog position under ``binlog``, a PostgreSQL LSN under ``wal``) and how it
+    reads (``position_from_offset``).
+
+    >>> str(StreamOffsets().position({"binlog": BinlogPosition("b.000002", 4).to_offset()}))
+    'b.000002:4'
+    """
+
+    key: str = "binlog"
+    parse: Callable[[dict[str, Any]], Any] = BinlogPosition.from_offset
+
+    @classmethod
+    def of(cls, dialect: SourceDialect[Any]) -> StreamOffsets:
+        return cls(dialect.offset_key, dialect.position_from_offset)
+
+    def position(self, offset: dict[str, Any] | None) -> Any | None:
+        """The stream position of ``offset``, None where it has none."""
+        if not offset or self.key not in offset:
+            return None
+        return self.parse(offset[self.key])
+
+
+BINLOG = StreamOffsets()
+
+
+def offset_caught_up(
+    offset: dict[str, Any] | None, target: Any, stream: StreamOffsets = BINLOG
+) -> bool:
+    """Whether a committed source offset has every chunk read and the stream at ``target``.
 
     >>> offset_caught_up({"binlog": BinlogPosition("b.000002", 4).to_offset(),
     ...     "snapshot": {"a.t": {"next": 2, "prev": 2, "total": 2}}}, BinlogPosition("b.000001", 9))
     True
     """
-    if not offset or "binlog" not in offset:
+    position = stream.position(offset)
+    if position is None:
         return False
-    return snapshot_done(offset) and BinlogPosition.from_offset(offset["binlog"]) >= target
+    return snapshot_done(offset) and bool(position >= target)
 
 
 LOG_EVERY_S = 10.0
@@ -61,8 +93,10 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
         log_every_s: float = LOG_EVERY_S,
         chunk_estimates: Mapping[str, int] | None = None,
+        stream: StreamOffsets = BINLOG,
     ) -> None:
         self.out = out
+        self.stream = stream
         self.interactive = out.isatty() if interactive is None else interactive
         self.every_s = POLL_S if self.interactive else log_every_s
         self._clock = clock
@@ -94,7 +128,7 @@ class Progress:
         self,
         offset: dict[str, Any] | None,
         batch: int,
-        server_pos: BinlogPosition | None,
+        server_pos: Any | None,
         event_lag_s: float | None = None,
     ) -> str:
         now = self._clock()
@@ -112,14 +146,14 @@ class Progress:
         parts = [f"batch {batch}" if batch >= 0 else "first batch running", rows]
         if tables:
             parts.append(self._snapshot_text(tables, writing))
-        if offset and "binlog" in offset:
-            position = BinlogPosition.from_offset(offset["binlog"])
-            binlog = f"binlog {position.file}:{position.pos}"
+        position = self.stream.position(offset)
+        if position is not None:
+            stream = f"{self.stream.key} {position_text(position)}"
             if server_pos is not None:
-                binlog += f", lag {lag_text(position, server_pos)}"
+                stream += f", lag {lag_text(position, server_pos)}"
             if event_lag_s is not None:
-                binlog += f", {event_lag_s:,.1f}s behind"
-            parts.append(binlog)
+                stream += f", {event_lag_s:,.1f}s behind"
+            parts.append(stream)
         return " | ".join(parts)
 
     def _snapshot_text(self, tables: Mapping[str, Any], writing: float | None) -> str:
@@ -148,12 +182,12 @@ class Progress:
         self,
         offset: dict[str, Any] | None,
         batch: int,
-        server_pos: BinlogPosition | None,
+        server_pos: Any | None,
         event_lag_s: float | None = None,
     ) -> None:
         """Show the current line, unless one was shown less than the interval ago in the
         same phase (then it is held back: a later update or ``finish`` shows it)."""
-        phase = "binlog" if snapshot_done(offset) else "snapshot"
+        phase = self.stream.key if snapshot_done(offset) else "snapshot"
         text = self.line(offset, batch, server_pos, event_lag_s)
         now = self._clock()
         due = self._shown_at is None or now - self._shown_at >= self.every_s
@@ -213,8 +247,18 @@ def snapshot_done(offset: dict[str, Any] | None) -> bool:
     return all(table_snapshot_done(p) for p in tables.values())
 
 
-def lag_text(position: BinlogPosition, server_pos: BinlogPosition) -> str:
-    """How far ``position`` is behind the server, in bytes of the same file or in files."""
+def position_text(position: Any) -> str:
+    """A stream position as the progress line shows it (a binlog's ``file:pos``)."""
+    if isinstance(position, BinlogPosition):
+        return f"{position.file}:{position.pos}"
+    return str(position)
+
+
+def lag_text(position: Any, server_pos: Any) -> str:
+    """How far ``position`` is behind the server: in bytes of the same binlog file or in
+    files; in bytes of WAL for a position that counts them (a PostgreSQL LSN)."""
+    if not isinstance(position, BinlogPosition) or not isinstance(server_pos, BinlogPosition):
+        return f"{max(0, server_pos.value - position.value):,} bytes"
     if position.file == server_pos.file:
         return f"{max(0, server_pos.pos - position.pos):,} bytes"
     files = binlog_file_number(server_pos.file) - binlog_file_number(position.file)

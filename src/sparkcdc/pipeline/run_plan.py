@@ -45,7 +45,7 @@ PIPELINE_DEFAULTS = {**UNCOMPRESSED_CACHE, **NO_CALL_SITES, **RAW_LOCAL_CONTEXT}
 def source_of(config: PipelineConfig) -> tuple[SourceOptions, SourceDialect[Any]]:
     """The source block's options, parsed, and the source's dialect (how they reach the
     server: its ``settings``)."""
-    options = SourceOptions.from_options(config.source_options())
+    options = type(config.source).from_options(config.source_options())
     return options, dialect_for(options)
 
 
@@ -246,7 +246,7 @@ class RunLocations:
 @dataclass(frozen=True)
 class RunPlan:
     """What a run of a pipeline is resolved to at its start, once: the source's options
-    (as the mysql-cdc reader is given them, and parsed), the source's dialect, the sink
+    (as the source's reader is given them, and parsed), the source's dialect, the sink
     class (checked to run here), and the session's settings. The locations need the
     session: :meth:`locations`."""
 
@@ -269,7 +269,7 @@ class RunPlan:
     ) -> RunPlan:
         sink = runnable_sink_class(config.sink.type)  # a sink that cannot run stops first
         source_options = config.source_options()
-        options = SourceOptions.from_options(source_options)
+        options = type(config.source).from_options(source_options)
         session = SessionSettings.of(
             config,
             sink,

@@ -28,7 +28,6 @@ from sparkcdc.errors import ConfigError, SchemaChangedError, SinkError, SparkCdc
 from sparkcdc.locations import Location, blind_executors, state_options
 from sparkcdc.model.dialect import ReaderClaim
 from sparkcdc.model.options import SNAPSHOT_MODES, ServerIdRange
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.batch_writer import BatchWriter, WriteRules, initial_state
@@ -46,6 +45,7 @@ from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_e
 from sparkcdc.pipeline.progress import (
     POLL_S,
     Progress,
+    StreamOffsets,
     offset_caught_up,
     snapshot_done,
     table_snapshot_done,
@@ -277,7 +277,7 @@ class _Running:
     summary: RunSummary
     progress: Progress
     hold: BatchHold
-    target: BinlogPosition | None  # where an available-now run is caught up
+    target: Any | None  # the source position where an available-now run is caught up
 
 
 def _start(
@@ -303,7 +303,11 @@ def _start(
         if committed is not None:  # a restart: where the last run got to
             summary.last_offset = committed[1]
         _announce(plan, config, out)
-        progress = Progress(out, chunk_estimates=_chunk_estimates(run, opened.schemas, committed))
+        progress = Progress(
+            out,
+            chunk_estimates=_chunk_estimates(run, opened.schemas, committed),
+            stream=StreamOffsets.of(run.dialect),
+        )
 
         def listener(batch_id: int, rows: dict[str, int]) -> None:
             summary.batches += 1
@@ -329,7 +333,7 @@ def _start(
 
         hold = BatchHold(config.state_location, where.state_hadoop)
         hold.clear()  # one an earlier run left (stopped hard after setting it)
-        reader = spark.readStream.format("mysql-cdc")
+        reader = spark.readStream.format(run.dialect.type_name)
         for key, value in {**state_options(where.state_hadoop), **run.source_options}.items():
             reader = reader.option(key, value)
         if opened.restart:
@@ -356,7 +360,7 @@ def _watch(run: RunPlan, held: _Held, running: _Running, max_seconds: float | No
     then ends the run: the batch in flight settled, the query stopped, the sink closed."""
     from pyspark.errors import StreamingQueryException
 
-    config, query, summary = run.config, running.query, running.summary
+    query, summary = running.query, running.summary
     plan, sink, writer, progress = (
         running.opened.plan,
         running.opened.sink,
@@ -366,7 +370,7 @@ def _watch(run: RunPlan, held: _Held, running: _Running, max_seconds: float | No
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     status = StatusWriter(running.opened.root)
     last_server_check = 0.0
-    server_pos: BinlogPosition | None = None
+    server_pos: Any | None = None
     stop = StopRequests()
     at_once = False
     try:
@@ -400,12 +404,16 @@ def _watch(run: RunPlan, held: _Held, running: _Running, max_seconds: float | No
             batch = int(latest["batchId"]) if latest else -1
             summary.event_lag_s = writer.event_lag_s
             progress.update(summary.last_offset, batch, server_pos, writer.event_lag_s)
-            status.write(_status(config, plan, summary, batch, server_pos, running=True))
+            status.write(_status(run, plan, summary, batch, server_pos, running=True))
             # only an offset this run's query reached: it was checked against the server
             # that answers now, which a committed one never was (its binlog may have been
             # reset, or another server may answer, and end before the offset)
             target = running.target
-            if target is not None and latest and offset_caught_up(summary.last_offset, target):
+            if (
+                target is not None
+                and latest
+                and offset_caught_up(summary.last_offset, target, progress.stream)
+            ):
                 break
             if deadline is not None and time.monotonic() > deadline:
                 break
@@ -436,7 +444,7 @@ def _watch(run: RunPlan, held: _Held, running: _Running, max_seconds: float | No
         with contextlib.suppress(SparkCdcError):  # raised by the batch, or reported above
             sink.ready()
         sink.close()
-        status.write(_status(config, plan, summary, summary.batches - 1, server_pos, running=False))
+        status.write(_status(run, plan, summary, summary.batches - 1, server_pos, running=False))
 
 
 def _chunk_estimates(
@@ -673,23 +681,24 @@ def _announce(plan: PipelinePlan, config: PipelineConfig, out: TextIO) -> None:
 
 
 def _status(
-    config: PipelineConfig,
+    run: RunPlan,
     plan: PipelinePlan,
     summary: RunSummary,
     batch: int,
-    server_pos: BinlogPosition | None,
+    server_pos: Any | None,
     *,
     running: bool,
 ) -> dict[str, Any]:
+    config, key = run.config, run.dialect.offset_key
     offset = summary.last_offset or {}
     return {
         "pipeline": config.pipeline.name,
         "running": running,
         "pid": os.getpid(),
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "phase": "binlog" if snapshot_done(offset) else "snapshot",
+        "phase": key if snapshot_done(offset) else "snapshot",
         "tables": offset.get("snapshot") or {},
-        "binlog": offset.get("binlog"),
+        key: offset.get(key),
         "server_position": None if server_pos is None else str(server_pos),
         # seconds from the binlog commit of the last batch's newest change to its write
         "event_lag_s": None if summary.event_lag_s is None else round(summary.event_lag_s, 3),

@@ -77,11 +77,11 @@ def schema_statements(old: Relation, new: Relation, catalog: TypeCatalog) -> lis
         found = catalog.types.get(column.type_oid)
         name = found.name if found is not None else str(column.type_oid)
         typmod = column.type_modifier
-        return (
-            name
-            if typmod < 0 or found is None or found.name != "numeric"
-            else (_numeric_text(typmod))
-        )
+        if typmod >= 0 and found is not None and found.name == "numeric":
+            return _numeric_text(typmod)
+        if typmod >= 0 and found is not None and found.name == "bit":
+            return f"bit({typmod})"  # bit(1) is BOOLEAN, a longer one text (types.py)
+        return name
 
     statements = [
         f"ALTER TABLE {table} DROP COLUMN {quote_identifier(name)}"

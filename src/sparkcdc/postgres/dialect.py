@@ -18,17 +18,18 @@ from sparkcdc.errors import ConfigError, ReplicationSlotError, SnapshotError, So
 from sparkcdc.model.dialect import CapturedSchemas, KeyRanking, RangeRead, Session, SourceDialect
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
-from sparkcdc.model.schema import TableSchema
-from sparkcdc.model.schema_change import SourceDdl
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres import catalog
 from sparkcdc.postgres.changes import ChangeDecoder
 from sparkcdc.postgres.chunks import INTEGER_KEYS, BackfillSlot, PgChunkReader, PgSplitQueries
+from sparkcdc.postgres.ddl import PostgresDdl
 from sparkcdc.postgres.follower import LsnFollower
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.options import PostgresSourceOptions
 from sparkcdc.postgres.pgoutput import LogicalMessage
 from sparkcdc.postgres.positions import watermark
+from sparkcdc.postgres.read_back import read_column_pages
 from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection, quote_literal
 from sparkcdc.postgres.session import KeptSession, sql_connection
 from sparkcdc.postgres.slots import ensure_publication, ensure_slot, slot_info
@@ -364,11 +365,15 @@ class PostgresDialect(SourceDialect[Lsn]):
             for transaction in backfill.transactions(start, end, self.options.publication_name):
                 yield from decoding.decoder.changes(transaction)
 
-    # -- what the pipelines ask of the source: not yet (pipelines read mysql-cdc only) ----
+    # -- what the pipelines ask of the source ------------------------------------------
 
-    def ddl(self) -> SourceDdl:
-        raise SourceError(
-            f"the postgres-cdc source (slot {self.options.slot_name}) does not run in pipelines "
-            "yet: their schema evolution reads no PostgreSQL schema change statements (DESIGN.md "
-            "§10.3). Pipelines read mysql-cdc sources for now"
+    def ddl(self) -> PostgresDdl:
+        return PostgresDdl(self.options.decimal_handling_mode)
+
+    def read_column(
+        self, schema: TableSchema, keys: Sequence[Column], column: Column
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Keyset pages on the primary key (plain SELECTs, each read whole)."""
+        return read_column_pages(
+            self.settings, schema, keys, column, self.options.decimal_handling_mode
         )

@@ -278,11 +278,41 @@ def test_unknown_key_without_anything_close_lists_the_valid_keys() -> None:
 # ------------------------------------------------------------------------- source block
 
 
-@pytest.mark.parametrize("kind", ["postgres", "mariadb", "MySQL", None])
-def test_source_type_must_be_mysql(kind: str | None) -> None:
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb", "MySQL", None])
+def test_source_type_must_be_mysql_or_postgres(kind: str | None) -> None:
     source = {**SOURCE, "type": kind} if kind else without(SOURCE, "type")
     message = config_error(pipeline(source))
-    assert message.startswith("source.type: ") and "use 'mysql'" in message
+    assert message.startswith("source.type: ") and "Use 'mysql'" in message
+    assert "'postgres' (PostgreSQL)" in message
+
+
+PG_SOURCE = {
+    "type": "postgres",
+    "hostname": "db",
+    "username": "cdc",
+    "password": "secret",
+    "database-name": "shop",
+    "tables": "public.orders_\\.*",
+    "slot.name": "orders_cdc",
+}
+
+
+def test_a_postgres_source_reads_postgres_options() -> None:
+    config = parse_pipeline(yaml.safe_dump({"source": PG_SOURCE, "sink": {"type": "console"}}))
+    options = config.source_options()
+    assert config.source.format_name == "postgres-cdc"
+    assert options["slot.name"] == "orders_cdc" and options["database-name"] == "shop"
+    # the binlog's partitions are MySQL's: not set for a PostgreSQL source
+    assert "scan.binlog.partitions" not in options
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [("slot.nme", "Did you mean 'slot.name'?"), ("server-id", "source.server-id: unknown key")],
+)
+def test_an_unknown_postgres_option_is_named(key: str, named: str) -> None:
+    message = config_error(pipeline({**PG_SOURCE, key: "x"}))
+    assert message.startswith(f"source.{key}: unknown key") and named in message
 
 
 def test_changelog_shape_is_reserved_for_the_pipeline() -> None:

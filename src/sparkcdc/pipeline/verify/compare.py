@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sparkcdc.locations import Location, as_location
-from sparkcdc.model.position import BinlogPosition
+from sparkcdc.pipeline.progress import StreamOffsets, offset_caught_up
 from sparkcdc.pipeline.verify.columns import ColumnPlan
 from sparkcdc.pipeline.verify.report import TableReport
 
@@ -78,11 +78,11 @@ class UnionSide:
 
 
 def wait_for_pipeline(
-    checkpoint: str | Location, position: BinlogPosition, timeout_s: float
+    checkpoint: str | Location, position: Any, timeout_s: float, stream: StreamOffsets
 ) -> str | None:
-    """Wait until the pipeline's committed offset has passed ``position``; None when it has,
-    else what stopped the wait (not running, or the timeout)."""
-    from sparkcdc.pipeline.progress import offset_caught_up
+    """Wait until the pipeline's committed offset has passed ``position`` (a source position
+    its offsets hold as ``stream`` says); None when it has, else what stopped the wait (not
+    running, or the timeout)."""
     from sparkcdc.pipeline.status import STATUS_FILE, committed_offset
 
     deadline = time.monotonic() + timeout_s
@@ -90,7 +90,7 @@ def wait_for_pipeline(
     stopped_since: float | None = None
     while True:
         committed = committed_offset(checkpoint)
-        if committed is not None and offset_caught_up(committed[1], position):
+        if committed is not None and offset_caught_up(committed[1], position, stream):
             return None
         status_file = as_location(checkpoint) / STATUS_FILE
         try:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.model.dialect import SourceDialect
-from sparkcdc.model.position import BinlogPosition
 from sparkcdc.model.schema import TableSchema
 from sparkcdc.pipeline.config import PipelineConfig, TransformRule
+from sparkcdc.pipeline.progress import StreamOffsets
 from sparkcdc.pipeline.verify.columns import ColumnPlan, column_plan, pushes_down, same_key
 from sparkcdc.pipeline.verify.compare import Side, TableCheck, UnionSide, compare, wait_for_pipeline
 from sparkcdc.pipeline.verify.readers import SparkSide
@@ -76,7 +76,7 @@ def verify_pipeline(
     needs = needs_session(config, capture.tables)
     plan = plan_pipeline(config, capture.tables, session.get() if needs else None)
     report = VerifyReport([])
-    position: list[BinlogPosition] = []
+    position: list[Any] = []
 
     def caught_up() -> str:
         # once per phase: the pipeline must have passed the source position read last
@@ -85,7 +85,7 @@ def verify_pipeline(
             return str(now)
         position.append(now)
         report.position = str(now)
-        note = wait_for_pipeline(root, now, timeout_s)
+        note = wait_for_pipeline(root, now, timeout_s, StreamOffsets.of(dialect))
         if note is not None:
             report.waited.append(note)
         return str(now)
