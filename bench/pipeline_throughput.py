@@ -80,6 +80,7 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from backlog import BacklogRun, Budget, backlog_run, check_messages, progress, summary
 from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 
 from sparkcdc.model.position import BinlogPosition
@@ -696,6 +697,51 @@ def fixed_fields(costs: dict[str, FixedCost], load_avg: float) -> dict[str, Any]
     return fields
 
 
+# -- a large backlog into Kafka: the first message, the whole run, memory ----------------------
+
+
+def backlogs(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> dict[str, Any]:
+    """``--backlog-runs`` rounds of bench/backlog.py's measurement: per round the table is
+    loaded afresh (``--backlog`` rows), each budget's new pipeline snapshots it into its own
+    topic, ``--backlog`` changes are written while all are stopped, and each catches up."""
+    budgets = [Budget.parse(b) for b in args.backlog_budgets.split(",")]
+    changes = Changes.plan(args.backlog, args.backlog)
+    snap: dict[str, list[BacklogRun]] = {b.name: [] for b in budgets}
+    catchup: dict[str, list[BacklogRun]] = {b.name: [] for b in budgets}
+    for round_ in range(args.backlog_runs):
+        with server.connection(DATABASE) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        load(server, TABLE, args.backlog)
+        pipelines = {}
+        for i, budget in enumerate(budgets):
+            name = f"backlog-{round_}-{i}"
+            pipelines[budget.name] = pipeline = write_pipeline(
+                server, work, name, kafka_sink(name), "6360-6369", budget.source_extra()
+            )
+            run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
+            check_messages(f"the snapshot of {budget.name}", run, args.backlog)
+            snap[budget.name].append(run)
+            progress(f"snapshot {budget.name}: {run.fields()}")
+        write_s = execute(server, changes.statements())
+        progress(f"{changes.count} changes written in {write_s:.1f}s")
+        for budget in budgets:
+            pipeline = pipelines[budget.name]
+            run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
+            check_messages(f"the catch-up of {budget.name}", run, changes.count)
+            catchup[budget.name].append(run)
+            progress(f"catch-up {budget.name}: {run.fields()}")
+    return {
+        "backlog_rows": args.backlog,
+        "backlog_changes": changes.count,
+        "backlog_snapshot": summary(snap),
+        "backlog_catchup": summary(catchup),
+    }
+
+
+def _run_argv(pipeline: Path) -> list[str]:
+    return [sys.executable, "-m", "sparkcdc.cli.main", "run", str(pipeline), "--available-now"]
+
+
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -813,6 +859,18 @@ def main() -> None:
     parser.add_argument(
         "--fixed-only", action="store_true", help="measure the fixed cost of a run alone"
     )
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=0,
+        help="measure only a backlog of this many rows, then changes, into Kafka (backlog.py)",
+    )
+    parser.add_argument(
+        "--backlog-budgets",
+        default="default,200000/32m",
+        help="comma-separated batch budgets: default, or snapshot ROWS/binlog BYTES",
+    )
+    parser.add_argument("--backlog-runs", type=int, default=2, help="rounds of the budgets")
     parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
     parser.add_argument("--merge-from", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
@@ -835,6 +893,12 @@ def main() -> None:
     # the commands' output outlives the run's files, to be read after a surprising result
     log = Path(tempfile.mkstemp(prefix="sparkcdc-bench-throughput-", suffix=".log")[1])
     print(f"the commands' output goes to {log}", file=sys.stderr)
+    if args.backlog:
+        try:
+            print(json.dumps(backlogs(server, work, args, log)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         load_avg = os.getloadavg()[0]
         fixed = fixed_fields(fixed_costs(server, work, args, log), load_avg)
