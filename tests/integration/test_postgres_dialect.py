@@ -23,6 +23,7 @@ from sparkcdc.model.options import ServerIdRange
 from sparkcdc.postgres.changes import UnchangedToastError
 from sparkcdc.postgres.dialect import PostgresDialect
 from sparkcdc.postgres.lsn import Lsn
+from sparkcdc.postgres.positions import insert_lsn
 from sparkcdc.postgres.replication import ReplicationConnection
 from sparkcdc.postgres.slots import drop_slot, slot_info
 from sparkcdc_dev.devpostgres import DevPostgres
@@ -175,6 +176,35 @@ def test_the_slot_moves_only_with_commit(source: Source) -> None:
     assert source.confirmed() == end
     with pytest.raises(ReplicationSlotError, match="past the requested start"):
         source.read(start, end)  # what was committed is gone from the slot: refused
+
+
+def test_an_idle_follower_writes_no_wal_and_its_next_observe_sees_a_commit(
+    source: Source,
+) -> None:
+    """observe() on an idle server gives the last watermark again without writing WAL (an
+    idle query plans no batch); a commit after it moves the next observe past it, and the
+    range between the two holds the commit whole."""
+    follower = source.dialect.follower()
+    try:
+        # the background writer logs running transactions within 15 s after other WAL: a
+        # window it fell into is measured again (the code before wrote WAL every observe)
+        for _ in range(5):
+            first = follower.observe().end
+            before = insert_lsn(source.sql)
+            ends = [follower.observe().end for _ in range(3)]
+            after = insert_lsn(source.sql)
+            if after == before:
+                break
+        assert after == before, f"observe() wrote WAL while idle: {before} -> {after}"
+        assert ends == [first] * 3
+        source.sql.execute("INSERT INTO items VALUES (7, 'after the idle checks', 1)")
+        second = follower.observe().end
+        assert second > first
+        assert [r[:3] for r in rows(source.read(first, second))] == [
+            ("insert", None, (7, "after the idle checks", 1))
+        ]
+    finally:
+        follower.close()
 
 
 def test_an_update_without_its_toasted_value_stops_naming_the_fix(source: Source) -> None:

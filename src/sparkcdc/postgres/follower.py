@@ -3,18 +3,19 @@
 One server, one slot: an offset's LSN is a place on the slot's stream as long as the slot
 holds it (the replication client refuses a start before the slot's confirmed LSN, naming
 the fix), so there is no failover to follow and no byte budget to cut by: a range ends at
-the watermark taken when the batch is planned.
+the watermark taken when the batch is planned (the last one again while the server is idle).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.postgres.lsn import Lsn
-from sparkcdc.postgres.positions import watermark
+from sparkcdc.postgres.positions import watermark_since
 from sparkcdc.postgres.replication import PostgresEndpoint
 from sparkcdc.postgres.session import KeptSession
 
@@ -33,16 +34,20 @@ class ServerView:
 
 
 class LsnFollower:
-    """``observe`` takes a watermark on a kept connection; positions are taken as they are."""
+    """``observe`` takes a watermark on a kept connection, or gives the last one again
+    while the server wrote no WAL after it (``watermark_since``); positions are taken as
+    they are."""
 
     def __init__(self, endpoint: PostgresEndpoint) -> None:
         self._session = KeptSession(endpoint)
+        self._last: Lsn | None = None
 
     def run(self, work: Callable[[Any], T]) -> T:
         return self._session.run(work)
 
     def observe(self) -> ServerView:
-        return ServerView(self._session.run(watermark))
+        self._last = self._session.run(partial(watermark_since, last=self._last))
+        return ServerView(self._last)
 
     def end_of(self, view: ServerView) -> Lsn:
         return view.end
