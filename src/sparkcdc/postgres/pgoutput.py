@@ -441,25 +441,64 @@ def _tuple_kind(reader: _Reader, allowed: tuple[TupleKind, ...]) -> TupleKind:
     return kinds[0]
 
 
+# each column's format byte as the int a memoryview gives (the hot loop of every row)
+_NULL_BYTE, _TOAST_BYTE, _TEXT_BYTE, _BINARY_BYTE = (
+    f.value[0]
+    for f in (
+        ColumnFormat.NULL,
+        ColumnFormat.UNCHANGED_TOAST,
+        ColumnFormat.TEXT,
+        ColumnFormat.BINARY,
+    )
+)
+
+
 def _tuple_data(reader: _Reader, context: DecodeContext) -> tuple[ColumnValue, ...]:
+    """The columns of a TupleData, read straight off the buffer (a row's columns are most of
+    a change's bytes); a short buffer raises ``_Reader.take``'s error at the same byte."""
+    data, size = reader.data, len(reader.data)
+    count = reader.unpack(_INT16)
+    pos = reader.pos
     values: list[ColumnValue] = []
-    for _ in range(reader.unpack(_INT16)):
-        marker = reader.byte()
-        if marker == ColumnFormat.NULL.value:
-            values.append(None)
-        elif marker == ColumnFormat.UNCHANGED_TOAST.value:
-            values.append(UNCHANGED_TOAST)
-        elif marker == ColumnFormat.TEXT.value:
-            raw = bytes(reader.take(reader.unpack(_INT32)))
-            values.append(reader.text(raw, context.encoding))
-        elif marker == ColumnFormat.BINARY.value:
-            values.append(bytes(reader.take(reader.unpack(_INT32))))
+    append, encoding = values.append, context.encoding
+    for _ in range(count):
+        if pos >= size:
+            reader.pos = pos
+            reader.take(1)
+        marker = data[pos]
+        pos += 1
+        if marker in (_TEXT_BYTE, _BINARY_BYTE):
+            if pos + 4 > size:
+                reader.pos = pos
+                reader.take(4)
+            length: int = _INT32.unpack_from(data, pos)[0]
+            pos += 4
+            end = pos + length
+            if length < 0 or end > size:
+                reader.pos = pos
+                reader.take(length)
+            raw = bytes(data[pos:end])
+            pos = end
+            if marker == _BINARY_BYTE:
+                append(raw)
+                continue
+            try:
+                append(raw.decode(encoding))
+            except UnicodeDecodeError:
+                reader.pos = pos
+                append(reader.text(raw, encoding))  # raises, naming the encoding
+        elif marker == _NULL_BYTE:
+            append(None)
+        elif marker == _TOAST_BYTE:
+            append(UNCHANGED_TOAST)
         else:
+            reader.pos = pos
             raise ProtocolError(
-                f"a pgoutput {reader.what} message has column format {marker!r} at byte "
-                f"{reader.pos}: expected 'n' (null), 'u' (unchanged TOAST), 't' (text) or "
+                f"a pgoutput {reader.what} message has column format {bytes([marker])!r} at "
+                f"byte {pos}: expected 'n' (null), 'u' (unchanged TOAST), 't' (text) or "
                 "'b' (binary)"
             )
+    reader.pos = pos
     return tuple(values)
 
 
