@@ -37,6 +37,8 @@ def read_column_pages(
     wanted = [k.name for k in keys] + [column.name]
     table = quote_table(schema.database, schema.table)
     ordered = ", ".join(quote_identifier(o) for o in order)
+    # by position: a key column is selected twice (as the order's and as one of ``keys``)
+    positions = ", ".join(str(i + 1) for i in range(len(order)))
     texts = ", ".join(f"{quote_identifier(n)}::text" for n in wanted)
     session = KeptSession(endpoint)
     try:
@@ -49,7 +51,7 @@ def read_column_pages(
                 params = list(after)
             sql = (
                 f"SELECT {ordered}, {texts} FROM {table} {where} "
-                f"ORDER BY {ordered} LIMIT {READ_BACK_ROWS}"
+                f"ORDER BY {positions} LIMIT {READ_BACK_ROWS}"
             )
             rows = session.run(partial(_page, sql, params))
             if not rows:
