@@ -402,3 +402,60 @@ def test_a_binlog_backlog_is_read_in_bounded_batches_cut_between_transactions(
     result = replay(log, ["id"])
     assert result.violations == [], result.violations[:10]
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+@AVAILABLE_NOW
+def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_replays_exactly(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """A budget larger than the floor (8 chunks, 8 MiB of binlog): the first batch of each
+    run reads an eighth of it (at least the floor), so a backlog's first rows reach the sink
+    before the whole budget is read; the batches after read whole budgets, and the
+    changelog equals the source (DESIGN.md §2.4)."""
+    sql.execute(ITEMS_DDL)
+    rng = random.Random(86)
+    sql.executemany(
+        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        [random_row(rng, k) for k in range(1, 4_001)],
+    )  # 40 chunks of 100 keys
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    opts = items_options(dev_server, database, tmp_path, "5850-5859", chunks_per_batch=40)
+    opts["scan.incremental.snapshot.chunk.size"] = "100"
+    opts["scan.binlog.max-bytes-per-batch"] = "64m"
+    first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert first.awaitTermination(600) and first.exception() is None
+    snapshot_rows = [sum(r["_op"] == "+I" for r in batches[b]) for b in sorted(batches)]
+    assert sum(snapshot_rows) == 4_000, snapshot_rows
+    # 40 chunks under a budget of 40: 8 of them first (the floor; 40 / 8 is less), then 32
+    assert len([n for n in snapshot_rows if n]) >= 2, snapshot_rows
+    assert 0 < snapshot_rows[0] <= 8 * 100, snapshot_rows
+    # the backlog: 40 updates of every row (~0.3 MB of binlog each), more than the floor
+    begin = BinlogPosition.from_offset(
+        offset_of(first.lastProgress["sources"][0]["endOffset"])["binlog"]
+    )
+    for _ in range(40):
+        sql.execute("UPDATE items SET qty = COALESCE(qty, 0) + 1")
+    with dev_server.connection() as conn:
+        files = server.binlog_files(conn)
+    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert second.awaitTermination(600) and second.exception() is None
+    ranges = [
+        (
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["startOffset"])["binlog"]),
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["endOffset"])["binlog"]),
+        )
+        for p in second.recentProgress
+        if p["sources"][0]["startOffset"] != p["sources"][0]["endOffset"]
+    ]
+    sizes = [server.binlog_bytes(b, e, files) for b, e in ranges]
+    assert server.binlog_bytes(begin, ranges[-1][1], files) > 8 << 20, sizes
+    # the first batch ends at the first transaction past 8 MiB; the next one reads the rest
+    assert len(ranges) == 2, sizes
+    assert (8 << 20) <= sizes[0] < (16 << 20), sizes
+    result = replay(changelog(batches), ["id"])
+    assert result.violations == [], result.violations[:10]
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []

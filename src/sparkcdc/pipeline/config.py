@@ -49,6 +49,9 @@ from sparkcdc.sinks.base import SinkOptions, sink_class
 SchemaChangeBehavior = Literal["exception", "evolve", "try_evolve", "lenient", "ignore"]
 ExistingSinkRows = Literal["fail", "truncate", "keep"]
 SNAPSHOT_BATCH_ROWS = 1_000_000  # snapshot rows a pipeline batch reads when not told otherwise
+# binlog a pipeline batch reads when not told otherwise (the source's own default is 256m):
+# the first batch of a run reads an eighth, 8 MiB, ~80,000 changes (spark/compat.py)
+BINLOG_BATCH_BYTES = 64 << 20
 # set by the pipeline, never by the user: pipelines read the typed many-table shape
 _SOURCE_RESERVED = ("changelog.shape",)
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -347,6 +350,13 @@ class PipelineConfig(BaseModel):
             # table in one batch took 23.7 s, in two 27.9 s (bench/pipeline_throughput.py)
             per_batch = max(8, SNAPSHOT_BATCH_ROWS // self.source.chunk_size)
             options["scan.incremental.snapshot.chunks-per-batch"] = str(per_batch)
+        budget = "scan.binlog.max-bytes-per-batch"
+        if "binlog_max_bytes_per_batch" not in self.source.model_fields_set and (
+            budget not in self.source.not_options
+        ):
+            # a backlog's first changes reach the sink after 8 MiB of binlog, not 32 MiB;
+            # batches of 64 MiB cost little over 256 MiB (DESIGN.md §2.4)
+            options[budget] = str(BINLOG_BATCH_BYTES)
         partitions = "scan.binlog.partitions"
         if "binlog_partitions" not in self.source.model_fields_set and (
             partitions not in self.source.not_options

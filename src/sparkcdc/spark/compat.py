@@ -21,7 +21,8 @@ and the JVM's ``PythonMicroBatchStreamWithTriggerAvailableNow``):
 
 The source expresses ``scan.incremental.snapshot.chunks-per-batch`` as ``ReadMaxRows`` of
 that many chunks' rows (``chunk.size`` each, the most rows a chunk is cut to hold), and reads
-a limit back as a number of chunks here.
+a limit back as a number of chunks here. The first batch a query plans reads an
+OPENING_SHARE of either budget (``opening_budget``, DESIGN.md §2.4).
 """
 
 from __future__ import annotations
@@ -69,13 +70,38 @@ def default_read_limit(chunks_per_batch: int, chunk_size: int, binlog_bytes: int
     return _streaming.ReadAllAvailable()
 
 
-def binlog_budget(limit: Any, binlog_bytes: int) -> int:
+# the first batch a query plans reads 1/OPENING_SHARE of a large budget: a backlog's first
+# rows reach the sink after that share is read, not after a whole budget (a batch costs its
+# rows' time plus ~1-3 s of its own); a budget at or below the floor (8 chunks, the source's
+# default; 8 MiB of binlog, ~80,000 changes) is read whole, the share never below it
+OPENING_SHARE = 8
+OPENING_FLOOR_CHUNKS = 8
+OPENING_FLOOR_BYTES = 8 << 20
+
+
+def opening_budget(budget: int, opening: bool, floor: int) -> int:
+    """``budget`` (0: unbounded) for a batch; for the query's first (``opening``) an
+    OPENING_SHARE of it, but not below ``floor`` (nor above the budget). An unbounded
+    budget stays unbounded (``Trigger.Once`` reads everything in its one batch).
+
+    >>> opening_budget(123, True, 8), opening_budget(123, False, 8), opening_budget(0, True, 8)
+    (15, 123, 0)
+    >>> opening_budget(40, True, 8), opening_budget(3, True, 8)
+    (8, 3)
+    """
+    if not opening or budget == 0:
+        return budget
+    return max(min(budget, floor), budget // OPENING_SHARE)
+
+
+def binlog_budget(limit: Any, binlog_bytes: int, opening: bool = False) -> int:
     """How many bytes of binlog a batch planned under ``limit`` may read (0: all available).
 
     ``limit`` is None on PySpark 4.1, which runs a ``Trigger.AvailableNow`` query as one
     batch: a bound there would end the run short of what was available, so 4.1 reads all.
     ``ReadAllAvailable`` (``Trigger.Once``): all. ``ReadMaxBytes(n)``: ``n``. Any other
-    limit (the chunks' ``ReadMaxRows``): the configured ``binlog_bytes``.
+    limit (the chunks' ``ReadMaxRows``): the configured ``binlog_bytes``. The query's first
+    batch (``opening``) takes ``opening_budget`` of it.
 
     >>> binlog_budget(None, 1 << 20)
     0
@@ -85,18 +111,19 @@ def binlog_budget(limit: Any, binlog_bytes: int) -> int:
     if isinstance(limit, _streaming.ReadAllAvailable):
         return 0
     if isinstance(limit, _streaming.ReadMaxBytes):
-        return max(1, int(limit.max_bytes))
-    return binlog_bytes
+        return opening_budget(max(1, int(limit.max_bytes)), opening, OPENING_FLOOR_BYTES)
+    return opening_budget(binlog_bytes, opening, OPENING_FLOOR_BYTES)
 
 
-def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int) -> int:
+def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int, opening: bool = False) -> int:
     """How many snapshot chunks a batch planned under ``limit`` may take (0: all remaining).
 
     ``limit`` is None on PySpark 4.1 (no admission control): the configured
     ``chunks_per_batch``. ``ReadAllAvailable`` (``Trigger.Once``, or a source option of 0):
     every remaining chunk. ``ReadMaxRows(n)``: ``n // chunk_size`` chunks, at least one, so
     every batch makes progress. Any other built-in limit has no meaning for chunks of rows;
-    the configured number holds.
+    the configured number holds. The query's first batch (``opening``) takes
+    ``opening_budget`` of it. On 4.1 the budget is whole: an AvailableNow run is one batch.
 
     >>> chunk_budget(None, 8, 400)
     8
@@ -106,5 +133,6 @@ def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int) -> int:
     if isinstance(limit, _streaming.ReadAllAvailable):
         return 0
     if isinstance(limit, _streaming.ReadMaxRows):
-        return max(1, int(limit.max_rows) // max(1, chunk_size))
-    return chunks_per_batch
+        chunks = max(1, int(limit.max_rows) // max(1, chunk_size))
+        return opening_budget(chunks, opening, OPENING_FLOOR_CHUNKS)
+    return opening_budget(chunks_per_batch, opening, OPENING_FLOOR_CHUNKS)

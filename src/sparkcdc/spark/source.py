@@ -120,6 +120,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: str | None = None  # a stream without its rows' column metadata only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
+        # the first batch this query plans reads a share of the budget (compat.opening_budget)
+        self._opening = True
 
     # The coordinator holds a live connection: it stays on the driver.
     def __getstate__(self) -> dict[str, Any]:
@@ -378,7 +380,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         located = None if view is None else self._locate(base, view)
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
-        chunks = chunk_budget(limit, self.options.chunks_per_batch, self.options.chunk_size)
+        opening, self._opening = self._opening, False
+        chunks = chunk_budget(
+            limit, self.options.chunks_per_batch, self.options.chunk_size, opening
+        )
         identity = offset_identity(base)
         failover: dict[str, Any] | None = None
         if view is None or located is None:
@@ -392,7 +397,9 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             position = self.follower.continued(position, here)
             position = max(position, here)
             place = self._placer(base, view) if moved else None
-            position = self._bounded(here, position, view, limit, base.get("snapshot"), place)
+            position = self._bounded(
+                here, position, view, (limit, opening), base.get("snapshot"), place
+            )
             identity = view.identity
             if moved and identity != offset_identity(base):
                 # the batch that crosses over says so in the checkpoint's offset log
@@ -462,13 +469,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         here: Any,
         end: Any,
         view: Any,
-        limit: Any,
+        limit: tuple[Any, bool],
         snapshot: dict[str, Any] | None,
         place: Callable[[Any], Any] | None = None,
     ) -> Any:
         """The batch's binlog end: ``end``, or a transaction boundary before it when the
         range is more than the batch's binlog budget (``scan.binlog.max-bytes-per-batch``,
-        or Spark's read limit). A backlog (a query stopped for a day, a snapshot that ran
+        or Spark's read limit; ``limit`` is that and whether the batch is the query's first).
+        A backlog (a query stopped for a day, a snapshot that ran
         for hours) is then read in bounded batches, each committed on its own, rather than
         as one batch whose rows all wait in the executors.
 
@@ -480,7 +488,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         or past the server's end, so past any end before it. ``place`` maps those HWs to
         this server after a failover (``StreamFollower.high_on``).
         """
-        budget = binlog_budget(limit, self.options.binlog_max_bytes_per_batch)
+        read_limit, opening = limit
+        budget = binlog_budget(read_limit, self.options.binlog_max_bytes_per_batch, opening)
 
         def high() -> Any | None:
             # the HWs are staged metadata (a read each, a GET on an object store): asked

@@ -362,6 +362,8 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
         "server-id": "5400-5404",
         # ~1,000,000 snapshot rows per batch unless the file says otherwise
         "scan.incremental.snapshot.chunks-per-batch": "10000",
+        # 64 MiB of binlog per batch, the first batch of a run 8 MiB (spark/compat.py)
+        "scan.binlog.max-bytes-per-batch": str(64 << 20),
         # every sink orders a key's rows by _seq: the binlog may be decoded in parallel
         "scan.binlog.partitions": "auto",
         "changelog.shape": "tables",
@@ -370,18 +372,23 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
     assert all(isinstance(v, str) for v in options.values())
     again = SourceOptions.from_options(options)
     assert again == c.source.model_copy(
-        update={"changelog_shape": "tables", "chunks_per_batch": 10000, "binlog_partitions": "auto"}
+        update={
+            "changelog_shape": "tables",
+            "chunks_per_batch": 10000,
+            "binlog_max_bytes_per_batch": 64 << 20,
+            "binlog_partitions": "auto",
+        }
     )
     told = {
         **source,
         "scan.incremental.snapshot.chunks-per-batch": 3,
         "scan.binlog.partitions": 1,
-        "scan.binlog.max-bytes-per-batch": "64m",
+        "scan.binlog.max-bytes-per-batch": "32m",
     }
     options = parse(pipeline(told, pipeline={"name": "p"})).source_options()
     assert options["scan.incremental.snapshot.chunks-per-batch"] == "3"
     assert options["scan.binlog.partitions"] == "1"
-    assert options["scan.binlog.max-bytes-per-batch"] == str(64 << 20)
+    assert options["scan.binlog.max-bytes-per-batch"] == str(32 << 20)
 
 
 def test_source_options_leave_out_unset_options() -> None:
@@ -393,6 +400,7 @@ def test_source_options_leave_out_unset_options() -> None:
         "tables",
         "scan.incremental.snapshot.chunks-per-batch",  # the pipeline's own default
         "scan.binlog.partitions",  # the pipeline's own default too
+        "scan.binlog.max-bytes-per-batch",  # and this
         "changelog.shape",
         "state.location",
     }
