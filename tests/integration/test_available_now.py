@@ -105,6 +105,18 @@ def offset_of(shown: str) -> Any:
         return ast.literal_eval(shown)
 
 
+def binlog_ranges(query: Any) -> list[tuple[BinlogPosition, BinlogPosition]]:
+    """The binlog (start, end) of each batch of ``query`` that moved its offset."""
+    return [
+        (
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["startOffset"])["binlog"]),
+            BinlogPosition.from_offset(offset_of(p["sources"][0]["endOffset"])["binlog"]),
+        )
+        for p in query.recentProgress
+        if p["sources"][0]["startOffset"] != p["sources"][0]["endOffset"]
+    ]
+
+
 def run_available_now(spark: Any, opts: dict[str, str], checkpoint: Path, on_batch: Any) -> Any:
     reader = spark.readStream.format("mysql-cdc")
     for key, value in opts.items():
@@ -370,14 +382,7 @@ def test_a_binlog_backlog_is_read_in_bounded_batches_cut_between_transactions(
         workload.step()
     second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
     assert second.awaitTermination(600) and second.exception() is None
-    ranges = [
-        (
-            BinlogPosition.from_offset(offset_of(p["sources"][0]["startOffset"])["binlog"]),
-            BinlogPosition.from_offset(offset_of(p["sources"][0]["endOffset"])["binlog"]),
-        )
-        for p in second.recentProgress
-        if p["sources"][0]["startOffset"] != p["sources"][0]["endOffset"]
-    ]
+    ranges = binlog_ranges(second)
     with dev_server.connection() as conn:
         files = server.binlog_files(conn)
         opening: list[tuple[str, int]] = []
@@ -443,14 +448,7 @@ def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_repla
         files = server.binlog_files(conn)
     second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
     assert second.awaitTermination(600) and second.exception() is None
-    ranges = [
-        (
-            BinlogPosition.from_offset(offset_of(p["sources"][0]["startOffset"])["binlog"]),
-            BinlogPosition.from_offset(offset_of(p["sources"][0]["endOffset"])["binlog"]),
-        )
-        for p in second.recentProgress
-        if p["sources"][0]["startOffset"] != p["sources"][0]["endOffset"]
-    ]
+    ranges = binlog_ranges(second)
     sizes = [server.binlog_bytes(b, e, files) for b, e in ranges]
     assert server.binlog_bytes(begin, ranges[-1][1], files) > 8 << 20, sizes
     # the first batch ends at the first transaction past 8 MiB; the next one reads the rest
