@@ -13,11 +13,13 @@ there or shipped with ``spark.submit.pyFiles`` (``sparkcdc package`` builds the 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from sparkcdc.files import ensure_private_dir, open_private
+from sparkcdc.spark import forkserver
 from sparkcdc.spark.masters import is_local_master
 
 DAEMON_MODULE = "spark.python.daemon.module"
@@ -33,6 +35,9 @@ SPARK_DAEMON = "pyspark.daemon"
 
 # the PYSPARK_PYTHON values this process set itself (any other value is the user's)
 _OWN_PYTHON: set[str] = set()
+
+# the warm Python this process started for its local Python processes (one a process)
+_FORKSERVER: list[subprocess.Popen[bytes]] = []
 
 
 def python_environ(master: str, environ: Mapping[str, str]) -> dict[str, str | None]:
@@ -76,6 +81,26 @@ def ensure_python_env(master: str = "local") -> None:
         os.environ[name] = value
         if name == "PYSPARK_PYTHON":
             _OWN_PYTHON.add(value)
+
+
+def ensure_forkserver(master: str) -> None:
+    """On a local master whose Python processes run through sparkcdc's launcher, start the
+    warm Python they are forked from (``spark/forkserver.py``), once a process, before the
+    JVM starts (which passes ``SPARKCDC_FORKSERVER`` on to them). ``SPARKCDC_FORKSERVER=off``
+    turns it off."""
+    if os.environ.get(forkserver.SOCKET_ENV) == "off" or not is_local_master(master):
+        return
+    python = os.environ.get("PYSPARK_PYTHON")
+    if python not in _OWN_PYTHON or python == sys.executable:
+        return  # the user's Python, or no launcher: nothing would ask the server
+    if _FORKSERVER and _FORKSERVER[0].poll() is None:
+        return
+    try:
+        path = forkserver.socket_path(launcher_dir())
+        _FORKSERVER[:] = [forkserver.start(path)]
+    except OSError:
+        return  # the processes start as they would without it
+    os.environ[forkserver.SOCKET_ENV] = path
 
 
 def _local_launcher() -> str | None:

@@ -21,7 +21,7 @@ from sparkcdc.spark.jit import compiling_settings
 from sparkcdc.spark.jvm import configured_conf, jvm_loads, jvm_running, spark_home, start_jvm
 from sparkcdc.spark.list_settings import list_entries, new_entries, same_entry
 from sparkcdc.spark.masters import check_master, connect_refusal, connect_request
-from sparkcdc.spark.python_env import ensure_python_env
+from sparkcdc.spark.python_env import ensure_forkserver, ensure_python_env
 from sparkcdc.spark.session_plan import plan_session
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,8 @@ def spark_session(
             ", ".join(wanted),
         )
     ensure_python_env(plan.master)
+    if not jvm_running():
+        ensure_forkserver(plan.master)
     start_jvm(
         _pipeline_driver_settings(plan.settings, available_now)
         if pipeline_driver

@@ -1,0 +1,133 @@
+"""The launcher's Python processes forked from the warm server (``spark/forkserver.py``):
+what the child runs with is the launcher's, and without a server the launcher runs alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkcdc.spark import forkserver
+
+PROBE = """
+import json, os, sys
+print(json.dumps({
+    "pid": os.getpid(),
+    "ppid": os.getppid(),
+    "preloaded": "sparkcdc.spark.source" in sys.modules,
+    "argv": sys.argv[1:],
+    "cwd": os.getcwd(),
+    "marker": os.environ.get("PROBE_MARKER"),
+}), flush=True)
+if sys.argv[1:] == ["wait"]:
+    sys.stdin.read()  # until the launcher's stdin closes, or a signal
+sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+"""
+
+
+def _wait_for(condition: object, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout_s} s")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def probe_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "forkprobe.py").write_text(PROBE)
+    paths = [str(tmp_path), *(p for p in sys.path if p)]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    return tmp_path
+
+
+@pytest.fixture
+def forks(probe_env: Path, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    path = str(tmp_path / "fs.sock")
+    process = forkserver.start(path)
+    # the socket is bound before the imports: a launcher that connects then waits for them
+    try:
+        _wait_for(lambda: os.path.exists(path), "socket")
+        yield process, path
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()  # the server ends when its driver's pipe closes
+        process.wait(timeout=60)
+
+
+def _launch(args: list[str], socket: str, cwd: Path, **popen: object) -> subprocess.Popen[str]:
+    env = {**os.environ, forkserver.SOCKET_ENV: socket, "PROBE_MARKER": "m1", "PROBE_EXIT": "3"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparkcdc.spark.launch", "-m", "forkprobe", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        text=True,
+        **popen,  # type: ignore[arg-type]
+    )
+
+
+def test_a_launcher_runs_its_module_in_a_child_of_the_server(
+    forks: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    process, path = forks
+    work = tmp_path / "work"
+    work.mkdir()
+    launcher = _launch(["a", "b c"], path, work)
+    out, _ = launcher.communicate(timeout=120)
+    seen = json.loads(out)
+    assert launcher.returncode == 3  # the child's exit code is the launcher's
+    assert seen["ppid"] == process.pid and seen["pid"] != launcher.pid
+    assert seen["preloaded"]  # the source was imported before the module ran
+    assert seen["argv"] == ["a", "b c"]
+    assert seen["cwd"] == str(work)
+    assert seen["marker"] == "m1"  # the launcher's environment
+
+
+def test_without_a_server_the_launcher_runs_its_module_itself(
+    probe_env: Path, tmp_path: Path
+) -> None:
+    launcher = _launch(["x"], str(tmp_path / "none.sock"), tmp_path)
+    out, _ = launcher.communicate(timeout=120)
+    seen = json.loads(out)
+    assert launcher.returncode == 3
+    assert seen["pid"] == launcher.pid and not seen["preloaded"]
+
+
+def test_a_launcher_on_another_path_is_not_served(
+    forks: tuple[subprocess.Popen[bytes], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, path = forks
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(other), os.environ["PYTHONPATH"]]))
+    launcher = _launch(["x"], path, tmp_path)
+    out, _ = launcher.communicate(timeout=120)
+    assert json.loads(out)["pid"] == launcher.pid  # other code: run by the launcher itself
+
+
+def test_a_signal_to_the_launcher_ends_its_child(
+    forks: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    _, path = forks
+    launcher = _launch(["wait"], path, tmp_path, stdin=subprocess.PIPE)
+    assert launcher.stdout is not None
+    child = json.loads(launcher.stdout.readline())["pid"]
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=60) == 128 + signal.SIGTERM
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    _wait_for(gone, "end of the child after its launcher's SIGTERM")
