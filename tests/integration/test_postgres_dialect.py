@@ -256,6 +256,41 @@ def test_a_second_reader_of_the_slot_is_refused_with_its_pid(source: Source) -> 
         assert slot_info(conn, dialect.options.slot_name) is not None
 
 
+def test_the_slot_hold_shows_the_wal_it_retains_and_its_reader(source: Source) -> None:
+    dialect = source.dialect
+    slot = dialect.options.slot_name
+
+    def wal_now() -> str:
+        row = source.sql.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    before = dialect.stream_hold()
+    written_from = wal_now()
+    source.sql.execute(
+        "INSERT INTO items SELECT g, repeat(md5(g::text), 30), g FROM generate_series(1, 2000) g"
+    )
+    row = source.sql.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", [wal_now(), written_from])
+    written = row.fetchone()
+    assert written is not None and written[0] > 1_000_000
+    after = dialect.stream_hold()
+    assert before.retained_bytes is not None and after.retained_bytes is not None
+    # nothing confirmed the slot meanwhile: all the WAL written since is retained too
+    assert after.retained_bytes - before.retained_bytes >= written[0]
+    facts = dict(after.facts)
+    assert after.what == f"replication slot {slot}"
+    assert facts["active pid"] == "none" and facts["wal_status"] == "reserved"
+    assert facts["confirmed_flush_lsn"] == str(source.confirmed())
+    assert f"replication slot {slot}: retains {after.retained_bytes:,} bytes" in after.text()
+    with ReplicationConnection.open(dialect.settings) as conn:
+        conn.start_replication(slot, source.position(), [f"{slot}_pub"])
+        assert dict(dialect.stream_hold().facts)["active pid"] == str(conn.backend_pid)
+    with ReplicationConnection.open(dialect.settings) as conn:
+        drop_slot(conn, slot)
+    gone = dialect.stream_hold()
+    assert (gone.retained_bytes, gone.facts) == (0, (("exists", "no (the next run creates it)"),))
+
+
 def test_options_errors(pg: DevPostgres) -> None:
     base = options(pg, "db")
     with pytest.raises(ConfigError, match=r"decoding.plugin.name='wal2json'.*pgoutput"):

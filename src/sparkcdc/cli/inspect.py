@@ -9,6 +9,7 @@ from typing import Any
 
 from sparkcdc.errors import SparkCdcError
 from sparkcdc.locations import Location, hadoop_settings
+from sparkcdc.model.dialect import SourceDialect, StreamHold
 from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.text import redacted_uri
 from sparkcdc.pipeline.config import LenientEnv, PipelineConfig, load_pipeline
@@ -87,24 +88,19 @@ def status(file: str, *, as_json: bool = False) -> int:
     checkpoint = config.checkpoint_location()
     recorded, unreadable = _recorded_status(checkpoint / STATUS_FILE)
     committed = committed_offset(checkpoint)
+    _, dialect = source_of(config)
     if committed is None and not recorded:
         print(f"pipeline {config.pipeline.name!r}: never run (no checkpoint at {checkpoint})")
+        # a checkpoint deleted with its pipeline may leave a slot behind, keeping WAL
+        _, hold, _ = _ask_source(dialect, env, position=False)
+        if hold is not None and hold.retained_bytes:
+            print(f"  {hold.text()}")
         return 0
     batch, offset = committed if committed else (-1, {})
     tables = offset.get("snapshot") or {}
     done = all(p.get("total") is not None and p["next"] >= p["total"] for p in tables.values())
-    server_pos: Any | None = None
-    server_error = ""
-    _, dialect = source_of(config)
     stream = StreamOffsets.of(dialect)
-    if env.missing:
-        names = ", ".join(sorted(env.missing))
-        server_error = f"not asked: the file references {names}, not set in this shell"
-    else:
-        try:
-            server_pos = dialect.position_now()
-        except SparkCdcError as exc:
-            server_error = str(exc)
+    server_pos, hold, server_error = _ask_source(dialect, env)
     position = stream.position(offset)
     # which server the committed offset is a place on (offsets of older versions: unknown)
     on_server = str(ServerIdentity.from_offset(offset["server"])) if "server" in offset else None
@@ -122,6 +118,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         f"{stream.key}_position": None if position is None else str(position),
         "server": on_server,
         "server_position": None if server_pos is None else str(server_pos),
+        # what the server keeps for this pipeline's reader alone (PostgreSQL: its slot)
+        "stream_hold": None if hold is None else hold.to_json(),
         "lag": lag_text(position, server_pos) if position and server_pos else None,
         "event_lag_s": recorded.get("event_lag_s"),
         "status_updated": recorded.get("updated"),
@@ -147,6 +145,8 @@ def status(file: str, *, as_json: bool = False) -> int:
         print(f"  server position: {server_pos} (lag {report['lag']})")
     elif server_error:
         print(f"  server position: unknown ({server_error})")
+    if hold is not None:
+        print(f"  {hold.text()}")
     if report["event_lag_s"] is not None:
         print(f"  event lag of the last batch: {report['event_lag_s']} s")
     if recorded.get("updated"):
@@ -155,6 +155,22 @@ def status(file: str, *, as_json: bool = False) -> int:
         print(f"  {STATUS_FILE}: {unreadable} (ignored; the next run writes it again)")
     _print_schema(report["schema"])
     return 0
+
+
+def _ask_source(
+    dialect: SourceDialect[Any], env: LenientEnv, *, position: bool = True
+) -> tuple[Any | None, StreamHold | None, str]:
+    """The source server's position now (if ``position``); what it keeps for the
+    pipeline's reader alone (None: nothing, as for MySQL); and why it was not asked (the
+    source's password missing in this shell, the server unreachable)."""
+    if env.missing:
+        names = ", ".join(sorted(env.missing))
+        return None, None, f"not asked: the file references {names}, not set in this shell"
+    try:
+        now = dialect.position_now() if position else None
+        return now, dialect.stream_hold(), ""
+    except SparkCdcError as exc:
+        return None, None, str(exc)
 
 
 def _recorded_status(path: Location) -> tuple[dict[str, Any], str]:

@@ -169,6 +169,31 @@ class CapturedSchemas(Generic[P]):
     rows_carry_columns: bool
 
 
+@dataclass(frozen=True)
+class StreamHold:
+    """What the server keeps of the change stream for this source's reader alone, and how
+    much (``SourceDialect.stream_hold``): PostgreSQL's replication slot, which keeps the
+    WAL its reader has not confirmed for as long as it exists.
+
+    >>> print(StreamHold("replication slot s", 2048, (("active pid", "none"),)).text())
+    replication slot s: retains 2,048 bytes of the change log (active pid none)
+    """
+
+    what: str  # what holds it, named as the server names it
+    retained_bytes: int | None  # the change log kept for it behind the server's end
+    facts: tuple[tuple[str, str], ...] = ()  # (name, value)s, in the order shown
+
+    def text(self) -> str:
+        kept = "unknown" if self.retained_bytes is None else f"{self.retained_bytes:,} bytes"
+        details = ", ".join(f"{name} {value}" for name, value in self.facts)
+        return f"{self.what}: retains {kept} of the change log" + (
+            f" ({details})" if details else ""
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"holder": self.what, "retained_bytes": self.retained_bytes, **dict(self.facts)}
+
+
 # -- the incremental snapshot (DESIGN.md §2, §10) ----------------------------------------
 
 
@@ -356,6 +381,12 @@ class SourceDialect(ABC, Generic[P]):
         batch that ends there): a source whose server keeps the stream for its reader
         (PostgreSQL's replication slot) may let the server free what lies before it. Never
         called with a position not yet committed; a source that keeps nothing does nothing."""
+
+    def stream_hold(self) -> StreamHold | None:
+        """What the server keeps of the change stream for this source's reader, read now
+        (``sparkcdc status``); None where it keeps nothing for a reader (MySQL: the binlog
+        expires by the server's own settings, whoever reads it), the default."""
+        return None
 
     # -- rows logged without their columns ---------------------------------------------
 

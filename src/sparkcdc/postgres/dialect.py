@@ -15,7 +15,14 @@ from typing import Any
 import psycopg
 
 from sparkcdc.errors import ConfigError, ReplicationSlotError, SnapshotError, SourceError
-from sparkcdc.model.dialect import CapturedSchemas, KeyRanking, RangeRead, Session, SourceDialect
+from sparkcdc.model.dialect import (
+    CapturedSchemas,
+    KeyRanking,
+    RangeRead,
+    Session,
+    SourceDialect,
+    StreamHold,
+)
 from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import Column, TableSchema
@@ -32,7 +39,7 @@ from sparkcdc.postgres.positions import watermark
 from sparkcdc.postgres.read_back import read_column_pages
 from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection, quote_literal
 from sparkcdc.postgres.session import KeptSession, sql_connection
-from sparkcdc.postgres.slots import ensure_publication, ensure_slot, slot_info
+from sparkcdc.postgres.slots import ensure_publication, ensure_slot, read_slot, slot_info
 from sparkcdc.postgres.types import TypeCatalog
 from sparkcdc.postgres.validator import check_source
 
@@ -272,6 +279,19 @@ class PostgresDialect(SourceDialect[Lsn]):
                 )
             except psycopg.errors.ObjectInUse:
                 log.info("slot %s is being read; its confirmed LSN moves at the next commit", slot)
+
+    def stream_hold(self) -> StreamHold:
+        """The slot: the WAL it retains (``pg_current_wal_lsn() - restart_lsn``), the pid
+        streaming it, its confirmed and restart LSNs and ``wal_status``; read on a plain
+        SQL connection (no WAL sender taken from a running stream's server)."""
+        slot = self.options.slot_name
+        with sql_connection(self.settings) as conn:
+            info = read_slot(catalog.SqlRows(conn), slot, self.settings.where())
+        if info is None:
+            return StreamHold(
+                f"replication slot {slot}", 0, (("exists", "no (the next run creates it)"),)
+            )
+        return info.hold()
 
     # -- the change stream ------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparkcdc.errors import PublicationError, ReplicationSlotError
+from sparkcdc.model.dialect import StreamHold
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.replication import (
     CommandError,
@@ -19,6 +20,7 @@ from sparkcdc.postgres.replication import (
     quote_identifier,
     quote_literal,
 )
+from sparkcdc.postgres.types import SqlRunner
 
 PLUGIN = "pgoutput"
 _DUPLICATE_OBJECT = "42710"
@@ -33,21 +35,46 @@ class SlotInfo:
     restart_lsn: Lsn | None  # the oldest WAL the slot keeps
     confirmed_flush_lsn: Lsn | None  # where a reader of the slot starts: all before is confirmed
     retained_wal_bytes: int | None  # WAL kept for the slot, behind the server's position
+    active_pid: int | None = None  # the walsender streaming it, if one does
+    # PostgreSQL 13+: reserved / extended / unreserved (beyond max_slot_wal_keep_size, about
+    # to lose WAL) / lost (the WAL it needs is gone); None before 13
+    wal_status: str | None = None
+
+    def hold(self) -> StreamHold:
+        """The slot as ``sparkcdc status`` shows it."""
+        return StreamHold(
+            f"replication slot {self.name}",
+            self.retained_wal_bytes,
+            (
+                ("active pid", "none" if self.active_pid is None else str(self.active_pid)),
+                ("confirmed_flush_lsn", str(self.confirmed_flush_lsn)),
+                ("restart_lsn", str(self.restart_lsn)),
+                ("wal_status", self.wal_status or "unknown"),
+            ),
+        )
 
 
 def slot_info(conn: ReplicationConnection, name: str) -> SlotInfo | None:
     """The slot ``name`` as pg_replication_slots shows it, or None if there is none."""
+    return read_slot(conn, name, conn.endpoint.where())
+
+
+def read_slot(conn: SqlRunner, name: str, where: str) -> SlotInfo | None:
+    """``slot_info`` on any connection (a plain SQL one takes no WAL sender); ``where``:
+    the server, for messages."""
+    # wal_status (13+) read through to_jsonb: NULL where the server has no such column
     rows = conn.query(
         "SELECT slot_name, plugin, slot_type, database, active, restart_lsn, "
-        "confirmed_flush_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
-        f"FROM pg_replication_slots WHERE slot_name = {quote_literal(check_slot_name(name))}"
+        "confirmed_flush_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, "
+        "active_pid, to_jsonb(s) ->> 'wal_status' "
+        f"FROM pg_replication_slots s WHERE slot_name = {quote_literal(check_slot_name(name))}"
     )
     if not rows:
         return None
-    slot, plugin, kind, database, active, restart, confirmed, retained = rows[0]
+    slot, plugin, kind, database, active, restart, confirmed, retained, pid, status = rows[0]
     if kind != "logical":
         raise ReplicationSlotError(
-            f"replication slot {name!r} on {conn.endpoint.where()} is a {kind} slot: expected "
+            f"replication slot {name!r} on {where} is a {kind} slot: expected "
             f"a logical slot of plugin {PLUGIN}. Choose another slot.name"
         )
     return SlotInfo(
@@ -58,6 +85,8 @@ def slot_info(conn: ReplicationConnection, name: str) -> SlotInfo | None:
         Lsn.parse(restart) if restart else None,
         Lsn.parse(confirmed) if confirmed else None,
         int(retained) if retained is not None else None,
+        int(pid) if pid is not None else None,
+        status,
     )
 
 

@@ -124,3 +124,10 @@ def test_verify_pushes_down_only_where_the_source_has_canonical_forms() -> None:
     assert dialect.canonical_value(column, "BIGINT") == "CAST(`n` AS CHAR)"
     # the interface's default: no forms, so verify reads the rows into Spark
     assert SourceDialect.canonical_value(dialect, column, "BIGINT") is None
+
+
+def test_a_mysql_server_keeps_nothing_for_the_reader_alone() -> None:
+    """``sparkcdc status`` shows what a source's server keeps for the pipeline (PostgreSQL:
+    its slot, tests/integration/test_postgres_dialect.py); the binlog expires by the
+    server's own settings: nothing to show, and no connection made (host ``db`` is none)."""
+    assert dialect_for(SourceOptions.from_options(OPTIONS)).stream_hold() is None
