@@ -272,7 +272,7 @@ def test_the_slot_hold_shows_the_wal_it_retains_and_its_reader(source: Source) -
     )
     row = source.sql.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", [wal_now(), written_from])
     written = row.fetchone()
-    assert written is not None and written[0] > 1_000_000
+    assert written is not None and written[0] > 100_000
     after = dialect.stream_hold()
     assert before.retained_bytes is not None and after.retained_bytes is not None
     # nothing confirmed the slot meanwhile: all the WAL written since is retained too
