@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from sparkcdc.errors import SparkCdcError
+from sparkcdc.errors import ConfigError, SparkCdcError
 from sparkcdc.locations import Location, hadoop_settings
 from sparkcdc.model.dialect import SourceDialect, StreamHold
 from sparkcdc.model.identity import ServerIdentity
@@ -154,6 +154,26 @@ def status(file: str, *, as_json: bool = False) -> int:
     if unreadable:
         print(f"  {STATUS_FILE}: {unreadable} (ignored; the next run writes it again)")
     _print_schema(report["schema"])
+    return 0
+
+
+def cleanup(file: str) -> int:
+    """Drop what the source's server keeps for the pipeline's reader (its PostgreSQL slot
+    and publication): for a pipeline given up. Refused while its checkpoint holds committed
+    batches (that stream needs them), or while a reader streams the slot."""
+    config = load_pipeline(file)
+    checkpoint = config.checkpoint_location()
+    committed = committed_offset(checkpoint)
+    if committed is not None:
+        raise ConfigError(
+            f"pipeline {config.pipeline.name!r} has a checkpoint with committed batches "
+            f"({checkpoint}, batch {committed[0]}): its stream goes on from its source's "
+            "slot, which cleanup would drop. Delete the checkpoint first if the pipeline is "
+            "given up (a new run then takes a new snapshot)"
+        )
+    _, dialect = source_of(config)
+    for line in dialect.release_stream():
+        print(line)
     return 0
 
 

@@ -5,6 +5,7 @@
     sparkcdc validate FILE                check the file and the source server
     sparkcdc status FILE                  phase, tables, chunks, positions, lag, last batch
     sparkcdc verify FILE [--json]         compare every sink table with its source tables
+    sparkcdc cleanup FILE                 drop the source's slot of a pipeline given up
     sparkcdc package [--output DIR]       sparkcdc as a zip for a Spark cluster's executors
 
 Exit codes: 0 success (verify: the tables are equal); 1 verify found differences, or
@@ -182,6 +183,12 @@ def _status(args: argparse.Namespace) -> int:
     return status(args.file, as_json=args.json)
 
 
+def _cleanup(args: argparse.Namespace) -> int:
+    from sparkcdc.cli.inspect import cleanup
+
+    return cleanup(args.file)
+
+
 def _verify(args: argparse.Namespace) -> int:
     import json
 
@@ -329,6 +336,20 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("file", help=f"{PIPELINE_FILE}; its checkpoint is read, nothing is written")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=_status)
+    cleanup = _command(
+        sub,
+        "cleanup",
+        "drop what the source's server keeps for a pipeline given up (PostgreSQL: its "
+        "replication slot and publication)",
+        ["sparkcdc cleanup pipeline.yaml"],
+        "A PostgreSQL replication slot keeps the WAL its reader has not confirmed for as long "
+        "as it exists: a pipeline deleted with its checkpoint leaves it behind. This drops the "
+        "slot (refused while a reader streams it) and the publication if sparkcdc created it "
+        "and no other slot may read through it. Refused while the pipeline's checkpoint holds "
+        "committed batches: the stream could not go on without its slot.",
+    )
+    cleanup.add_argument("file", help=f"{PIPELINE_FILE}; the one its pipeline ran with")
+    cleanup.set_defaults(func=_cleanup)
     verify = _command(
         sub,
         "verify",

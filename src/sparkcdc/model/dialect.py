@@ -388,6 +388,13 @@ class SourceDialect(ABC, Generic[P]):
         expires by the server's own settings, whoever reads it), the default."""
         return None
 
+    def release_stream(self) -> list[str]:
+        """Drop what the server keeps for this source's reader (``stream_hold``), for a
+        pipeline given up with its checkpoint: a line per thing dropped or left, and why.
+        Raises ``SourceError`` while a reader holds it. A server that keeps nothing for a
+        reader (MySQL) has nothing to drop: the default."""
+        return [f"the {self.type_name} source's server keeps nothing for a reader: nothing to drop"]
+
     # -- rows logged without their columns ---------------------------------------------
 
     def schema_versions(

@@ -39,7 +39,13 @@ from sparkcdc.postgres.positions import watermark
 from sparkcdc.postgres.read_back import read_column_pages
 from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection, quote_literal
 from sparkcdc.postgres.session import KeptSession, sql_connection
-from sparkcdc.postgres.slots import ensure_publication, ensure_slot, read_slot, slot_info
+from sparkcdc.postgres.slots import (
+    ensure_publication,
+    ensure_slot,
+    read_slot,
+    release_stream,
+    slot_info,
+)
 from sparkcdc.postgres.types import TypeCatalog
 from sparkcdc.postgres.validator import check_source
 
@@ -292,6 +298,12 @@ class PostgresDialect(SourceDialect[Lsn]):
                 f"replication slot {slot}", 0, (("exists", "no (the next run creates it)"),)
             )
         return info.hold()
+
+    def release_stream(self) -> list[str]:
+        """The slot dropped, and the publication if sparkcdc created it and no other slot
+        may read through it (``slots.release_stream``)."""
+        with ReplicationConnection.open(self.settings) as conn:
+            return release_stream(conn, self.options.slot_name, self.options.publication_name)
 
     # -- the change stream ------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from sparkcdc.postgres.replication import (
 from sparkcdc.postgres.types import SqlRunner
 
 PLUGIN = "pgoutput"
+CREATED_BY = "created by sparkcdc"  # the comment on a publication sparkcdc created
 _DUPLICATE_OBJECT = "42710"
 
 
@@ -146,6 +147,10 @@ def ensure_publication(
     if not found:
         try:
             conn.query(f"CREATE PUBLICATION {quote_identifier(name)} FOR TABLE {quoted}")
+            # marked, so that a cleanup drops only publications sparkcdc made
+            conn.query(
+                f"COMMENT ON PUBLICATION {quote_identifier(name)} IS {quote_literal(CREATED_BY)}"
+            )
         except CommandError as error:
             if error.sqlstate != _DUPLICATE_OBJECT:
                 raise PublicationError(
@@ -182,3 +187,53 @@ def ensure_publication(
 def drop_publication(conn: ReplicationConnection, name: str) -> None:
     """Drop the publication if it exists."""
     conn.query(f"DROP PUBLICATION IF EXISTS {quote_identifier(name)}")
+
+
+def release_stream(conn: ReplicationConnection, slot: str, publication: str) -> list[str]:
+    """Drop what a stream keeps on the server: its slot (refused while a reader streams
+    it) and its publication, if sparkcdc created it and no other slot of the database
+    may read through it. Says what was dropped, and what was left and why."""
+    info = slot_info(conn, slot)
+    where = conn.endpoint.where()
+    if info is not None and info.active:
+        raise ReplicationSlotError(
+            f"replication slot {slot!r} on {where} is being streamed (pid {info.active_pid}): "
+            "stop the pipeline that reads it first (SELECT pg_terminate_backend("
+            f"{info.active_pid}) if it is a leftover), then clean up again"
+        )
+    said = []
+    if info is None:
+        said.append(f"replication slot {slot}: none on {where}")
+    else:
+        drop_slot(conn, slot)
+        kept = "unknown" if info.retained_wal_bytes is None else f"{info.retained_wal_bytes:,}"
+        said.append(f"replication slot {slot}: dropped ({kept} bytes of WAL it kept freed)")
+    found = conn.query(
+        "SELECT obj_description(oid, 'pg_publication') FROM pg_publication "
+        f"WHERE pubname = {quote_literal(publication)}"
+    )
+    others = [
+        name
+        for (name,) in conn.query(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical' AND "
+            f"plugin = {quote_literal(PLUGIN)} AND database = current_database() AND "
+            f"slot_name <> {quote_literal(slot)} AND NOT temporary"
+        )
+    ]
+    drop = f"DROP PUBLICATION {quote_identifier(publication)}"
+    if not found:
+        said.append(f"publication {publication}: none")
+    elif found[0][0] != CREATED_BY:
+        said.append(
+            f"publication {publication}: kept (not created by sparkcdc); if nothing reads "
+            f"through it: {drop}"
+        )
+    elif others:
+        said.append(
+            f"publication {publication}: kept, other slots may read through it "
+            f"({', '.join(str(o) for o in others)}); when none does: {drop}"
+        )
+    else:
+        drop_publication(conn, publication)
+        said.append(f"publication {publication}: dropped")
+    return said

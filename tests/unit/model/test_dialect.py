@@ -131,3 +131,11 @@ def test_a_mysql_server_keeps_nothing_for_the_reader_alone() -> None:
     its slot, tests/integration/test_postgres_dialect.py); the binlog expires by the
     server's own settings: nothing to show, and no connection made (host ``db`` is none)."""
     assert dialect_for(SourceOptions.from_options(OPTIONS)).stream_hold() is None
+
+
+def test_a_mysql_source_has_nothing_to_clean_up() -> None:
+    """``sparkcdc cleanup`` drops a PostgreSQL slot (tests/integration/test_postgres_ops.py);
+    a MySQL server keeps nothing for a reader: nothing dropped, no connection made."""
+    assert dialect_for(SourceOptions.from_options(OPTIONS)).release_stream() == [
+        "the mysql-cdc source's server keeps nothing for a reader: nothing to drop"
+    ]
