@@ -1,7 +1,8 @@
 """A pipeline whose source is PostgreSQL (``source: type: postgres``, issue 59): the
 snapshot, then inserts, an update that changes the key, deletes and a column added while
-the stream runs, into Delta; the Delta table equals the source's SELECT and ``verify``
-says so. An unknown PostgreSQL option is named."""
+the stream runs, into Delta and into PostgreSQL-as-sink (the jdbc sink, into the test
+server's ``sink_db``); the sink table equals the source's SELECT and ``verify`` says so.
+An unknown PostgreSQL option is named."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import parse_pipeline
@@ -22,6 +24,14 @@ from sparkcdc.postgres.slots import drop_slot
 from sparkcdc_dev.devpostgres import DevPostgres
 
 pytestmark = pytest.mark.integration
+
+SINKS = {
+    "delta": "sink:\n  type: delta\n  path: {lake}",
+    "jdbc": (
+        "sink:\n  type: jdbc\n  url: jdbc:postgresql://{host}:{port}/sink_db\n"
+        "  username: {user}\n  password: ${{PG_TEST_PASSWORD}}\n  schema: {database}"
+    ),
+}
 
 PIPELINE = """
 source:
@@ -34,9 +44,7 @@ source:
   tables: public.items
   slot.name: {slot}
   scan.incremental.snapshot.chunk.size: 40
-{more}sink:
-  type: delta
-  path: {lake}
+{more}{sink}
 pipeline:
   name: pg-delta
   checkpoint: {checkpoint}
@@ -58,9 +66,11 @@ def database(pg: DevPostgres) -> Iterator[str]:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-def config_text(pg: DevPostgres, database: str, tmp_path: Path, **more: str) -> str:
+def config_text(
+    pg: DevPostgres, database: str, tmp_path: Path, sink: str = "delta", **more: str
+) -> str:
     s = pg.settings
-    text = PIPELINE.format(
+    text = PIPELINE.replace("{sink}", SINKS[sink]).format(
         more="".join(f"  {k}: {v}\n" for k, v in more.items()),
         host=s.host,
         port=s.port,
@@ -79,16 +89,35 @@ def source_rows(pg: DevPostgres, database: str, columns: str) -> list[tuple[Any,
     return sorted((int(r[0]), *[None if v is None else str(v) for v in r[1:]]) for r in rows)
 
 
-def delta_rows(spark: Any, tmp_path: Path, columns: str) -> list[tuple[Any, ...]]:
-    path = tmp_path / "lake" / "public" / "items"
-    frame = spark.read.format("delta").load(str(path)).selectExpr(*columns.split(", "))
-    return sorted(
-        (int(r[0]), *[None if v is None else str(v) for v in r[1:]]) for r in frame.collect()
-    )
+def sink_rows(
+    spark: Any, pg: DevPostgres, sink: str, database: str, tmp_path: Path, columns: str
+) -> list[tuple[Any, ...]]:
+    """The sink table's rows: Delta read with Spark, the jdbc sink's with psycopg."""
+    if sink == "delta":
+        path = tmp_path / "lake" / "public" / "items"
+        rows = spark.read.format("delta").load(str(path)).selectExpr(*columns.split(", "))
+        found = [tuple(r) for r in rows.collect()]
+    else:
+        query = sql.SQL("SELECT {} FROM {}.items").format(
+            sql.SQL(columns), sql.Identifier(database)
+        )
+        with pg.connection() as conn:
+            found = conn.execute(query).fetchall()
+    return sorted((int(r[0]), *[None if v is None else str(v) for v in r[1:]]) for r in found)
 
 
-def test_a_postgres_pipeline_into_delta_equals_the_source(
-    spark: Any, pg: DevPostgres, database: str, tmp_path: Path
+@pytest.fixture
+def sink_schema(pg: DevPostgres, database: str) -> Iterator[None]:
+    """The jdbc sink's tables land in a schema of ``sink_db`` named as the source database."""
+    yield
+    with pg.connection() as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(database)))
+
+
+@pytest.mark.parametrize("sink", ["delta", "jdbc"])
+@pytest.mark.usefixtures("sink_schema")
+def test_a_postgres_pipeline_equals_the_source(
+    spark: Any, pg: DevPostgres, database: str, tmp_path: Path, sink: str
 ) -> None:
     with pg.connection(database) as conn:
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty numeric(10,2))")
@@ -96,11 +125,13 @@ def test_a_postgres_pipeline_into_delta_equals_the_source(
             "INSERT INTO items SELECT i, 'item ' || i, i * 1.25 FROM generate_series(1, 300) i"
         )
     env = {**os.environ, "PG_TEST_PASSWORD": pg.settings.password}
-    config = parse_pipeline(config_text(pg, database, tmp_path), env=env, base_dir=tmp_path)
+    config = parse_pipeline(config_text(pg, database, tmp_path, sink), env=env, base_dir=tmp_path)
     first = run_pipeline(config, available_now=True, spark=spark)
     assert first.batches >= 1
     columns = "id, name, qty"
-    assert delta_rows(spark, tmp_path, columns) == source_rows(pg, database, columns)
+    assert sink_rows(spark, pg, sink, database, tmp_path, columns) == source_rows(
+        pg, database, columns
+    )
 
     with pg.connection(database) as conn:
         conn.execute("INSERT INTO items SELECT i, 'new ' || i, 1 FROM generate_series(301, 320) i")
@@ -116,7 +147,7 @@ def test_a_postgres_pipeline_into_delta_equals_the_source(
     columns = "id, name, qty, note"
     expected = source_rows(pg, database, columns)
     assert len(expected) == 300 + 20 - 21 + 1
-    assert delta_rows(spark, tmp_path, columns) == expected
+    assert sink_rows(spark, pg, sink, database, tmp_path, columns) == expected
     report = verify_pipeline(config, spark=spark, timeout_s=30)
     assert report.equal, report.text(20)
 
