@@ -2,6 +2,7 @@
 
     python stream_worker.py CONFIG_JSON
 
+The config's ``format`` is the source (``mysql-cdc`` unless given).
 The worker signals readiness by writing ``<out>/ready``. Each batch is written to
 ``<out>/batch-<id>.pkl`` (temp file + rename). If the file of a replayed batch
 exists, the replay's rows are compared with it and a ``mismatch-<id>`` file is
@@ -33,7 +34,7 @@ def main() -> None:
     conf = {"spark.sql.adaptive.enabled": config["aqe"]} if "aqe" in config else None
     spark = spark_session("stream-worker", "local[2]", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
-    reader = spark.readStream.format("mysql-cdc")
+    reader = spark.readStream.format(config.get("format", "mysql-cdc"))
     for key, value in config["options"].items():
         reader = reader.option(key, value)
 

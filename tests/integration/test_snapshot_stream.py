@@ -81,10 +81,12 @@ def check_against_source(rows: list[dict[str, Any]], server: DevServer, database
         assert compare(result.state, json_state(conn, table)) == [], table
 
 
-def ordered(batches: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def ordered(batches: dict[int, list[dict[str, Any]]], seq: str = "seq") -> list[dict[str, Any]]:
+    """The batches' rows in batch order, each batch's in ``seq`` order (the envelope's
+    ``seq``, the typed changelog's ``_seq``)."""
     out: list[dict[str, Any]] = []
     for batch_id in sorted(batches):
-        out.extend(sorted(batches[batch_id], key=lambda r: r["seq"]))
+        out.extend(sorted(batches[batch_id], key=lambda r: r[seq]))
     return out
 
 
@@ -124,21 +126,26 @@ def test_snapshot_under_concurrent_writes_equals_the_source(
 
 
 def batches_across_kills(
-    dev_server: DevServer,
+    now: Callable[[], Any],
     tmp_path: Path,
     options: dict[str, str],
     kills: int,
     seed: int,
     write: Callable[[threading.Event], None],
+    *,
+    source: str = "mysql-cdc",
+    after_kill: Callable[[Path], None] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
-    """Run the query in worker processes killed ``kills`` times at random points while
-    ``write(stop)`` writes, drain it to the current position, and return its batches,
-    checked: no replay yielded other rows, no batch id is missing."""
+    """Run the ``source`` query in worker processes killed ``kills`` times at random points
+    while ``write(stop)`` writes (``after_kill(checkpoint)`` checks the source after each
+    kill), drain it to the position ``now()`` then, and return its batches, checked: no
+    replay yielded other rows, no batch id is missing."""
     out = tmp_path / "out"
     config = {
         "out": str(out),
         "checkpoint": str(tmp_path / "checkpoint"),
         "ready_on_batch": True,
+        "format": source,
         "options": options,
     }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -156,13 +163,15 @@ def batches_across_kills(
             finally:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
+            if after_kill is not None:
+                after_kill(Path(config["checkpoint"]))
     finally:
         stop.set()
         writer.join()
     # The last runs drain everything up to now; their batches take every remaining chunk.
     final = {**config}
     final["options"] = {**options, "scan.incremental.snapshot.chunks-per-batch": "0"}
-    drain(final, env, master_position(dev_server))
+    drain(final, env, now())
     assert not list(out.glob("mismatch-*")), "a replayed batch yielded different rows"
     batches = {
         int(p.stem.split("-")[1]): pickle.loads(p.read_bytes()) for p in out.glob("batch-*.pkl")
@@ -189,7 +198,7 @@ def test_snapshot_survives_kills_at_random_points(
     prepare(sql, workload, 900)
     live = MultiWorkload(dev_server.connection(database), seed=22, key_space=600)
     batches = batches_across_kills(
-        dev_server,
+        lambda: master_position(dev_server),
         tmp_path,
         snapshot_options(
             dev_server,
@@ -564,7 +573,7 @@ def test_uca_string_key_snapshot_survives_kills_at_random_points(
             time.sleep(0.003)
 
     batches = batches_across_kills(
-        dev_server,
+        lambda: master_position(dev_server),
         tmp_path,
         snapshot_options(
             dev_server,

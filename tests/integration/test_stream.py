@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from workload import ITEMS_DDL, Workload, source_state
 
+from sparkcdc.model.dialect import dialect_class
 from sparkcdc.model.position import BinlogPosition
 from sparkcdc_dev.devserver import DevServer
 from sparkcdc_dev.oracle import compare, replay
@@ -267,9 +268,10 @@ def test_earliest_and_specific_offsets(
     assert [(r["_op"], r["id"]) for r in changelog(batches)] == [("+I", 1), ("+I", 2)]
 
 
-def drain(config: dict[str, Any], env: dict[str, str], target: tuple[str, int]) -> None:
+def drain(config: dict[str, Any], env: dict[str, str], target: Any) -> None:
     """Run the query with Trigger.AvailableNow until its checkpoint has committed everything
-    up to the binlog position ``target`` and, for a snapshot, every chunk. A restarted
+    up to the source position ``target`` (a ``BinlogPosition``, an ``Lsn``: the config's
+    ``format``) and, for a snapshot, every chunk. A restarted
     AvailableNow run on Spark 4.1 may only finish the batch the killed run left open, so
     this repeats (a bounded number of times)."""
     checkpoint = Path(config["checkpoint"])
@@ -286,30 +288,35 @@ def drain(config: dict[str, Any], env: dict[str, str], target: tuple[str, int]) 
             capture_output=True,
         )
         assert final.returncode == 0, final.stdout[-3000:]
-        if _drained(checkpoint, target):
+        if _drained(checkpoint, target, dialect_class(worker_format(config)).offset_key):
             return
     raise AssertionError(f"the query did not catch up with {target} in 5 AvailableNow runs")
 
 
-def _drained(checkpoint: Path, target: tuple[str, int]) -> bool:
+def _drained(checkpoint: Path, target: Any, offset_key: str) -> bool:
     offsets = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     commits = {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
     if not offsets or offsets[-1] not in commits:
         return False
     last = json.loads((checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()[-1])
-    position = BinlogPosition.from_offset(last["binlog"])
+    position = type(target).from_offset(last[offset_key])
     snapshot_done = all(
         t["total"] is not None and t["next"] >= t["total"]
         for t in last.get("snapshot", {}).values()
     )
-    return position >= BinlogPosition(*target) and snapshot_done
+    return bool(position >= target) and snapshot_done
 
 
-def master_position(server: DevServer) -> tuple[str, int]:
+def master_position(server: DevServer) -> BinlogPosition:
     with server.connection() as conn, conn.cursor() as cur:
         cur.execute("SHOW MASTER STATUS")
         file, pos = cur.fetchone()[:2]
-    return str(file), int(pos)
+    return BinlogPosition(str(file), int(pos))
+
+
+def worker_format(config: dict[str, Any]) -> str:
+    """The source format a stream worker reads (stream_worker.py): ``format``, or MySQL's."""
+    return str(config.get("format", "mysql-cdc"))
 
 
 def start_worker(config: dict[str, Any], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
