@@ -50,6 +50,11 @@ class Position(Protocol):
 
 
 P = TypeVar("P", bound=Position)
+
+# The ``key_collation`` of string keys compared by Unicode code point with no padding
+# (``'a' < 'a '``): PostgreSQL's "C" collation on a UTF-8 database, whose byte order is the
+# code points' order. Python reproduces it exactly (snapshot/keys.py).
+CODE_POINT_COLLATION = "C"
 P_co = TypeVar("P_co", bound=Position, covariant=True)
 
 

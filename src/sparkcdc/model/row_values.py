@@ -18,10 +18,18 @@ from sparkcdc.model.schema import TEXT_TYPES, Column
 _MAX_DECIMAL128 = 38
 _INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXT_TYPES = TEXT_TYPES
+# PostgreSQL's integer type names (pg_type.typname, a PostgreSQL column's data_type)
+_POSTGRES_INTEGER_TYPES = {"int2", "int4", "int8"}
 
 
 def is_integer(column: Column) -> bool:
-    return column.data_type in _INTEGER_TYPES
+    """Whether the column holds integers (MySQL's or PostgreSQL's type names): a chunk key
+    of them is split evenly where its values are dense, and adjacent chunks read as one.
+
+    >>> is_integer(Column("id", "int4", "integer", False, "INT"))
+    True
+    """
+    return column.data_type in _INTEGER_TYPES or column.data_type in _POSTGRES_INTEGER_TYPES
 
 
 def _decimal_precision(column: Column) -> tuple[int, int]:

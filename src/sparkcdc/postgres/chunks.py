@@ -2,8 +2,11 @@
 chunk SELECT decoded as the stream decodes (text into Arrow, ``postgres/values.py``), the
 splitter's queries, and the backfill slot a chunk's ``[LW, HW)`` is read from.
 
-The chunk key is an integer column here (``smallint``, ``integer``, ``bigint``); other
-keys are refused by ``key_collation`` until their order is reproduced.
+A chunk key is one whose order Python reproduces exactly (``key_collation``): an integer
+(``smallint``, ``integer``, ``bigint``), a ``uuid`` (the server compares its 16 bytes, as
+Python compares its lower-case text), or ``text`` / ``varchar`` compared under
+``COLLATE "C"`` in every split and chunk query (a UTF-8 database's byte order: code points,
+``CODE_POINT_COLLATION``), whatever the column's own collation.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pyarrow as pa
 
 from sparkcdc.errors import SchemaChangedError, SnapshotError
 from sparkcdc.model.dialect import ChunkSelect
-from sparkcdc.model.schema import TableSchema
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.postgres.catalog import SqlRows, estimated_rows, quote_table
 from sparkcdc.postgres.lsn import Lsn
 from sparkcdc.postgres.pgoutput import LogicalMessage
@@ -34,8 +37,26 @@ from sparkcdc.postgres.transactions import Transaction
 from sparkcdc.postgres.types import ColumnType, DecimalHandlingMode, TypeCatalog, column_type
 from sparkcdc.postgres.values import decode_text_column
 
-# the chunk key types whose order Python reproduces exactly (integers)
+# the chunk key types whose order Python reproduces exactly
 INTEGER_KEYS = frozenset({"int2", "int4", "int8", "smallint", "integer", "bigint"})
+UUID_KEYS = frozenset({"uuid"})
+TEXT_KEYS = frozenset({"text", "varchar"})  # not bpchar: it compares without trailing spaces
+
+
+def key_sql(column: Column) -> str:
+    """The chunk key as the split and chunk queries compare it: text under "C".
+
+    >>> key_sql(Column("k", "text", "text", False, "STRING"))
+    '"k" COLLATE "C"'
+    """
+    quoted = quote_identifier(column.name)
+    return f'{quoted} COLLATE "C"' if column.data_type in TEXT_KEYS else quoted
+
+
+def key_column_of(schema: TableSchema, name: str) -> Column:
+    return next(c for c in schema.columns if c.name == name)
+
+
 _backfills = itertools.count()
 
 
@@ -120,7 +141,8 @@ class PgChunkReader:
         schema = spec.schema
         types = column_types(self._conn, schema, self._mode)
         columns = ", ".join(f"{quote_identifier(c.name)}::text" for c in schema.columns)
-        where, args = chunk_condition(quote_identifier(spec.key_column), spec.start, spec.end)
+        key = key_sql(key_column_of(schema, spec.key_column))
+        where, args = chunk_condition(key, spec.start, spec.end)
         sql = f"SELECT {columns} FROM {quote_table(schema.database, schema.table)} WHERE {where}"
         with self._conn.transaction():
             # one snapshot for the rows and the look at the transactions running after LW
@@ -197,27 +219,35 @@ def column_types(
 
 
 class PgSplitQueries:
-    """``SplitQueries`` of an integer chunk key over a kept session."""
+    """``SplitQueries`` of a chunk key over a kept session: values in the server's order of
+    the key (``key_sql``), returned as Python orders them (integers; uuids and strings as
+    text)."""
 
     def __init__(self, session: KeptSession, schema: TableSchema, key_column: str) -> None:
         self._session = session
         self._schema = schema
         self._table = quote_table(schema.database, schema.table)
-        self._key = quote_identifier(key_column)
+        column = key_column_of(schema, key_column)
+        self._key = key_sql(column)
+        self._out = "k" if column.data_type in INTEGER_KEYS else "k::text"
 
     def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
         row = self._session.run(lambda conn: conn.execute(sql, list(args)).fetchone())
         return None if row is None else row[0]
 
-    def bounds(self) -> tuple[Any, Any] | None:
-        row = self._session.run(
-            lambda conn: conn.execute(
-                f"SELECT MIN({self._key}), MAX({self._key}) FROM {self._table}"
-            ).fetchone()
+    def _first(self, where: str, order: str, args: Sequence[Any] = ()) -> Any:
+        """The first key of the rows ``where`` in ``order`` (ASC/DESC), NULLs skipped."""
+        return self._value(
+            f"SELECT {self._out} FROM (SELECT {self._key} AS k FROM {self._table} "
+            f"WHERE {self._key} IS NOT NULL AND {where} ORDER BY {self._key} {order} LIMIT 1) c",
+            args,
         )
-        if row is None or row[0] is None:
+
+    def bounds(self) -> tuple[Any, Any] | None:
+        low = self._first("TRUE", "ASC")
+        if low is None:
             return None
-        return row[0], row[1]
+        return low, self._first("TRUE", "DESC")
 
     def row_count(self) -> int:
         schema = self._schema
@@ -230,15 +260,14 @@ class PgSplitQueries:
 
     def next_chunk_max(self, start: Any, size: int) -> Any | None:
         return self._value(
-            f"SELECT MAX(k) FROM (SELECT {self._key} AS k FROM {self._table} "
-            f"WHERE {self._key} >= %s ORDER BY {self._key} LIMIT {int(size)}) AS c",
+            f"SELECT {self._out} FROM (SELECT {self._key} AS k FROM {self._table} "
+            f"WHERE {self._key} >= %s ORDER BY {self._key} LIMIT {int(size)}) AS c "
+            "ORDER BY k DESC LIMIT 1",
             [start],
         )
 
     def min_above(self, value: Any) -> Any | None:
-        return self._value(
-            f"SELECT MIN({self._key}) FROM {self._table} WHERE {self._key} > %s", [value]
-        )
+        return self._first(f"{self._key} > %s", "ASC", [value])
 
     def compare(self, a: Any, b: Any) -> int:
         return int(a > b) - int(a < b)

@@ -16,6 +16,7 @@ import psycopg
 
 from sparkcdc.errors import ConfigError, ReplicationSlotError, SnapshotError, SourceError
 from sparkcdc.model.dialect import (
+    CODE_POINT_COLLATION,
     CapturedSchemas,
     KeyRanking,
     RangeRead,
@@ -29,7 +30,14 @@ from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.postgres import catalog
 from sparkcdc.postgres.changes import ChangeDecoder
-from sparkcdc.postgres.chunks import INTEGER_KEYS, BackfillSlot, PgChunkReader, PgSplitQueries
+from sparkcdc.postgres.chunks import (
+    INTEGER_KEYS,
+    TEXT_KEYS,
+    UUID_KEYS,
+    BackfillSlot,
+    PgChunkReader,
+    PgSplitQueries,
+)
 from sparkcdc.postgres.ddl import PostgresDdl
 from sparkcdc.postgres.follower import LsnFollower
 from sparkcdc.postgres.lsn import Lsn
@@ -148,7 +156,7 @@ class _Decoding:
 
 
 class _NoRanking:
-    """Integer chunk keys only (``key_collation``): nothing is ranked by the server."""
+    """Chunk keys Python orders only (``key_collation``): nothing is ranked by the server."""
 
     def ranks(self, collation: str, keys: Sequence[Any], bounds: Sequence[Any]) -> list[int]:
         raise SnapshotError(f"no server ranking of keys under {collation!r} on PostgreSQL yet")
@@ -173,6 +181,9 @@ class PostgresDialect(SourceDialect[Lsn]):
             )
         self.options = options
         self.settings = endpoint_of(options)
+        # scan.startup.mode=snapshot reads the chunks and ends: no slot of its own to keep
+        # WAL after it (each chunk's backfill reads a temporary one)
+        self._streams = options.scan_startup_mode != "snapshot"
 
     # -- the server -------------------------------------------------------------------
 
@@ -196,11 +207,13 @@ class PostgresDialect(SourceDialect[Lsn]):
         return LsnFollower(self.settings)
 
     def _ensure_stream(self) -> None:
-        """The slot, and the publication of the captured tables: created if missing."""
+        """The slot (not in snapshot mode), and the publication of the captured tables the
+        stream and the backfills decode through: created if missing."""
         options = self.options
         tables = self._tables()
         with ReplicationConnection.open(self.settings) as replication:
-            ensure_slot(replication, options.slot_name)
+            if self._streams:
+                ensure_slot(replication, options.slot_name)
             if tables:
                 ensure_publication(replication, options.publication_name, tables)
 
@@ -265,7 +278,9 @@ class PostgresDialect(SourceDialect[Lsn]):
     def commit(self, position: Lsn) -> None:
         """Let the slot's ``confirmed_flush_lsn`` move up to ``position`` (never past it, and
         never back): ``pg_replication_slot_advance``. While a reader streams the slot the
-        server refuses; the next commit moves it further then."""
+        server refuses; the next commit moves it further then. Snapshot mode has no slot."""
+        if not self._streams:
+            return
         slot = self.options.slot_name
         with sql_connection(self.settings) as conn:
             row = conn.execute(
@@ -363,22 +378,32 @@ class PostgresDialect(SourceDialect[Lsn]):
         return PgSplitQueries(conn, schema, key_column)
 
     def key_collation(self, conn: Any, database: str, table: str, column: str) -> str | None:
-        """None: the chunk key is an integer, ordered by Python as by the server. Other
-        keys are refused until their order is reproduced."""
+        """None for an integer or uuid chunk key (Python orders it as the server does);
+        ``CODE_POINT_COLLATION`` for text and varchar, which the chunk queries compare under
+        "C" (a UTF-8 database's: code point order). Other keys are refused."""
         row = conn.execute(
-            "SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+            "SELECT t.typname, pg_encoding_to_char(d.encoding) FROM pg_attribute a "
+            "JOIN pg_type t ON t.oid = a.atttypid "
+            "JOIN pg_database d ON d.datname = current_database() "
             "WHERE a.attrelid = %s::regclass AND a.attname = %s",
             [catalog.quote_table(database, table), column],
         ).fetchone()
-        if row is None or str(row[0]) not in INTEGER_KEYS:
-            raise SnapshotError(
-                f"the chunk key {column!r} of {database}.{table} is of type "
-                f"{row[0] if row else '?'}: the PostgreSQL snapshot chunks by an integer key "
-                "(smallint, integer, bigint) for now. Set "
-                "scan.incremental.snapshot.chunk.key-column to an integer column, or use "
-                "scan.startup.mode=latest-offset"
-            )
-        return None
+        type_name, encoding = (str(row[0]), str(row[1])) if row else ("?", "?")
+        if type_name in INTEGER_KEYS or type_name in UUID_KEYS:
+            return None
+        if type_name in TEXT_KEYS and encoding == "UTF8":
+            return CODE_POINT_COLLATION
+        why = (
+            f"of a {encoding} database (text keys are ordered by code point: a UTF8 database)"
+            if type_name in TEXT_KEYS
+            else f"of type {type_name}"
+        )
+        raise SnapshotError(
+            f"the chunk key {column!r} of {database}.{table} is {why}: the PostgreSQL "
+            "snapshot chunks by an integer (smallint, integer, bigint), uuid, text or "
+            "varchar key. Set scan.incremental.snapshot.chunk.key-column to such a column, "
+            "or use scan.startup.mode=latest-offset"
+        )
 
     def key_ranking(self, conn: Any = None) -> KeyRanking:
         return _NoRanking()

@@ -23,7 +23,7 @@ from sparkcdc.postgres.types import DecimalHandlingMode
 DEFAULT_PORT = 5432
 # Debezium's publication name and default (Flink CDC passes it as 'debezium.publication.name')
 DEFAULT_PUBLICATION = "dbz_publication"
-STARTUP_MODES = ("initial", "latest-offset")
+STARTUP_MODES = ("initial", "snapshot", "latest-offset")
 
 _MYSQL_ONLY = frozenset(
     {
@@ -76,7 +76,7 @@ class PostgresSourceOptions(SourceOptions):
     @classmethod
     def _postgres_startup(cls, data: Any) -> Any:
         # before SourceOptions' own checks, whose state.location demand of a snapshot mode
-        # would hide that this source has no snapshot-only mode
+        # would hide that this source has no earliest-offset, timestamp, ... mode
         if not isinstance(data, dict):
             return data
         mode = data.get("scan.startup.mode", data.get("scan_startup_mode", "initial"))

@@ -9,7 +9,8 @@ order is the server's own wherever Python cannot reproduce it exactly:
   and character strings under a binary collation of a Unicode character set
   (``utf8mb4_bin``, ``utf8mb3_bin``, ``ascii_bin``, their ``nopad``/``0900`` forms): the
   server compares their code points, PAD SPACE ones as if the shorter side were padded
-  with spaces (``'a' = 'a  '``, ``'a\\t' < 'a'``), which ``PaddedWeights`` does.
+  with spaces (``'a' = 'a  '``, ``'a\\t' < 'a'``), which ``PaddedWeights`` does; and
+  ``CODE_POINT_COLLATION`` (PostgreSQL's "C" on UTF-8): code points, no padding.
 - **the server** (every other collation: ``*_general_ci``, ``*_unicode_ci``, ``uca1400``,
   ``0900_ai_ci``, language variants, 8-bit character sets): one SQL query ranks a batch
   of keys against the chunk bounds with the column's collation (``ServerKeyOrder``).
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from sparkcdc.errors import SnapshotError
-from sparkcdc.model.dialect import KeyRanking
+from sparkcdc.model.dialect import CODE_POINT_COLLATION, KeyRanking
 
 SortKey = Callable[[Any], Any]
 
@@ -104,9 +105,11 @@ def is_pad_space(collation: str) -> bool:
 
     >>> is_pad_space("utf8mb4_general_ci"), is_pad_space("utf8mb4_nopad_bin")
     (True, False)
-    >>> is_pad_space("utf8mb4_0900_ai_ci")
-    False
+    >>> is_pad_space("utf8mb4_0900_ai_ci"), is_pad_space(CODE_POINT_COLLATION)
+    (False, False)
     """
+    if collation == CODE_POINT_COLLATION:
+        return False
     name = collation.lower()
     return "nopad" not in name and "_0900_" not in name
 
@@ -117,7 +120,7 @@ def python_orders(collation: str | None) -> bool:
     True for non-character columns (None) and binary collations of a Unicode character
     set; every other collation is left to the server (see the module docstring).
     """
-    if collation is None:
+    if collation is None or collation == CODE_POINT_COLLATION:
         return True
     name = collation.lower()
     return name.endswith("_bin") and charset_of(name) in _CODE_POINT_CHARSETS

@@ -45,7 +45,7 @@ def test_defaults_and_flink_names() -> None:
         ({"schema-name": None}, r"set 'schema-name'"),
         ({"decoding.plugin.name": "wal2json"}, r"only PostgreSQL's built-in 'pgoutput'"),
         ({"scan.startup.mode": "initial"}, r"needs 'state.location'"),
-        ({"scan.startup.mode": "snapshot"}, r"not one the PostgreSQL source has"),
+        ({"scan.startup.mode": "snapshot"}, r"needs 'state.location'"),
         ({"scan.startup.mode": "earliest-offset"}, r"not one the PostgreSQL source has"),
         ({"server-id": "5400"}, r"unknown option 'server-id' for format 'postgres-cdc'"),
         ({"slot.nam": "x"}, r"unknown option 'slot.nam'.*'slot.name'"),
