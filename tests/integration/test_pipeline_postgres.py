@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from psycopg import sql
 
+from sparkcdc.cli.inspect import status, validate
 from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
@@ -117,7 +118,13 @@ def sink_schema(pg: DevPostgres, database: str) -> Iterator[None]:
 @pytest.mark.parametrize("sink", ["delta", "jdbc"])
 @pytest.mark.usefixtures("sink_schema")
 def test_a_postgres_pipeline_equals_the_source(
-    spark: Any, pg: DevPostgres, database: str, tmp_path: Path, sink: str
+    spark: Any,
+    pg: DevPostgres,
+    database: str,
+    tmp_path: Path,
+    sink: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pg.connection(database) as conn:
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty numeric(10,2))")
@@ -151,6 +158,14 @@ def test_a_postgres_pipeline_equals_the_source(
     report = verify_pipeline(config, spark=spark, timeout_s=30)
     assert report.equal, report.text(20)
 
+    # status reads the committed WAL position with the source's own offset key
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(config_text(pg, database, tmp_path, sink))
+    monkeypatch.setenv("PG_TEST_PASSWORD", pg.settings.password)
+    assert status(str(file)) == 0
+    shown = capsys.readouterr().out
+    assert "phase: wal" in shown and "wal position: " in shown and "bytes)" in shown, shown
+
 
 def test_an_unknown_postgres_option_is_named(pg: DevPostgres, tmp_path: Path) -> None:
     text = config_text(pg, "shop", tmp_path, **{"slot.nmae": "x"})
@@ -158,3 +173,23 @@ def test_an_unknown_postgres_option_is_named(pg: DevPostgres, tmp_path: Path) ->
         ConfigError, match=r"source\.slot\.nmae: unknown key\. Did you mean 'slot\.name'"
     ):
         parse_pipeline(text, env={"PG_TEST_PASSWORD": "x"}, base_dir=tmp_path)
+
+
+def test_check_validates_a_postgres_source(
+    pg: DevPostgres,
+    database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pg.connection(database) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
+        conn.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+    file = tmp_path / "pipeline.yaml"
+    file.write_text(config_text(pg, database, tmp_path))
+    monkeypatch.setenv("PG_TEST_PASSWORD", pg.settings.password)
+    assert validate(str(file)) == 0
+    s = pg.settings
+    shown = capsys.readouterr().out
+    assert f"source {s.user}@{s.host}:{s.port}/{database}: ready for CDC" in shown, shown
+    assert "public.items <- public.items: key (id)" in shown

@@ -30,7 +30,6 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     Spark starts only where a transform is Spark SQL (it types the transform's columns),
     its JVM logging to the file ``spark_log`` names for the pipeline.
     """
-    from sparkcdc.mysql.admin.validator import tls_report, validate_source
     from sparkcdc.pipeline.preflight import check_pipeline, probe_locations, raise_errors
     from sparkcdc.pipeline.routes import needs_session, plan_pipeline
     from sparkcdc.sinks.base import runnable_sink_class
@@ -40,16 +39,15 @@ def validate(file: str, spark_log: Callable[[PipelineConfig], str | None] | None
     runnable_sink_class(config.sink.type)
     print(f"{file}: the file is valid (pipeline {config.pipeline.name!r}, sink {config.sink.type})")
     options, dialect = source_of(config)
-    settings = dialect.settings
-    issues = validate_source(settings)
-    for connection, state in tls_report(settings):
+    issues = dialect.validate()
+    for connection, state in dialect.tls_report():
         print(f"  source {connection}: {state}")
     for issue in issues:
         print(f"  source {issue.severity}: {issue}")
     if any(i.severity == "error" for i in issues):
-        print(f"source {settings.endpoint}: not ready for CDC")
+        print(f"source {dialect.server_name()}: not ready for CDC")
         return 3
-    print(f"source {settings.endpoint}: ready for CDC")
+    print(f"source {dialect.server_name()}: ready for CDC")
     capture = plan_capture(options, dialect)
     findings = check_pipeline(config, capture.tables, dialect)
     for finding in findings:

@@ -30,6 +30,7 @@ from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SourceDdl
 from sparkcdc.model.tables import TableFilter
+from sparkcdc.model.validation import ValidationIssue
 
 T = TypeVar("T")
 
@@ -307,6 +308,20 @@ class SourceDialect(ABC, Generic[P]):
     def check_server(self) -> None:
         """Raise ``SourceError`` naming the setting or grant to fix when the server cannot
         be captured (its change log off or in a form not read, a privilege missing)."""
+
+    @abstractmethod
+    def validate(self) -> list[ValidationIssue]:
+        """Every issue ``check_server`` judges, each with its severity and fix (``sparkcdc
+        validate`` prints them all); raises only when the server cannot be reached."""
+
+    def tls_report(self) -> list[tuple[str, str]]:
+        """(connection, how it is secured) for each kind of connection the source opens,
+        for ``sparkcdc validate``; none where the source does not tell."""
+        return []
+
+    @abstractmethod
+    def server_name(self) -> str:
+        """The server as messages name it (no password)."""
 
     @abstractmethod
     def session(self, database: str | None = None) -> Session:

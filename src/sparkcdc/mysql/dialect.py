@@ -27,7 +27,8 @@ from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.position import BinlogPosition, GtidSet
 from sparkcdc.model.schema import Column, TableSchema, with_tinyint1
 from sparkcdc.model.tables import TableFilter, TablePredicate
-from sparkcdc.mysql.admin import catalog, server
+from sparkcdc.model.validation import ValidationIssue
+from sparkcdc.mysql.admin import catalog, server, validator
 from sparkcdc.mysql.admin.server_ids import ServerIdClaim
 from sparkcdc.mysql.admin.validator import check_captured_databases, check_source
 from sparkcdc.mysql.binlog import arrowrows
@@ -89,6 +90,16 @@ class MySqlDialect(SourceDialect[BinlogPosition]):
 
     def check_server(self) -> None:
         check_source(self.settings)
+
+    def validate(self) -> list[ValidationIssue]:
+        return validator.validate_source(self.settings)
+
+    def tls_report(self) -> list[tuple[str, str]]:
+        return validator.tls_report(self.settings)
+
+    def server_name(self) -> str:
+        endpoint: str = self.settings.endpoint
+        return endpoint
 
     def session(self, database: str | None = None) -> KeptConnection:
         return KeptConnection.to(self.settings, database)

@@ -28,6 +28,7 @@ from sparkcdc.model.events import RowChanges, SchemaChange
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.tables import TableFilter
+from sparkcdc.model.validation import ValidationIssue
 from sparkcdc.postgres import catalog
 from sparkcdc.postgres.changes import ChangeDecoder
 from sparkcdc.postgres.chunks import (
@@ -55,7 +56,7 @@ from sparkcdc.postgres.slots import (
     slot_info,
 )
 from sparkcdc.postgres.types import TypeCatalog
-from sparkcdc.postgres.validator import check_source
+from sparkcdc.postgres.validator import check_source, validate_source
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,16 @@ class PostgresDialect(SourceDialect[Lsn]):
     def check_server(self) -> None:
         options = self.options
         check_source(self.settings, options.slot_name, options.publication_name, self._tables())
+
+    def validate(self) -> list[ValidationIssue]:
+        options = self.options
+        return validate_source(
+            self.settings, options.slot_name, options.publication_name, self._tables()
+        )
+
+    def server_name(self) -> str:
+        where: str = self.settings.where()
+        return where
 
     def session(self, database: str | None = None) -> KeptSession:
         """A kept connection to the source's database (``database``, a schema here, is
