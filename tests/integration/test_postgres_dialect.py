@@ -248,6 +248,46 @@ def test_a_column_added_and_a_truncate_are_schema_changes(source: Source) -> Non
     assert seqs == sorted(seqs)
 
 
+def test_a_column_added_between_two_reads_is_told_against_the_known_schema(
+    source: Source,
+) -> None:
+    sql = source.sql
+    known = source.dialect.load_schema(sql, "public", "items")
+    start = source.position()
+    sql.execute("INSERT INTO items VALUES (1, 'a', 1)")
+    middle = source.position()
+    assert [r[:3] for r in rows(source.read(start, middle, schemas=(known,)))] == [
+        ("insert", None, (1, "a", 1))
+    ]
+    # no read between the ALTER and the insert: the second read's first Relation has the
+    # column already, and only the known schema tells it is new
+    sql.execute("ALTER TABLE items ADD COLUMN note varchar(20)")
+    sql.execute("INSERT INTO items VALUES (2, 'b', 2, 'n')")
+    end = source.position()
+    changes = source.read(middle, end, schemas=(known,))
+    kinds = [c.statement if isinstance(c, SchemaChange) else (c.kind, c.rows) for c in changes]
+    assert kinds == [
+        'ALTER TABLE "public"."items" ADD COLUMN "note" varchar',
+        (RowsKind.INSERT, [(None, (2, "b", 2, "n"))]),
+    ]
+    assert changes[0].seq < changes[1].position.seq(changes[1].first_row)  # type: ignore[union-attr]
+    # a reader that knows the schema now is told nothing; one that knows none neither
+    now = source.dialect.load_schema(sql, "public", "items")
+    assert [type(c) for c in source.read(middle, end, schemas=(now,))] == [RowChanges]
+    assert [type(c) for c in source.read(middle, end)] == [RowChanges]
+    # a retype that changes the values' form, and a drop, told the same way
+    sql.execute("ALTER TABLE items ALTER COLUMN qty TYPE bigint, DROP COLUMN note")
+    sql.execute("INSERT INTO items VALUES (3, 'c', 3)")
+    later = source.position()
+    statements = [
+        c.statement for c in source.read(end, later, schemas=(now,)) if isinstance(c, SchemaChange)
+    ]
+    assert statements == [
+        'ALTER TABLE "public"."items" DROP COLUMN "note"',
+        'ALTER TABLE "public"."items" ALTER COLUMN "qty" TYPE int8',
+    ]
+
+
 def test_a_second_reader_of_the_slot_is_refused_with_its_pid(source: Source) -> None:
     dialect = source.dialect
     with ReplicationConnection.open(dialect.settings) as conn:

@@ -5,11 +5,13 @@ passes what Spark committed."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,19 +60,26 @@ class Runs:
     def _collect(self, batch: Any, batch_id: int) -> None:
         self.batches[batch_id] = [r.asDict() for r in batch.collect()]
 
-    def run(self) -> list[dict[str, Any]]:
-        """One AvailableNow run to its end; the rows of its batches in ``_seq`` (the
-        envelope's ``seq``) order."""
-        before = set(self.batches)
-        query = (
+    def start(self, **trigger: Any) -> Any:
+        """The query, started from the checkpoint."""
+        return (
             self.spark.readStream.format("postgres-cdc")
             .options(**self.opts)
             .load()
             .writeStream.foreachBatch(self._collect)
             .option("checkpointLocation", str(self.checkpoint))
-            .trigger(availableNow=True)
+            .trigger(**trigger)
             .start()
         )
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [r for batch in list(self.batches.values()) for r in batch]
+
+    def run(self) -> list[dict[str, Any]]:
+        """One AvailableNow run to its end; the rows of its batches in ``_seq`` (the
+        envelope's ``seq``) order."""
+        before = set(self.batches)
+        query = self.start(availableNow=True)
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
         assert not query.isActive, "the AvailableNow run did not end"
@@ -182,6 +191,37 @@ def test_available_now_runs_replay_to_the_table_and_the_slot_follows_commits(
         both = replay(rows, ["id"])
         assert both.violations == [] and both.state == table(sql)
         assert confirmed(sql, slot) <= runs.committed_end()
+
+
+def test_a_column_added_between_two_batches_stops_the_typed_stream_then_it_goes_on(
+    spark: Any, pg: DevPostgres, database: str, tmp_path: Path
+) -> None:
+    slot = f"stream_{uuid.uuid4().hex[:8]}"
+    with pg.connection(database) as sql:
+        sql.execute("CREATE TABLE items (id int PRIMARY KEY, name text, qty int)")
+        runs = Runs(spark, options(pg, database, slot), tmp_path / "checkpoint")
+        assert runs.run() == []
+        query = runs.start(processingTime="1 second")
+        try:
+            sql.execute("INSERT INTO items VALUES (1, 'a', 1)")
+            deadline = time.monotonic() + 120
+            while not [r for r in runs.rows() if r["id"] == 1]:
+                assert query.isActive and time.monotonic() < deadline, query.exception()
+                query.awaitTermination(0.2)
+            # no row of the table between the two statements: the next batch's first
+            # Relation has the column already, and only the query's schema tells it is new
+            sql.execute("ALTER TABLE items ADD COLUMN note text")
+            sql.execute("INSERT INTO items VALUES (2, 'b', 2, 'n')")
+            with contextlib.suppress(Exception):  # the failed query raises here
+                query.awaitTermination(120)
+            assert not query.isActive
+            error = str(query.exception())
+        finally:
+            query.stop()
+        assert 'ADD COLUMN "note" text' in error and "Restart the query" in error, error
+        assert not [r for r in runs.rows() if r["id"] == 2]  # not written without its column
+        # started again, the stream's columns are the new schema's; the row is not lost
+        assert [(r["_op"], r["id"], r["note"]) for r in runs.run()] == [("+I", 2, "n")]
 
 
 def write_randomly(pg: DevPostgres, database: str, stop: threading.Event, seed: int) -> int:

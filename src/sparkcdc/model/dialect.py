@@ -144,7 +144,10 @@ class RangeRead(Generic[P]):
     ``follow_copies``: DDL on the copies an online schema change tool alters is yielded too.
     ``versions``: the source's own JSON of the captured tables' schemas by position, for
     rows logged without their columns' metadata ("": none needed). ``share`` of ``shares``:
-    this reader's part when several read the range.
+    this reader's part when several read the range. ``schemas``: the captured tables'
+    schemas as the caller knows them at ``start``, for a stream without DDL whose schema
+    changes are told by comparing table shapes (PostgreSQL): a change made while no read
+    ran is told against them (none given: the first shape a read sees is its base).
     """
 
     start: P
@@ -159,6 +162,7 @@ class RangeRead(Generic[P]):
     versions: str = ""
     share: int = 0
     shares: int = 1
+    schemas: tuple[TableSchema, ...] = ()
 
     def captures(self, database: str, table: str) -> bool:
         return (database, table) in self.tables

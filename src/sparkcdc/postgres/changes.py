@@ -15,12 +15,12 @@ FULL), else the read stops naming the table and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sparkcdc.errors import SourceError
 from sparkcdc.model.events import Image, ImageColumns, RowChanges, Rows, RowsKind, SchemaChange
-from sparkcdc.model.schema import Column
+from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.postgres.catalog import quote_table
 from sparkcdc.postgres.pgoutput import (
     UNCHANGED_TOAST,
@@ -69,9 +69,33 @@ def schema_statements(old: Relation, new: Relation, catalog: TypeCatalog) -> lis
     Columns are matched by name: a rename reads as a drop and an add, as in Flink CDC's
     PostgreSQL source, which infers schema changes from Relation messages too.
     """
+    before = {c.name: (c.type_oid, c.type_modifier) for c in old.columns}
+    return _statements(before, new, catalog, lambda c: (c.type_oid, c.type_modifier))
+
+
+def baseline_statements(
+    known: TableSchema, new: Relation, decoder: RowsDecoder, catalog: TypeCatalog
+) -> list[str]:
+    """The ALTER TABLE statements that turn ``known`` (the table's schema as the reader
+    knew it where the read starts) into ``new``, the first Relation of the table the read
+    sees: a change made while no read ran (DESIGN.md §12.2). Columns are compared by name
+    and by the type the stream gives their values (their Spark type): a retype that keeps
+    it (varchar(20) to varchar(40)) changes no value's form and is not told."""
+    before = {c.name: c.spark_type for c in known.columns}
+    spark = {c.name: t.spark_type for c, t in zip(new.columns, decoder.columns, strict=True)}
+    return _statements(before, new, catalog, lambda c: spark[c.name])
+
+
+def _statements(
+    before: Mapping[str, object],
+    new: Relation,
+    catalog: TypeCatalog,
+    identity: Callable[[RelationColumn], object],
+) -> list[str]:
+    """DROP for the columns of ``before`` (name -> type identity) that ``new`` lacks, then
+    in ``new``'s order ADD for a new column and ALTER TYPE for one whose ``identity``
+    differs."""
     table = quote_table(new.namespace, new.name)
-    before = {c.name: c for c in old.columns}
-    after = {c.name: c for c in new.columns}
 
     def typed(column: RelationColumn) -> str:
         found = catalog.types.get(column.type_oid)
@@ -83,18 +107,18 @@ def schema_statements(old: Relation, new: Relation, catalog: TypeCatalog) -> lis
             return f"bit({typmod})"  # bit(1) is BOOLEAN, a longer one text (types.py)
         return name
 
+    after = {c.name: c for c in new.columns}
     statements = [
         f"ALTER TABLE {table} DROP COLUMN {quote_identifier(name)}"
         for name in before
         if name not in after
     ]
     for name, column in after.items():
-        previous = before.get(name)
-        if previous is None:
+        if name not in before:
             statements.append(
                 f"ALTER TABLE {table} ADD COLUMN {quote_identifier(name)} {typed(column)}"
             )
-        elif (previous.type_oid, previous.type_modifier) != (column.type_oid, column.type_modifier):
+        elif before[name] != identity(column):
             statements.append(
                 f"ALTER TABLE {table} ALTER COLUMN {quote_identifier(name)} TYPE {typed(column)}"
             )
@@ -119,6 +143,9 @@ class ChangeDecoder:
     load_types: TypeLoader
     rows: bool = True
     mode: DecimalHandlingMode = DecimalHandlingMode.PRECISE
+    # (schema, table) -> its schema where the stream starts, as the reader knows it: the
+    # first Relation of the table is compared with it (unknown: that Relation is the base)
+    known: Mapping[tuple[str, str], TableSchema] = field(default_factory=dict)
     _tables: dict[int, _Table] = field(default_factory=dict)
 
     def changes(self, transaction: Transaction) -> Iterator[RowChanges | SchemaChange]:
@@ -189,7 +216,8 @@ class ChangeDecoder:
 
     def _relation(self, relation: Relation) -> list[str]:
         """Keep ``relation`` as its table's shape; the statements of its schema change
-        (none for the first one seen, or one of a table not captured)."""
+        (for the first one seen, against the ``known`` schema if there is one; none for
+        a table not captured)."""
         catalog = self.load_types(c.type_oid for c in relation.columns)
         old = self._tables.get(relation.oid)
         captured = self.captured(relation.namespace, relation.name)
@@ -203,8 +231,11 @@ class ChangeDecoder:
             decoder,
             ImageColumns(names, lambda i, column: _same_storage(decoder, i, column)),
         )
-        if old is None or not captured:
+        if not captured:
             return []
+        if old is None:
+            known = self.known.get((relation.namespace, relation.name))
+            return [] if known is None else baseline_statements(known, relation, decoder, catalog)
         return schema_statements(old.relation, relation, catalog)
 
     def _rows(self, table: _Table, run: list[Insert | Update | Delete]) -> Rows:

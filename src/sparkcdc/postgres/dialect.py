@@ -134,11 +134,18 @@ class _Decoding:
         captures: Callable[[str, str], bool],
         rows: bool,
         mode: Any,
+        known: Sequence[TableSchema] = (),
     ) -> None:
         self._endpoint = endpoint
         self._types = TypeCatalog.builtin()
         self._sql: psycopg.Connection[Any] | None = None
-        self.decoder = ChangeDecoder(captures, self._load_types, rows=rows, mode=mode)
+        self.decoder = ChangeDecoder(
+            captures,
+            self._load_types,
+            rows=rows,
+            mode=mode,
+            known={(t.database, t.table): t for t in known},
+        )
 
     def _load_types(self, oids: Iterable[int]) -> TypeCatalog:
         wanted = self._types.missing(oids)
@@ -333,8 +340,13 @@ class PostgresDialect(SourceDialect[Lsn]):
 
     # -- the change stream ------------------------------------------------------------
 
-    def _decoder(self, captures: Callable[[str, str], bool], rows: bool = True) -> _Decoding:
-        return _Decoding(self.settings, captures, rows, self.options.decimal_handling_mode)
+    def _decoder(
+        self,
+        captures: Callable[[str, str], bool],
+        rows: bool = True,
+        known: Sequence[TableSchema] = (),
+    ) -> _Decoding:
+        return _Decoding(self.settings, captures, rows, self.options.decimal_handling_mode, known)
 
     def read_range(self, spec: RangeRead[Lsn]) -> Iterator[RowChanges | SchemaChange]:
         if spec.shares != 1:
@@ -349,6 +361,7 @@ class PostgresDialect(SourceDialect[Lsn]):
             self._decoder(
                 lambda schema, table: spec.captures(schema, table) or (schema, table) in spec.gone,
                 spec.rows,
+                spec.schemas,
             ) as decoding,
             ReplicationConnection.open(self.settings) as conn,
         ):

@@ -107,6 +107,9 @@ class PartitionReader:
             versions=partition.versions,
             share=partition.share,
             shares=partition.shares,
+            # a typed stream stops at each schema change and starts again with the schema
+            # read then: its plan's schema is the table's at every range it reads
+            schemas=self.plan.tables if self.plan.typed else (),
         )
         changes: Any = self.dialect.read_range(spec)
         if gone and self.plan.typed:
