@@ -141,17 +141,22 @@ def test_a_postgres_pipeline_equals_the_source(
     )
 
     with pg.connection(database) as conn:
+        # a column added while no run reads, before any row change of the table: the WAL
+        # tells it only as the next run's first column list (DESIGN.md §12.2)
+        conn.execute("ALTER TABLE items ADD COLUMN early int")
         conn.execute("INSERT INTO items SELECT i, 'new ' || i, 1 FROM generate_series(301, 320) i")
         conn.execute("UPDATE items SET id = 1000 + id, name = 'moved' WHERE id <= 10")
         conn.execute("UPDATE items SET qty = qty + 1 WHERE id BETWEEN 50 AND 60")
         conn.execute("DELETE FROM items WHERE id BETWEEN 100 AND 120")
         # a column added mid-stream: the rows it finds hold its DEFAULT, which the WAL lacks
         conn.execute("ALTER TABLE items ADD COLUMN note text DEFAULT 'old'")
-        conn.execute("INSERT INTO items VALUES (2000, 'after', 3, 'fresh')")
+        conn.execute(
+            "INSERT INTO items (id, name, qty, note, early) VALUES (2000, 'after', 3, 'fresh', 7)"
+        )
         conn.execute("UPDATE items SET note = 'changed' WHERE id = 200")
     run_pipeline(config, available_now=True, spark=spark)
 
-    columns = "id, name, qty, note"
+    columns = "id, name, qty, note, early"
     expected = source_rows(pg, database, columns)
     assert len(expected) == 300 + 20 - 21 + 1
     assert sink_rows(spark, pg, sink, database, tmp_path, columns) == expected

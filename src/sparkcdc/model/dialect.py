@@ -115,6 +115,12 @@ class StreamFollower(Protocol[P]):
         """A chunk HW taken on ``old`` as a place on the server of ``view``."""
         ...
 
+    def schemas_of(self, view: Any) -> tuple[TableSchema, ...] | None:
+        """The captured tables' schemas as of ``end_of(view)``, for a change stream that
+        carries no DDL (PostgreSQL's WAL: DESIGN.md §12.2); None: the stream carries its
+        own (MySQL's binlog)."""
+        ...
+
     def cut(self, here: P, end: P, view: Any, budget: int, high: Callable[[], P | None]) -> P:
         """``end``, or the first transaction boundary past ``budget`` bytes from ``here``
         (never before ``high()``) when the range is longer (budget <= 0: no bound)."""

@@ -222,7 +222,14 @@ class PostgresDialect(SourceDialect[Lsn]):
         """The driver's watch; the slot and publication are in place before it hands out a
         position, so every offset is a place the slot holds (a snapshot's first one too)."""
         self._ensure_stream()
-        return LsnFollower(self.settings)
+        return LsnFollower(self.settings, self._locked_schemas)
+
+    def _locked_schemas(self, conn: Any) -> tuple[TableSchema, ...]:
+        """The tables the options match now, locked against DDL in ``conn``'s open
+        transaction, and their schemas (the follower's, taken with its watermark)."""
+        names = self.match_tables(conn, self.options.table_filter())
+        catalog.lock_for_schema_read(conn, names)
+        return tuple(self.load_schema(conn, schema, table) for schema, table in names)
 
     def _ensure_stream(self) -> None:
         """The slot (not in snapshot mode), and the publication of the captured tables the

@@ -14,8 +14,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 from sparkcdc.model.identity import ServerIdentity
+from sparkcdc.model.schema import TableSchema
 from sparkcdc.postgres.lsn import Lsn
-from sparkcdc.postgres.positions import watermark_since
+from sparkcdc.postgres.positions import still_at, watermark
 from sparkcdc.postgres.replication import PostgresEndpoint
 from sparkcdc.postgres.session import KeptSession
 
@@ -28,26 +29,47 @@ class ServerView:
 
     end: Lsn
     identity: ServerIdentity | None = None  # MySQL's notion; one PostgreSQL server here
+    # the captured tables' schemas as of ``end`` (read under locks that keep their DDL
+    # out until ``end`` is taken): the WAL carries no DDL (DESIGN.md §12.2)
+    schemas: tuple[TableSchema, ...] = ()
 
     def where(self) -> str:
         return f"WAL {self.end}"
 
 
 class LsnFollower:
-    """``observe`` takes a watermark on a kept connection, or gives the last one again
-    while the server wrote no WAL after it (``watermark_since``); positions are taken as
+    """``observe`` takes a watermark on a kept connection together with the captured
+    tables' schemas as of it, or gives the last view again while the server wrote no WAL
+    after it (``still_at``: no commit, so no DDL either); positions are taken as
     they are."""
 
-    def __init__(self, endpoint: PostgresEndpoint) -> None:
+    def __init__(
+        self,
+        endpoint: PostgresEndpoint,
+        schemas: Callable[[Any], tuple[TableSchema, ...]],
+    ) -> None:
+        """``schemas(conn)``: the captured tables' schemas, read on ``conn`` in its open
+        transaction with each table locked against DDL (``catalog.lock_for_schema_read``)."""
         self._session = KeptSession(endpoint)
-        self._last: Lsn | None = None
+        self._schemas = schemas
+        self._last: ServerView | None = None
 
     def run(self, work: Callable[[Any], T]) -> T:
         return self._session.run(work)
 
     def observe(self) -> ServerView:
-        self._last = self._session.run(partial(watermark_since, last=self._last))
-        return ServerView(self._last)
+        self._last = self._session.run(partial(self._look, last=self._last))
+        return self._last
+
+    def _look(self, conn: Any, last: ServerView | None) -> ServerView:
+        if last is not None and still_at(conn, last.end):
+            return last
+        with conn.transaction():  # the schemas and the watermark agree: DDL waits
+            schemas = self._schemas(conn)
+            return ServerView(watermark(conn), schemas=schemas)
+
+    def schemas_of(self, view: ServerView) -> tuple[TableSchema, ...] | None:
+        return view.schemas
 
     def end_of(self, view: ServerView) -> Lsn:
         return view.end

@@ -37,28 +37,24 @@ def insert_lsn(conn: psycopg.Connection[Any]) -> Lsn:
     return Lsn.parse(row[0])
 
 
-def watermark_since(conn: psycopg.Connection[Any], last: Lsn | None) -> Lsn:
-    """``last`` again while the insert LSN is still ``last`` (no WAL record was inserted
-    after it), else a new ``watermark``: an idle stream's trigger writes nothing and plans
-    no batch (DESIGN.md §12.2).
+def still_at(conn: psycopg.Connection[Any], last: Lsn) -> bool:
+    """Whether the insert LSN is still ``last`` (no WAL record was inserted after it), so
+    ``last`` is still a watermark taken "now" (DESIGN.md §12.2).
 
     Exact: a commit record is inserted (its place reserved, moving the insert LSN) before
     the transaction is visible or its COMMIT returns, whatever ``synchronous_commit``
     says. So an insert LSN still at ``last`` means no commit lies after ``last`` yet: every
-    change committed so far is before it, and ``last`` is still a watermark taken "now". A
-    commit between this check and the plan that uses ``last`` has its record past ``last``:
-    the range ending at ``last`` leaves it whole to the next range, whose check sees the
-    insert LSN moved and takes a new watermark past it. Records that are no change (the
-    checkpointer's, the background writer's running-transactions record every 15 s after
-    other WAL) also move the insert LSN: a new watermark then, never an old one too late.
-    When ``last`` ended a WAL page the insert LSN is past the page's header, so that one
-    check takes a new watermark; so does an insert LSN behind ``last`` (another server).
+    change committed so far is before it (a DDL too: the schemas as of ``last`` are the
+    schemas now). A commit between this check and the plan that uses ``last`` has its
+    record past ``last``: the range ending at ``last`` leaves it whole to the next range,
+    whose check sees the insert LSN moved and takes a new watermark past it. Records that
+    are no change (the checkpointer's, the background writer's running-transactions record
+    every 15 s after other WAL) also move the insert LSN: a new watermark then, never an
+    old one too late. When ``last`` ended a WAL page the insert LSN is past the page's
+    header, so that one check takes a new watermark; so does an insert LSN behind ``last``
+    (another server).
 
-    >>> watermark_since(conn, None)  # doctest: +SKIP
-    Lsn(value=24414408)
-    >>> watermark_since(conn, Lsn(24414408))  # doctest: +SKIP
-    Lsn(value=24414408)
+    >>> still_at(conn, Lsn(24414408))  # doctest: +SKIP
+    True
     """
-    if last is not None and insert_lsn(conn) == last:
-        return last
-    return watermark(conn)
+    return insert_lsn(conn) == last

@@ -41,6 +41,9 @@ class BinlogRangePartition(InputPartition):
     # captures (dropped or renamed while it was stopped): their DDL is delivered (a DROP
     # TABLE reaches the sink as if the query had run), a row change of one stops the read
     gone: str = ""
+    # JSON [schema, ...]: the captured tables' schemas as of ``start``, for a stream that
+    # carries no DDL (spark/start_schemas.py); "" where it does
+    schemas: str = ""
 
 
 @dataclass(frozen=True)

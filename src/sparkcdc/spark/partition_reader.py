@@ -108,8 +108,11 @@ class PartitionReader:
             share=partition.share,
             shares=partition.shares,
             # a typed stream stops at each schema change and starts again with the schema
-            # read then: its plan's schema is the table's at every range it reads
-            schemas=self.plan.tables if self.plan.typed else (),
+            # read then: its plan's schema is the table's at every range it reads; the
+            # tables shape reads on past them: the schemas as of the range's start
+            schemas=self.plan.tables
+            if self.plan.typed
+            else tuple(schema_from_json(s) for s in json.loads(partition.schemas or "[]")),
         )
         changes: Any = self.dialect.read_range(spec)
         if gone and self.plan.typed:

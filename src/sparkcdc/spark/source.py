@@ -69,6 +69,7 @@ from sparkcdc.spark.offsets import (
 )
 from sparkcdc.spark.partition_reader import PartitionReader
 from sparkcdc.spark.planning_errors import message_first, quiet_runner_shutdown
+from sparkcdc.spark.start_schemas import StartSchemas
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._planned: dict[str, Any] | None = None  # the last offset latestOffset returned
         self._recorded: bool | None = None  # a SnapshotBatchRecord is there (None: unknown)
         self._versions: str | None = None  # a stream without its rows' column metadata only
+        self._schemas_at: StartSchemas | None = None  # a stream without DDL only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
         # the first batch this query plans reads a share of the budget (compat.opening_budget)
         self._opening = True
@@ -127,6 +129,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_coordinator"] = None
+        state["_schemas_at"] = None
         return state
 
     @property
@@ -150,6 +153,25 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             )
         return self._coordinator
 
+    def _observe(self) -> Any:
+        """The follower's view of the server, the captured tables' schemas at its end kept
+        where the stream carries no DDL (``StartSchemas``)."""
+        view = self.follower.observe()
+        schemas = self.follower.schemas_of(view)
+        if schemas is not None:
+            if self._schemas_at is None:
+                self._schemas_at = StartSchemas(self.store if self.options.state_location else None)
+            self._schemas_at.note(self.follower.end_of(view), schemas)
+        return view
+
+    def _start_schemas(self, begin: Any) -> str:
+        """The schemas (JSON) as of a range's start for its reader to compare the stream's
+        first columns with; "" where the stream carries its DDL, and for a typed stream,
+        whose reader compares with its plan's schema (it restarts at each change)."""
+        if self._schemas_at is None or self.plan.typed:
+            return ""
+        return self._schemas_at.at(begin)
+
     def _tables(self) -> set[tuple[str, str]]:
         """The (database, table)s this query captures now."""
         return {(t.database, t.table) for t in self.plan.tables}
@@ -164,7 +186,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
     def _initial_offset(self) -> dict[str, Any]:
         # Spark may ask latestOffset() before initialOffset(): both must see one start.
         if self._initial is None:
-            view = self.follower.observe()
+            view = self._observe()
             if self.snapshot:
                 position = self.follower.end_of(view)
                 self._initial = make_offset(
@@ -301,7 +323,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         the binlog up to T and no further; once no chunk is left and the binlog is at T (or
         past it), ``latestOffset`` returns its start and Spark stops the query.
         """
-        view = self.follower.observe()
+        view = self._observe()
         self._target = AvailableNowTarget(self.follower.end_of(view), view.identity)
         if self.snapshot and self.options.newly_added_table and not self.plan.typed:
             self._discovered_at = 0.0
@@ -376,7 +398,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         # the offset is a place on the server that answers, or the query stops: before
         # anything else, the AvailableNow "caught up" too (a reset or another server's
         # binlog may end before the offset, which must not read as "nothing new")
-        view = self.follower.observe() if binlog else None
+        view = self._observe() if binlog else None
         located = None if view is None else self._locate(base, view)
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
@@ -528,7 +550,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         )
         if fresh and same:
             return begin, stop, None
-        view = self.follower.observe()
+        view = self._observe()
         if not fresh:
             stop, _ = self._locate(end, view)
         begin, moved = self._locate(start, view)
@@ -609,6 +631,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
                     shares,
                     json.dumps(vanished) if vanished else "",
                     json.dumps(gone) if gone else "",
+                    self._start_schemas(begin),
                 )
                 for index in range(shares)
             )
@@ -694,6 +717,10 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         """Spark committed every batch up to ``end``: the source may let go of what lies
         before it (a PostgreSQL slot's WAL: ``SourceDialect.commit``), and of staged chunks."""
         self.dialect.commit(offset_position(end, self.dialect))
+        if self._schemas_at is not None:
+            self._schemas_at.release(
+                offset_position(end, self.dialect), self.dialect.position_from_offset
+            )
         snapshot = end.get("snapshot")
         if snapshot is not None:
             self.coordinator.release(snapshot)

@@ -57,6 +57,10 @@ class BinlogFollower:
         """The server as the driver sees it now."""
         return self.run(partial(ServerView.observe, endpoint=self.settings.endpoint))
 
+    def schemas_of(self, view: ServerView) -> None:
+        """None: the binlog carries every DDL at its place."""
+        return None
+
     def close(self) -> None:
         if self._poll is not None:
             self._poll.close()
