@@ -26,6 +26,7 @@ def test_commit_gives_the_dialect_the_batch_end() -> None:
     reader = MySqlCdcStreamReader.__new__(MySqlCdcStreamReader)
     recorder = _Recorder()
     reader.dialect = recorder  # type: ignore[assignment]
+    reader._schemas_at = None  # a stream that carries its DDL keeps no start schemas
     end = BinlogPosition("mysql-bin.000003", 154)
     reader.commit({"binlog": end.to_offset()})
     assert recorder.committed == [end]
