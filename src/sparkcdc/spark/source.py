@@ -159,18 +159,21 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         view = self.follower.observe()
         schemas = self.follower.schemas_of(view)
         if schemas is not None:
-            if self._schemas_at is None:
-                self._schemas_at = StartSchemas(self.store if self.options.state_location else None)
-            self._schemas_at.note(self.follower.end_of(view), schemas)
+            self._kept_schemas().note(self.follower.end_of(view), schemas)
         return view
+
+    def _kept_schemas(self) -> StartSchemas:
+        """The start schemas kept so far, read from ``state.location`` once a run (a
+        restarted query may plan the batch its last run logged before it observes)."""
+        if self._schemas_at is None:
+            self._schemas_at = StartSchemas(self.store if self.options.state_location else None)
+        return self._schemas_at
 
     def _start_schemas(self, begin: Any) -> str:
         """The schemas (JSON) as of a range's start for its reader to compare the stream's
         first columns with; "" where the stream carries its DDL, and for a typed stream,
         whose reader compares with its plan's schema (it restarts at each change)."""
-        if self._schemas_at is None or self.plan.typed:
-            return ""
-        return self._schemas_at.at(begin)
+        return "" if self.plan.typed else self._kept_schemas().at(begin)
 
     def _tables(self) -> set[tuple[str, str]]:
         """The (database, table)s this query captures now."""
