@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,8 @@ PRELOADED = (
     "sparkcdc.spark.source",
 )
 
+# runpy's warning for a module found in sys.modules before it runs it as __main__
+_PRELOADED_WARNING = r".*found in sys\.modules after import of package"
 _CODE = struct.Struct("!i")  # the child's pid, then its exit code, each a 4-byte int
 _MAX_REQUEST = 1 << 20
 _STREAMS = 3  # stdin, stdout, stderr
@@ -71,6 +74,10 @@ def serve(socket_path: str) -> NoReturn:
     """Listen on ``socket_path`` (before the imports, so that a launcher that comes early
     waits for them rather than importing everything itself), import ``PRELOADED``, then
     fork a child per request until stdin closes; then exit."""
+    # the terminal's Ctrl-C goes to the whole foreground process group, this server too: it
+    # ends with the driver's pipe (stdin), not on a signal, and prints no stack; a child gets
+    # Python's own handler back (``_run_child``)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
@@ -151,6 +158,10 @@ def _run_child(conn: socket.socket, fds: Sequence[int], request: Request) -> NoR
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # runpy warns that the module it runs was imported already: it was, by the server
+        # (PRELOADED), which is the point; the warning would be the run's stderr noise
+        warnings.filterwarnings("ignore", _PRELOADED_WARNING, RuntimeWarning)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.environ.clear()

@@ -131,3 +131,21 @@ def test_a_signal_to_the_launcher_ends_its_child(
         return False
 
     _wait_for(gone, "end of the child after its launcher's SIGTERM")
+
+
+def test_a_preloaded_module_runs_quietly_and_ctrl_c_leaves_the_server_serving(
+    forks: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    """Spark's own modules are the ones the server preloads: runpy's warning that it found
+    them imported must not reach the run's stderr; a terminal's Ctrl-C reaches the server
+    too (the foreground process group), which must neither die nor print a stack."""
+    process, path = forks
+    env = {**os.environ, forkserver.SOCKET_ENV: path}
+    command = [sys.executable, "-m", "sparkcdc.spark.launch", "-m", "sparkcdc.spark.source"]
+    first = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "RuntimeWarning" not in first.stderr, first.stderr
+    process.send_signal(signal.SIGINT)
+    second = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert second.returncode == 0 and "RuntimeWarning" not in second.stderr, second.stderr
+    assert process.poll() is None, "the server ended on SIGINT"
