@@ -19,6 +19,9 @@ import pwd
 import re
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +165,28 @@ class DevPostgres:
             connect_timeout=10,
             autocommit=True,
         )
+
+    @contextmanager
+    def scratch_database(self, prefix: str) -> Iterator[str]:
+        """A database of its own (``<prefix>_<pid>_<random>``, owned by the development
+        user) for one test; afterwards its replication slots are dropped (a slot keeps WAL,
+        and a database with one cannot be dropped) and the database with them."""
+        name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        with self.superuser_connection() as admin:
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    sql.Identifier(name), sql.Identifier(DEV_USER)
+                )
+            )
+        try:
+            yield name
+        finally:
+            with self.superuser_connection() as admin:
+                for (slot,) in admin.execute(
+                    "SELECT slot_name FROM pg_replication_slots WHERE database = %s", [name]
+                ).fetchall():
+                    admin.execute("SELECT pg_drop_replication_slot(%s)", [slot])
+                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
     # -- internals -------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ An unknown PostgreSQL option is named."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from sparkcdc.errors import ConfigError
 from sparkcdc.pipeline.config import parse_pipeline
 from sparkcdc.pipeline.runner import run_pipeline
 from sparkcdc.pipeline.verify.run import verify_pipeline
-from sparkcdc.postgres.replication import PostgresEndpoint, ReplicationConnection
-from sparkcdc.postgres.slots import drop_slot
 from sparkcdc_dev.devpostgres import DevPostgres
 
 pytestmark = pytest.mark.integration
@@ -55,16 +52,8 @@ pipeline:
 
 @pytest.fixture
 def database(pg: DevPostgres) -> Iterator[str]:
-    name = f"pgpipe_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" OWNER "{pg.settings.user}"')
-    yield name
-    s = pg.settings
-    endpoint = PostgresEndpoint(s.host, s.port, s.user, s.password, name)
-    with ReplicationConnection.open(endpoint) as conn:  # a slot keeps WAL: never leave one
-        drop_slot(conn, f"slot_{name}")
-    with pg.superuser_connection() as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with pg.scratch_database("pgpipe") as name:
+        yield name
 
 
 def config_text(

@@ -5,7 +5,6 @@ exact and in order, the slot moved only by commit, TOAST and option errors (issu
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import secrets
 import uuid
@@ -80,10 +79,7 @@ def options(
 
 @pytest.fixture
 def source(pg: DevPostgres) -> Iterator[Source]:
-    database = f"pgdialect_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{database}" OWNER "{pg.settings.user}"')
-    with pg.connection(database) as sql:
+    with pg.scratch_database("pgdialect") as database, pg.connection(database) as sql:
         sql.execute(
             "CREATE TABLE items (id int PRIMARY KEY, name text, qty numeric(10,2));"
             "CREATE TABLE other (id int PRIMARY KEY)"
@@ -92,10 +88,6 @@ def source(pg: DevPostgres) -> Iterator[Source]:
         assert isinstance(dialect, PostgresDialect)
         dialect.claim_readers(ServerIdRange(1, 1)).check()
         yield Source(dialect, sql)
-    with ReplicationConnection.open(dialect.settings) as conn:  # a slot keeps WAL: never leave one
-        drop_slot(conn, dialect.options.slot_name)
-    with pg.superuser_connection() as admin:
-        admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
 
 
 def rows(changes: list[RowChanges | SchemaChange]) -> list[tuple[str, Any, Any, int]]:

@@ -5,7 +5,6 @@ is streamed or the checkpoint holds committed batches)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,14 +90,9 @@ class Ops:
 
 @pytest.fixture
 def database(pg: DevPostgres) -> Iterator[tuple[str, psycopg.Connection[Any]]]:
-    name = f"pgops_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" OWNER "{pg.settings.user}"')
-    with pg.connection(name) as sql:
+    with pg.scratch_database("pgops") as name, pg.connection(name) as sql:
         sql.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
         yield name, sql
-    with pg.superuser_connection() as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_status_shows_a_left_slot_and_cleanup_drops_it_with_its_publication(

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import secrets
 import struct
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -94,12 +92,9 @@ class Source:
 
 @pytest.fixture
 def source(pg: DevPostgres) -> Iterator[Source]:
-    database = f"pgwire_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{database}" OWNER "{pg.settings.user}"')
-    s = pg.settings
-    endpoint = PostgresEndpoint(s.host, s.port, s.user, s.password, database)
-    with pg.connection(database) as sql:
+    with pg.scratch_database("pgwire") as database, pg.connection(database) as sql:
+        s = pg.settings
+        endpoint = PostgresEndpoint(s.host, s.port, s.user, s.password, database)
         sql.execute(
             "CREATE TABLE items (id int PRIMARY KEY, name text, qty int);"
             "CREATE TABLE audit (id int, note text);"
@@ -110,10 +105,6 @@ def source(pg: DevPostgres) -> Iterator[Source]:
             ensure_slot(conn, source.slot)
             ensure_publication(conn, source.publication, [("public", "items"), ("public", "audit")])
         yield source
-    with ReplicationConnection.open(endpoint) as conn:  # a slot keeps WAL: never leave one
-        drop_slot(conn, source.slot)
-    with pg.superuser_connection() as admin:
-        admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import random
 import threading
 import time
@@ -37,16 +36,8 @@ _names = itertools.count()
 @pytest.fixture
 def database(pg: DevPostgres) -> Iterator[str]:
     """A database of its own, dropped with the test's slot afterwards (a slot keeps WAL)."""
-    name = f"pgstream_{os.getpid()}_{next(_names)}_{uuid.uuid4().hex[:6]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" OWNER "{pg.settings.user}"')
-    yield name
-    with pg.superuser_connection() as admin:
-        for (slot,) in admin.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE database = %s", [name]
-        ).fetchall():
-            admin.execute("SELECT pg_drop_replication_slot(%s)", [slot])
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with pg.scratch_database("pgstream") as name:
+        yield name
 
 
 class Runs:

@@ -5,7 +5,6 @@ judged from parsed facts in tests/unit/postgres/test_validator.py."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -24,23 +23,19 @@ TABLES = [("public", "full_t"), ("public", "keyed"), ("public", "bare"), ("publi
 
 @pytest.fixture
 def endpoint(pg: DevPostgres) -> Iterator[PostgresEndpoint]:
-    name = f"pgvalid_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with pg.superuser_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" OWNER "{pg.settings.user}"')
-    with pg.connection(name) as sql:
-        sql.execute(
-            "CREATE TABLE full_t (id int PRIMARY KEY, doc text);"
-            "ALTER TABLE full_t REPLICA IDENTITY FULL;"
-            "CREATE TABLE keyed (id int PRIMARY KEY, doc text);"
-            "CREATE TABLE bare (id int, doc text);"
-            "CREATE TABLE nothing_t (id int PRIMARY KEY);"
-            "ALTER TABLE nothing_t REPLICA IDENTITY NOTHING;"
-            "CREATE PUBLICATION pub FOR TABLE full_t, keyed, bare, nothing_t"
-        )
-    s = pg.settings
-    yield PostgresEndpoint(s.host, s.port, s.user, s.password, name)
-    with pg.superuser_connection() as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with pg.scratch_database("pgvalid") as name:
+        with pg.connection(name) as sql:
+            sql.execute(
+                "CREATE TABLE full_t (id int PRIMARY KEY, doc text);"
+                "ALTER TABLE full_t REPLICA IDENTITY FULL;"
+                "CREATE TABLE keyed (id int PRIMARY KEY, doc text);"
+                "CREATE TABLE bare (id int, doc text);"
+                "CREATE TABLE nothing_t (id int PRIMARY KEY);"
+                "ALTER TABLE nothing_t REPLICA IDENTITY NOTHING;"
+                "CREATE PUBLICATION pub FOR TABLE full_t, keyed, bare, nothing_t"
+            )
+        s = pg.settings
+        yield PostgresEndpoint(s.host, s.port, s.user, s.password, name)
 
 
 def by_setting(endpoint: PostgresEndpoint, publication: str = "pub") -> dict[str, list[str]]:
