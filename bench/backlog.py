@@ -15,10 +15,22 @@ round, so the machine's noise falls on all alike. Per run:
   - ``batches``: the batches the run committed;
   - ``messages``: the records the run added to the topic (read back; checked against the
     rows, then against the changes).
+
+The peer (``--backlog-peer flinkcdc``, the default) takes its turn in each round too: Flink
+CDC 3.5's MySQL SQL connector into Flink's Kafka sink, ``'format' = 'debezium-json'``
+(tests/harness/flink/FlinkCdcKafka.java), one new JVM per run, on the same table and chunk
+size into a topic of its own: the snapshot with ``scan.startup.mode`` initial at the
+pipelines' parallelism, the catch-up from the binlog position before the changes were written
+(``specific-offset``; sparkcdc resumes from its checkpoint there) at parallelism 1 (Flink's
+binlog reader is one). A Flink job does not end: it is timed from its JVM's launch to the
+moment its topic holds the expected records (the topic's end polled), then killed, and its
+topic read back as sparkcdc's. Flink's debezium-json writes an update as two records (a
+``d`` of the before image, a ``c`` of the after image), sparkcdc's as one ``u``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -26,15 +38,20 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from vs_flinkcdc import FLINK_COLUMNS, FLINK_JVM_OPTIONS, FLINK_LIBS, ROOT, flink_options
 
 from sparkcdc_dev.devkafka import DevKafka
+from sparkcdc_dev.javaharness import compiled_classpath
 
 CHUNK = 8096  # the pipelines' chunk size (the source's default)
+PEER_HARNESS = ROOT / "tests" / "harness" / "flink" / "FlinkCdcKafka.java"
+PEER_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,7 @@ class BacklogRun:
     first_commit_s: float
     total_s: float
     peak_rss_mb: float
-    batches: int
+    batches: int | None  # None: a Flink job (no batches)
     messages: int
     load_avg: float
 
@@ -174,38 +191,102 @@ def count_records(servers: str, topic: str, start: int) -> int:
 
 def backlog_run(argv: list[str], env: dict[str, str], pipeline: Path, log: Path) -> BacklogRun:
     """One ``sparkcdc run --available-now`` of ``pipeline``, timed from its process's start."""
-    servers = DevKafka.from_env().start()
     topic = topic_of(pipeline)
     checkpoint = Path(pipeline.read_text().split("checkpoint:", 1)[1].split()[0])
     commits = checkpoint / "spark" / "commits"
     before = len(list(commits.glob("[0-9]*"))) if commits.exists() else 0
+    run = watched(argv, env, topic, log, expected=None)
+    run.batches = len(list(commits.glob("[0-9]*"))) - before
+    return run
+
+
+def watched(
+    argv: list[str], env: Mapping[str, str], topic: str, log: Path, expected: int | None
+) -> BacklogRun:
+    """Process ``argv`` timed from its start: to its exit (``expected`` None, exit 0 required),
+    or until ``topic`` holds ``expected`` records more than at its start, then killed (a job
+    that never ends; an exit before that fails the bench). Its records read back."""
+    servers = DevKafka.from_env().start()
     watcher = Consumer({"bootstrap.servers": servers, "group.id": uuid.uuid4().hex})
     start_offset = end_offset(watcher, topic)
     load_avg = os.getloadavg()[0]
     began = time.monotonic()
+    deadline = began + PEER_TIMEOUT_S
     with log.open("ab") as out:
-        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
     rss = TreeRss(process.pid)
     first = None
     try:
         while process.poll() is None:
-            if first is None and end_offset(watcher, topic) > start_offset:
+            written = end_offset(watcher, topic) - start_offset
+            if first is None and written > 0:
                 first = time.monotonic() - began
+            if expected is not None and (written >= expected or time.monotonic() > deadline):
+                break
             time.sleep(0.1)  # polling the topic's end, not synchronisation
         total = time.monotonic() - began
     finally:
         peak = rss.stop()
         watcher.close()
-        if process.poll() is None:
+        stopped = process.poll() is None
+        if stopped:
             process.kill()
             process.wait()
-    if process.returncode != 0:
+    if process.returncode != 0 and not stopped:
         tail = log.read_text(errors="replace")[-3000:]
-        raise SystemExit(f"{' '.join(argv)} exited with {process.returncode}:\n{tail}")
-    batches = len(list(commits.glob("[0-9]*"))) - before
+        raise SystemExit(f"{' '.join(argv[:3])} exited with {process.returncode}:\n{tail}")
+    if expected is not None and not stopped:
+        raise SystemExit(f"{' '.join(argv[:3])} ended before {topic} held {expected} records")
     messages = count_records(servers, topic, start_offset)
     first_s = first if first is not None else total
-    return BacklogRun(first_s, total, peak, batches, messages, load_avg)
+    return BacklogRun(first_s, total, peak, None, messages, load_avg)
+
+
+@dataclass(frozen=True)
+class FlinkCdcKafka:
+    """The peer: Flink CDC's SQL connector into Flink's Kafka sink, a new JVM per run."""
+
+    name: str
+    poll_ms: int
+    classpath: str
+
+    @classmethod
+    def prepare(cls, poll_ms: int) -> FlinkCdcKafka:
+        """Fetches the jars (scripts/fetch_flinkcdc.sh) and compiles the harness, once."""
+        subprocess.run(
+            ["bash", str(ROOT / "scripts" / "fetch_flinkcdc.sh")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        classpath = compiled_classpath(PEER_HARNESS, FLINK_LIBS, "flinkcdc-kafka-harness")
+        return cls(f"flinkcdc-poll{poll_ms}", poll_ms, classpath)
+
+    def run(
+        self,
+        server: Any,
+        database: str,
+        table: str,
+        phase: Mapping[str, str],
+        parallelism: int,
+        expected: int,
+        log: Path,
+    ) -> BacklogRun:
+        """One job reading ``table`` from ``phase``'s options into a new topic, until the topic
+        holds ``expected`` records."""
+        servers = DevKafka.from_env().start()
+        topic = f"bench-flinkcdc-{self.poll_ms}-{time.time_ns()}"
+        request = {
+            "columns": FLINK_COLUMNS.format(text="note"),
+            "parallelism": parallelism,
+            "source": {**flink_options(server, database, table, self.poll_ms), **phase},
+            "sink": {
+                "topic": topic,
+                "properties.bootstrap.servers": servers,
+                "format": "debezium-json",
+            },
+        }
+        argv = ["java", *FLINK_JVM_OPTIONS, "-cp", self.classpath, "FlinkCdcKafka"]
+        return watched([*argv, json.dumps(request)], os.environ, topic, log, expected)
 
 
 def summary(runs: dict[str, list[BacklogRun]]) -> dict[str, Any]:

@@ -80,7 +80,15 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backlog import BacklogRun, Budget, backlog_run, check_messages, progress, summary
+from backlog import (
+    BacklogRun,
+    Budget,
+    FlinkCdcKafka,
+    backlog_run,
+    check_messages,
+    progress,
+    summary,
+)
 from snapshot import DATABASE, FILL, ROOT, RssSampler, jdbc_frame, load
 
 from sparkcdc.model.position import BinlogPosition
@@ -116,6 +124,8 @@ pipeline:
   parallelism: 2
 """
 ICEBERG_CATALOG = "bench_iceberg"
+# the peer's snapshot: Flink CDC's default startup mode, as sparkcdc's new pipeline's
+PEER_SNAPSHOT = {"scan.startup.mode": "initial", "server-id": "6370-6379"}
 
 
 @dataclass
@@ -702,40 +712,87 @@ def fixed_fields(costs: dict[str, FixedCost], load_avg: float) -> dict[str, Any]
 
 def backlogs(server: DevServer, work: Path, args: argparse.Namespace, log: Path) -> dict[str, Any]:
     """``--backlog-runs`` rounds of bench/backlog.py's measurement: per round the table is
-    loaded afresh (``--backlog`` rows), each budget's new pipeline snapshots it into its own
-    topic, ``--backlog`` changes are written while all are stopped, and each catches up."""
+    loaded afresh (``--backlog`` rows), each budget's new pipeline and each peer (Flink CDC at
+    each of ``--flinkcdc-poll-ms``) snapshots it into its own topic, ``--backlog`` changes are
+    written while all are stopped, and each catches up; the order of the sides is flipped
+    each round."""
     budgets = [Budget.parse(b) for b in args.backlog_budgets.split(",")]
+    peers = (
+        [FlinkCdcKafka.prepare(int(ms)) for ms in args.flinkcdc_poll_ms.split(",")]
+        if args.backlog_peer == "flinkcdc"
+        else []
+    )
     changes = Changes.plan(args.backlog, args.backlog)
-    snap: dict[str, list[BacklogRun]] = {b.name: [] for b in budgets}
-    catchup: dict[str, list[BacklogRun]] = {b.name: [] for b in budgets}
+    # Flink's debezium-json writes an update as two records (backlog.py)
+    peer_changes = changes.count + len(changes.updated) * KEY_BLOCK
+    sides = [b.name for b in budgets] + [p.name for p in peers]
+    snap: dict[str, list[BacklogRun]] = {name: [] for name in sides}
+    catchup: dict[str, list[BacklogRun]] = {name: [] for name in sides}
     for round_ in range(args.backlog_runs):
         with server.connection(DATABASE) as conn, conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
         load(server, TABLE, args.backlog)
         pipelines = {}
-        for i, budget in enumerate(budgets):
-            name = f"backlog-{round_}-{i}"
-            pipelines[budget.name] = pipeline = write_pipeline(
-                server, work, name, kafka_sink(name), "6360-6369", budget.source_extra()
-            )
-            run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
-            check_messages(f"the snapshot of {budget.name}", run, args.backlog)
-            snap[budget.name].append(run)
-            progress(f"snapshot {budget.name}: {run.fields()}")
+        order = sides if round_ % 2 == 0 else sides[::-1]
+
+        for name in order:
+            peer = next((p for p in peers if p.name == name), None)
+            if peer is not None:
+                run = peer.run(server, DATABASE, TABLE, PEER_SNAPSHOT, 2, args.backlog, log)
+            else:
+                budget = next(b for b in budgets if b.name == name)
+                pipeline_name = f"backlog-{round_}-{budgets.index(budget)}"
+                pipelines[name] = pipeline = write_pipeline(
+                    server,
+                    work,
+                    pipeline_name,
+                    kafka_sink(pipeline_name),
+                    "6360-6369",
+                    budget.source_extra(),
+                )
+                run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
+            check_messages(f"the snapshot of {name}", run, args.backlog)
+            snap[name].append(run)
+            progress(f"snapshot {name}: {run.fields()}")
+        with server.connection(DATABASE) as conn, conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            binlog_file, binlog_pos = cur.fetchone()[:2]
         write_s = execute(server, changes.statements())
         progress(f"{changes.count} changes written in {write_s:.1f}s")
-        for budget in budgets:
-            pipeline = pipelines[budget.name]
-            run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
-            check_messages(f"the catch-up of {budget.name}", run, changes.count)
-            catchup[budget.name].append(run)
-            progress(f"catch-up {budget.name}: {run.fields()}")
-    return {
+        from_offset = {
+            "scan.startup.mode": "specific-offset",
+            "scan.startup.specific-offset.file": str(binlog_file),
+            "scan.startup.specific-offset.pos": str(binlog_pos),
+            "server-id": "6380",
+        }
+        for name in order:
+            peer = next((p for p in peers if p.name == name), None)
+            if peer is not None:
+                run = peer.run(server, DATABASE, TABLE, from_offset, 1, peer_changes, log)
+                check_messages(f"the catch-up of {name}", run, peer_changes)
+            else:
+                pipeline = pipelines[name]
+                run = backlog_run(_run_argv(pipeline), command_env(), pipeline, log)
+                check_messages(f"the catch-up of {name}", run, changes.count)
+            catchup[name].append(run)
+            progress(f"catch-up {name}: {run.fields()}")
+    result: dict[str, Any] = {
         "backlog_rows": args.backlog,
         "backlog_changes": changes.count,
+        "backlog_peer_changes": peer_changes if peers else None,
         "backlog_snapshot": summary(snap),
         "backlog_catchup": summary(catchup),
     }
+    # Flink's seconds over sparkcdc's (> 1: sparkcdc is faster), the first budget's, medians
+    for peer in peers:
+        suffix = "" if peer is peers[0] else f"_poll{peer.poll_ms}"
+        for phase, runs in (("snapshot", snap), ("catchup", catchup)):
+            ours = statistics.median(r.total_s for r in runs[budgets[0].name])
+            theirs = statistics.median(r.total_s for r in runs[peer.name])
+            result[f"{phase}_total_vs_flinkcdc{suffix}"] = round(theirs / ours, 2)
+    result["flinkcdc_poll_interval_ms"] = [p.poll_ms for p in peers]
+    result["load_avg_end"] = round(os.getloadavg()[0], 1)
+    return result
 
 
 def _run_argv(pipeline: Path) -> list[str]:
@@ -871,6 +928,17 @@ def main() -> None:
         help="comma-separated batch budgets: default, or snapshot ROWS/binlog BYTES",
     )
     parser.add_argument("--backlog-runs", type=int, default=2, help="rounds of the budgets")
+    parser.add_argument(
+        "--backlog-peer",
+        choices=("flinkcdc", "none"),
+        default="flinkcdc",
+        help="the backlog's peer: Flink CDC's SQL connector into Flink's Kafka sink (backlog.py)",
+    )
+    parser.add_argument(
+        "--flinkcdc-poll-ms",
+        default="20",
+        help="the peer's debezium.poll.interval.ms, comma-separated, a peer each (500: default)",
+    )
     parser.add_argument("--jdbc-copy-into", choices=("delta", "iceberg"), help=argparse.SUPPRESS)
     parser.add_argument("--merge-from", help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
