@@ -16,6 +16,8 @@ fixture and a ``unit`` test that asks for a server stop the collection; and a ``
 ``sparkcdc run`` child) fails: a watch on its child processes sees the Spark JVM.
 Integration tests (both tiers) keep the ``integration`` mark.
 
+Property tests (hypothesis) run without a deadline: no test here asserts a time.
+
 This file sits at the repository's root so that the doctests under src/ and dev/ get their
 tier too (a conftest applies to the folder below it). It also puts the process in its test
 lane (``sparkcdc_dev.lanes``) before any server module reads its ports: scripts/test.sh runs
@@ -31,10 +33,18 @@ from pathlib import Path
 
 import pytest
 from _pytest.doctest import DoctestItem
+from hypothesis import settings
+
 
 from sparkcdc_dev.lanes import lane_environment, lane_of
 
 os.environ.update(lane_environment(lane_of(os.environ), os.environ))
+
+# Property tests prove behaviour, not speed: hypothesis's default deadline (200 ms an example)
+# failed them on a loaded machine (a DeadlineExceeded, then Flaky on its replay). A failure
+# prints the blob that reproduces it (``@reproduce_failure``).
+settings.register_profile("sparkcdc", deadline=None, print_blob=True)
+settings.load_profile("sparkcdc")
 
 TIERS = ("unit", "server", "fuzz", "e2e")
 _TIER = pytest.StashKey[str]()
