@@ -10,4 +10,3 @@ from hypothesis import settings
 def test_the_profile_sets_no_deadline() -> None:
     assert settings().deadline is None
     assert settings().print_blob
-
