@@ -1,35 +1,46 @@
-"""sparkcdc against Flink CDC, side by side: one server, one table, one workload, one run.
+"""sparkcdc against Flink CDC and Debezium, side by side: one server, one table, one workload.
 
-Runnable after scripts/test.sh's set-up (it starts the private MariaDB; the peer's jars are
-fetched on first use by scripts/fetch_flinkcdc.sh):
+Runnable after scripts/test.sh's set-up (it starts the private MariaDB; the peers' jars are
+fetched on first use by scripts/fetch_flinkcdc.sh and scripts/fetch_debezium.sh):
 
     python bench/vs_flinkcdc.py [--quick] [--rows 2000000] [--changes 1000000] [--rounds 2]
+                                [--peers flinkcdc,debezium]
 
-The peer is Flink CDC 3.5's MySQL SQL connector (jars/flinkcdc/pom.xml) on Flink 1.20's table
-runtime (jars/flink/pom.xml), in a local MiniCluster of one JVM that serves every run
+The first peer is Flink CDC 3.5's MySQL SQL connector (jars/flinkcdc/pom.xml) on Flink 1.20's
+table runtime (jars/flink/pom.xml), in a local MiniCluster of one JVM that serves every run
 (tests/harness/flink/FlinkCdcPeer.java), its changelog as full rows into a sink that counts
-RowKinds. sparkcdc is ``spark.readStream.format("mysql-cdc")`` in one ``local[2]`` session,
-Trigger.AvailableNow, into a ``foreachBatch`` that writes the batch to Spark's no-op sink (every
-column of every row made into Spark rows) while an observation counts its rows by ``_op``.
-Both sides read in clear (no TLS). Phases, the two sides alternating ``--rounds`` times
-(the order flipped each round), the median of each counts:
+RowKinds. The second is Debezium 3.5's embedded engine with its MariaDB connector
+(jars/debezium/pom.xml; tests/harness/flink/DebeziumPeer.java, one JVM too): Kafka Connect
+records whose every column a consumer reads, counted by the same kinds (an update is one
+Debezium event carrying both images: it counts as a -U and a +U). ``--peers`` picks the peers
+(default both). sparkcdc is ``spark.readStream.format("mysql-cdc")`` in one ``local[2]``
+session, Trigger.AvailableNow, into a ``foreachBatch`` that writes the batch to Spark's no-op
+sink (every column of every row made into Spark rows) while an observation counts its rows by
+``_op``. All read in clear (no TLS). Phases, the sides alternating ``--rounds`` times (the
+order flipped each round), the median of each counts:
   - snapshot of ``--rows`` rows (8 mixed columns, bench/snapshot.py's table), parallelism 2
-    both (``scan.startup.mode=snapshot``, chunks of 8096 rows);
+    for sparkcdc and Flink (``scan.startup.mode=snapshot``, chunks of 8096 rows); Debezium's
+    ``snapshot.mode=initial_only`` reads a table in one thread, without locks
+    (``snapshot.locking.mode=none``);
   - binlog catch-up of ``--changes`` changes from a specific offset (bench/binlog_decode.py's
     workload: half inserts in 1,000-row statements, 30% updates, 20% deletes), parallelism 1
     for Flink (its binlog reader is one), ``scan.binlog.partitions`` (default ``auto``) on
-    ``local[2]`` for sparkcdc;
+    ``local[2]`` for sparkcdc; Debezium from the same offset (with the server's GTID position
+    there) written into its offset store, ``snapshot.mode=recovery`` (the table's schema read
+    from the server, no rows);
   - once per side, the snapshot again while ~``--writes-per-s`` updates a second are written
     to the table (0 skips it).
-Rates exclude start-up, which is reported apart: the Spark session's and the Flink JVM's
+Rates exclude start-up, which is reported apart: the Spark session's and each peer's JVM's
 start, and each run's own (sparkcdc: the query's start to its first batch's call, its planning
-and the source's offsets; Flink: a MiniCluster started and the job submitted). Flink's steady
-time runs from the submission's end to its last row, sparkcdc's from the first batch's call to
-the last batch's end; ``*_with_start_vs_flinkcdc`` count each run's start-up too. Both sides
-must count exactly the workload, by kind (an update is a -U and a +U), or the bench stops.
-Peak resident memory of sparkcdc's JVM, of its Python processes (this one and Spark's
-workers) and of Flink's JVM, and the load average, go in the result. The last line printed is
-one JSON object; ``*_vs_flinkcdc`` are sparkcdc's rate over Flink CDC's.
+and the source's offsets; Flink: a MiniCluster started and the job submitted; Debezium: the
+engine built). Flink's steady time runs from the submission's end to its last row, Debezium's
+from the engine's start to its last row (its connections and schema read in it, as in a Flink
+job's), sparkcdc's from the first batch's call to the last batch's end;
+``*_with_start_vs_<peer>`` count each run's start-up too. Every side must count exactly the
+workload, by kind, or the bench stops. Peak resident memory of sparkcdc's JVM, of its Python
+processes (this one and Spark's workers) and of each peer's JVM, and the load average, go in
+the result. The last line printed is one JSON object; ``*_vs_flinkcdc`` and ``*_vs_debezium``
+are sparkcdc's rate over the peer's.
 """
 
 from __future__ import annotations
@@ -51,10 +62,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-HARNESS = ROOT / "tests" / "harness" / "flink" / "FlinkCdcPeer.java"
+HARNESS_DIR = ROOT / "tests" / "harness" / "flink"
 FLINK_LIBS = (ROOT / "jars" / "flink" / "lib", ROOT / "jars" / "flinkcdc" / "lib")
-FLINK_JVM_OPTIONS = ("-Xmx2g",)
+PEER_JVM_OPTIONS = ("-Xmx2g",)
 KINDS = ("+I", "-U", "+U", "-D")
+PEERS = ("flinkcdc", "debezium")
 CHUNK = 8096
 # Flink DDL of the two tables (bench/snapshot.py's and bench/binlog_decode.py's), MySQL types
 # as Flink CDC maps them
@@ -75,6 +87,7 @@ class Sizes:
     writes_per_s: float
     binlog_partitions: str
     flink_poll_ms: int
+    peers: tuple[str, ...]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Sizes:
@@ -100,9 +113,20 @@ def parse_args(argv: Sequence[str] | None = None) -> Sizes:
         "--flink-poll-ms",
         type=int,
         default=20,
-        help="Flink CDC's debezium.poll.interval.ms (its default, 500, waits at each chunk's end)",
+        help=(
+            "Flink CDC's debezium.poll.interval.ms and Debezium's poll.interval.ms (their "
+            "default, 500, waits at each chunk's end)"
+        ),
+    )
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help=f"the peers beside sparkcdc, comma-separated, of {', '.join(PEERS)} (default all)",
     )
     args = parser.parse_args(argv)
+    peers = tuple(peer for peer in args.peers.split(",") if peer)
+    if not peers or set(peers) - set(PEERS):
+        parser.error(f"--peers takes some of {', '.join(PEERS)}, not {args.peers!r}")
     scale = 10 if args.quick else 1
     if args.rows < 10 * scale or args.changes < 10 * scale or args.rounds < 1:
         parser.error("--rows and --changes need at least 10 (100 with --quick), --rounds 1")
@@ -113,6 +137,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Sizes:
         writes_per_s=args.writes_per_s,
         binlog_partitions=args.binlog_partitions,
         flink_poll_ms=args.flink_poll_ms,
+        peers=peers,
     )
 
 
@@ -161,16 +186,17 @@ def check_counts(
 
 
 class PeakMemory:
-    """Peak resident memory (MB) of sparkcdc's JVM, its Python processes and Flink's JVM.
+    """Peak resident memory (MB) of sparkcdc's JVM, its Python processes and each peer's JVM.
 
-    Sampled from /proc every 0.2 s over this process's descendants: the Flink peer's JVM by
-    its pid, every other ``java`` (Spark's driver) as sparkcdc's JVM, every Python process
-    (this one, Spark's workers) as sparkcdc's Python; each peak is of the sum of its group.
+    Sampled from /proc every 0.2 s over this process's descendants: a peer's JVM by its pid,
+    every other ``java`` (Spark's driver) as sparkcdc's JVM, every Python process (this one,
+    Spark's workers) as sparkcdc's Python; each peak is of the sum of its group.
     """
 
     def __init__(self) -> None:
-        self.flink_pid = 0
-        self.peak_mb = {"sparkcdc_jvm": 0.0, "sparkcdc_python": 0.0, "flinkcdc_jvm": 0.0}
+        self.peer_pids: dict[int, str] = {}
+        self.peak_mb: dict[str, float] = collections.defaultdict(float)
+        self.peak_mb |= {"sparkcdc_jvm": 0.0, "sparkcdc_python": 0.0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -189,8 +215,8 @@ class PeakMemory:
             for pid, parent, command, rss_mb in _processes():
                 if not _descends(pid, parent, me):
                     continue
-                if pid == self.flink_pid:
-                    groups["flinkcdc_jvm"] += rss_mb
+                if pid in self.peer_pids:
+                    groups[self.peer_pids[pid]] += rss_mb
                 elif command.endswith("java"):
                     groups["sparkcdc_jvm"] += rss_mb
                 elif "python" in command:
@@ -233,26 +259,32 @@ def _descends(pid: int, parent: int, root: int) -> bool:
 # ------------------------------------------------------------------------------- Flink CDC
 
 
-class FlinkCdcPeer:
-    """The Flink CDC side: one JVM running FlinkCdcPeer.java, one job per :meth:`run`."""
+class JvmPeer:
+    """A peer's JVM: one Java harness (a JSON request a line on stdin, a JSON reply a line on
+    stdout) serving every run of the bench, so that its JIT warms up as the Spark session does."""
+
+    harness: Path
+    libs: tuple[Path, ...]
+    fetch_script: str
+    memory_group: str
 
     def __init__(self, memory: PeakMemory) -> None:
         subprocess.run(
-            ["bash", str(ROOT / "scripts" / "fetch_flinkcdc.sh")],
+            ["bash", str(ROOT / "scripts" / self.fetch_script)],
             check=True,
             stdout=subprocess.DEVNULL,
         )
         from sparkcdc_dev.javaharness import compiled_classpath
 
-        classpath = compiled_classpath(HARNESS, FLINK_LIBS, "flinkcdc-harness")
+        classpath = compiled_classpath(self.harness, self.libs, f"{self.harness.stem}-harness")
         began = time.perf_counter()
         self._process = subprocess.Popen(
-            ["java", *FLINK_JVM_OPTIONS, "-cp", classpath, "FlinkCdcPeer"],
+            ["java", *PEER_JVM_OPTIONS, "-cp", classpath, self.harness.stem],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        memory.flink_pid = self._process.pid
+        memory.peer_pids[self._process.pid] = self.memory_group
         ready = self._read()
         self.jvm_start_s = time.perf_counter() - began
         self.jvm_uptime_at_ready_s = ready["ready_ms"] / 1000
@@ -261,28 +293,15 @@ class FlinkCdcPeer:
         assert self._process.stdout is not None
         line = self._process.stdout.readline()
         if not line:
-            raise SystemExit(f"the Flink CDC peer exited ({self._process.wait()}): see its stderr")
+            raise SystemExit(
+                f"the {self.harness.stem} peer exited ({self._process.wait()}): see its stderr"
+            )
         reply: dict[str, Any] = json.loads(line)
         return reply
 
-    def run(
-        self,
-        name: str,
-        text_column: str,
-        options: Mapping[str, str],
-        parallelism: int,
-        expected: int,
-    ) -> dict[str, Any]:
+    def request(self, request: Mapping[str, Any]) -> dict[str, Any]:
         assert self._process.stdin is not None
-        request = {
-            "name": name,
-            "columns": FLINK_COLUMNS.format(text=text_column),
-            "options": dict(options),
-            "parallelism": parallelism,
-            "expected": expected,
-            "timeout_s": PHASE_TIMEOUT_S,
-        }
-        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.write(json.dumps({**request, "timeout_s": PHASE_TIMEOUT_S}) + "\n")
         self._process.stdin.flush()
         return self._read()
 
@@ -294,6 +313,53 @@ class FlinkCdcPeer:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+
+
+class FlinkCdcPeer(JvmPeer):
+    """The Flink CDC side: FlinkCdcPeer.java, one MiniCluster job per :meth:`run`."""
+
+    harness = HARNESS_DIR / "FlinkCdcPeer.java"
+    libs = FLINK_LIBS
+    fetch_script = "fetch_flinkcdc.sh"
+    memory_group = "flinkcdc_jvm"
+
+    def run(
+        self,
+        name: str,
+        text_column: str,
+        options: Mapping[str, str],
+        parallelism: int,
+        expected: int,
+    ) -> dict[str, Any]:
+        return self.request(
+            {
+                "name": name,
+                "columns": FLINK_COLUMNS.format(text=text_column),
+                "options": dict(options),
+                "parallelism": parallelism,
+                "expected": expected,
+            }
+        )
+
+
+class DebeziumPeer(JvmPeer):
+    """The Debezium side: DebeziumPeer.java, one embedded engine per :meth:`run`."""
+
+    harness = HARNESS_DIR / "DebeziumPeer.java"
+    libs = (ROOT / "jars" / "debezium" / "lib",)
+    fetch_script = "fetch_debezium.sh"
+    memory_group = "debezium_jvm"
+
+    def run(
+        self,
+        properties: Mapping[str, str],
+        binlog_offset: Mapping[str, Any] | None,
+        expected: int,
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"properties": dict(properties), "expected": expected}
+        if binlog_offset is not None:
+            request["binlog_offset"] = dict(binlog_offset)
+        return self.request(request)
 
 
 def flink_options(server: Any, database: str, table: str, flink_poll_ms: int) -> dict[str, str]:
@@ -325,6 +391,56 @@ def flink_phase(
             f"Flink CDC's {phase} failed: {result['error']} (counted {result.get('counts')})"
         )
     check_counts("flinkcdc", phase, result["counts"], expected)
+    return result
+
+
+def debezium_properties(
+    server: Any, database: str, table: str, poll_ms: int, server_id: str
+) -> dict[str, str]:
+    """The embedded engine's and the MariaDB connector's properties for one table, in clear.
+
+    The snapshot takes no lock (``snapshot.locking.mode=none``: a consistent-snapshot
+    transaction alone, as both other sides read); ``poll.interval.ms`` is the knob Flink CDC
+    gets as ``debezium.poll.interval.ms``, set alike; the queue and batch sizes are Debezium's
+    defaults, as Flink CDC runs them.
+    """
+    s = server.settings
+    return {
+        "name": f"bench-{database}-{table}",
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "topic.prefix": "bench",
+        "database.hostname": s.host,
+        "database.port": str(s.port),
+        "database.user": s.user,
+        "database.password": s.password,
+        "database.server.id": server_id,
+        "database.ssl.mode": "disable",
+        "database.include.list": database,
+        "table.include.list": f"{database}.{table}",
+        "snapshot.locking.mode": "none",
+        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
+        "schema.history.internal.store.only.captured.tables.ddl": "true",
+        "include.schema.changes": "false",
+        "tombstones.on.delete": "false",
+        "poll.interval.ms": str(poll_ms),
+        "offset.flush.interval.ms": "600000",
+    }
+
+
+def debezium_phase(
+    peer: DebeziumPeer,
+    phase: str,
+    properties: Mapping[str, str],
+    binlog_offset: Mapping[str, Any] | None,
+    expected: Mapping[str, int],
+) -> dict[str, Any]:
+    """One embedded engine; its counts checked; its seconds from its start to the last row."""
+    result = peer.run(properties, binlog_offset, sum(expected.values()))
+    if "error" in result:
+        raise SystemExit(
+            f"Debezium's {phase} failed: {result['error']} (counted {result.get('counts')})"
+        )
+    check_counts("debezium", phase, result["counts"], expected)
     return result
 
 
@@ -466,7 +582,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
 
     with PeakMemory() as memory:
-        peer = FlinkCdcPeer(memory)
+        flinkcdc = FlinkCdcPeer(memory) if "flinkcdc" in sizes.peers else None
+        debezium = DebeziumPeer(memory) if "debezium" in sizes.peers else None
         side = SparkcdcSide()
         try:
             snap_spark = {
@@ -494,8 +611,28 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "scan.startup.specific-offset.pos": str(start.pos),
                 "server-id": "6730",
             }
+            # Debezium: the snapshot alone (initial_only), and the catch-up from the offset the
+            # harness writes into the engine's offset store (recovery: the table's schema read
+            # from the server, then the binlog from that offset)
+            snap_debezium = {
+                **debezium_properties(
+                    server, snapshot.DATABASE, table, sizes.flink_poll_ms, "6740"
+                ),
+                "snapshot.mode": "initial_only",
+            }
+            binlog_debezium = {
+                **debezium_properties(
+                    server, binlog_decode.DATABASE, "events", sizes.flink_poll_ms, "6741"
+                ),
+                "snapshot.mode": "recovery",
+            }
+            with server.connection() as conn, conn.cursor() as cur:
+                # the GTID position at the start: the MariaDB connector streams by GTID
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
+                (gtids,) = cur.fetchone()
+            binlog_offset = {"file": start.file, "pos": start.pos, "gtids": gtids}
             snap_kinds, change_kinds = snapshot_kinds(sizes.rows), binlog_kinds(sizes.changes)
-            flink_runs: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+            peer_runs: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
 
             def flink(
                 phase: str,
@@ -504,41 +641,83 @@ def main(argv: Sequence[str] | None = None) -> None:
                 parallelism: int,
                 kinds: dict[str, int],
             ) -> Callable[[], float]:
+                assert flinkcdc is not None
+
                 def one() -> float:
-                    result = flink_phase(peer, phase, text, options, parallelism, kinds)
-                    flink_runs[phase].append(result)
+                    result = flink_phase(flinkcdc, phase, text, options, parallelism, kinds)
+                    peer_runs[f"flinkcdc-{phase}"].append(result)
                     seconds: float = result["last_row_s"]
                     STARTS["flinkcdc"].append(result["submit_s"])
                     return seconds
 
                 return one
 
-            # warm-up of both sides on both phases (JIT, Python workers, connections), the
+            def dbz(
+                phase: str,
+                properties: dict[str, str],
+                offset: dict[str, Any] | None,
+                kinds: dict[str, int],
+            ) -> Callable[[], float]:
+                assert debezium is not None
+
+                def one() -> float:
+                    result = debezium_phase(debezium, phase, properties, offset, kinds)
+                    peer_runs[f"debezium-{phase}"].append(result)
+                    seconds: float = result["last_row_s"]
+                    STARTS["debezium"].append(result["submit_s"])
+                    return seconds
+
+                return one
+
+            def sides(phase: str, workload: str) -> dict[str, Callable[[], float]]:
+                """Each side's run of ``phase`` on ``workload``: ``warm-up`` (the snapshot of the
+                small table), ``snapshot`` or ``binlog``."""
+                if workload == "binlog":
+                    spark, kinds = binlog_spark, change_kinds
+                    text, flink_run, parallelism = "payload", binlog_flink, 1
+                    dbz_run, offset = binlog_debezium, binlog_offset
+                elif workload == "warm-up":
+                    spark, kinds = (
+                        {**snap_spark, "table-name": warm_table},
+                        snapshot_kinds(warm_rows),
+                    )
+                    text, flink_run, parallelism = (
+                        "note",
+                        {**snap_flink, "table-name": warm_table},
+                        2,
+                    )
+                    dbz_run = {
+                        **snap_debezium,
+                        "table.include.list": f"{snapshot.DATABASE}.{warm_table}",
+                    }
+                    offset = None
+                else:
+                    spark, kinds = snap_spark, snap_kinds
+                    text, flink_run, parallelism = "note", snap_flink, 2
+                    dbz_run, offset = snap_debezium, None
+                found: dict[str, Callable[[], float]] = {
+                    "sparkcdc": lambda: sparkcdc_phase(side, phase, spark, kinds)
+                }
+                if flinkcdc is not None:
+                    found["flinkcdc"] = flink(phase, text, flink_run, parallelism, kinds)
+                if debezium is not None:
+                    found["debezium"] = dbz(phase, dbz_run, offset, kinds)
+                return found
+
+            # warm-up of every side on both phases (JIT, Python workers, connections), the
             # snapshot's on a tenth of the table
             print("warm-up", file=sys.stderr)
-            warm_spark = {**snap_spark, "table-name": warm_table}
-            warm_flink = {**snap_flink, "table-name": warm_table}
-            sparkcdc_phase(side, "warm-up", warm_spark, snapshot_kinds(warm_rows))
-            flink("warm-up", "note", warm_flink, 2, snapshot_kinds(warm_rows))()
-            sparkcdc_phase(side, "warm-up", binlog_spark, change_kinds)
-            flink("warm-up", "payload", binlog_flink, 1, change_kinds)()
+            for run in [
+                *sides("warm-up", "warm-up").values(),
+                *sides("warm-up", "binlog").values(),
+            ]:
+                run()
             STARTS.clear()
+            peer_runs.clear()
             print("snapshot", file=sys.stderr)
-            snaps = alternate(
-                sizes.rounds,
-                {
-                    "sparkcdc": lambda: sparkcdc_phase(side, "snapshot", snap_spark, snap_kinds),
-                    "flinkcdc": flink("snapshot", "note", snap_flink, 2, snap_kinds),
-                },
-            )
+            snaps = alternate(sizes.rounds, sides("snapshot", "snapshot"))
             print("binlog catch-up", file=sys.stderr)
-            binlogs = alternate(
-                sizes.rounds,
-                {
-                    "sparkcdc": lambda: sparkcdc_phase(side, "binlog", binlog_spark, change_kinds),
-                    "flinkcdc": flink("binlog", "payload", binlog_flink, 1, change_kinds),
-                },
-            )
+            binlogs = alternate(sizes.rounds, sides("binlog", "binlog"))
             writes: dict[str, list[float]] = {}
             writes_done: dict[str, float] = {}
             if sizes.writes_per_s:
@@ -566,21 +745,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 writes = alternate(
                     1,
                     {
-                        "sparkcdc": under_writes(
-                            "sparkcdc",
-                            lambda: sparkcdc_phase(
-                                side, "snapshot-under-writes", snap_spark, snap_kinds
-                            ),
-                        ),
-                        "flinkcdc": under_writes(
-                            "flinkcdc",
-                            flink("snapshot-under-writes", "note", snap_flink, 2, snap_kinds),
-                        ),
+                        name: under_writes(name, run)
+                        for name, run in sides("snapshot-under-writes", "snapshot").items()
                     },
                 )
         finally:
             side.close()
-            peer.close()
+            for peer_jvm in (flinkcdc, debezium):
+                if peer_jvm is not None:
+                    peer_jvm.close()
     load_end = os.getloadavg()
 
     def rate(work: int, seconds: list[float]) -> float:
@@ -588,54 +761,69 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     start_s = {name: statistics.median(starts) for name, starts in STARTS.items()}
 
-    def with_start(times: dict[str, list[float]]) -> float:
-        """sparkcdc's rate over Flink CDC's with each run's start-up counted (its median)."""
+    def with_start(times: dict[str, list[float]], peer: str) -> float:
+        """sparkcdc's rate over the peer's with each run's start-up counted (its median)."""
         spark = statistics.median(times["sparkcdc"]) + start_s["sparkcdc"]
-        return round((statistics.median(times["flinkcdc"]) + start_s["flinkcdc"]) / spark, 2)
+        return round((statistics.median(times[peer]) + start_s[peer]) / spark, 2)
+
+    def vs(times: dict[str, list[float]], peer: str) -> float:
+        return round(rate(1, times["sparkcdc"]) / rate(1, times[peer]), 2)
 
     result: dict[str, Any] = {
         "rows": sizes.rows,
         "changes": sizes.changes,
         "rounds": sizes.rounds,
+        "peers": list(sizes.peers),
         "sparkcdc_snapshot_rows_per_s": round(rate(sizes.rows, snaps["sparkcdc"])),
-        "flinkcdc_snapshot_rows_per_s": round(rate(sizes.rows, snaps["flinkcdc"])),
-        "snapshot_vs_flinkcdc": round(rate(1, snaps["sparkcdc"]) / rate(1, snaps["flinkcdc"]), 2),
         "sparkcdc_binlog_changes_per_s": round(rate(sizes.changes, binlogs["sparkcdc"])),
-        "flinkcdc_binlog_changes_per_s": round(rate(sizes.changes, binlogs["flinkcdc"])),
-        "binlog_vs_flinkcdc": round(rate(1, binlogs["sparkcdc"]) / rate(1, binlogs["flinkcdc"]), 2),
-        "snapshot_with_start_vs_flinkcdc": with_start(snaps),
-        "binlog_with_start_vs_flinkcdc": with_start(binlogs),
     }
-    if writes:
+    for peer in sizes.peers:
         result |= {
-            "sparkcdc_snapshot_under_writes_rows_per_s": round(
-                rate(sizes.rows, writes["sparkcdc"])
-            ),
-            "flinkcdc_snapshot_under_writes_rows_per_s": round(
-                rate(sizes.rows, writes["flinkcdc"])
-            ),
-            "snapshot_under_writes_vs_flinkcdc": round(
-                rate(1, writes["sparkcdc"]) / rate(1, writes["flinkcdc"]), 2
-            ),
-            "writes_per_s_achieved": {name: round(w) for name, w in writes_done.items()},
+            f"{peer}_snapshot_rows_per_s": round(rate(sizes.rows, snaps[peer])),
+            f"snapshot_vs_{peer}": vs(snaps, peer),
+            f"{peer}_binlog_changes_per_s": round(rate(sizes.changes, binlogs[peer])),
+            f"binlog_vs_{peer}": vs(binlogs, peer),
+            f"snapshot_with_start_vs_{peer}": with_start(snaps, peer),
+            f"binlog_with_start_vs_{peer}": with_start(binlogs, peer),
         }
+    if writes:
+        result["sparkcdc_snapshot_under_writes_rows_per_s"] = round(
+            rate(sizes.rows, writes["sparkcdc"])
+        )
+        for peer in sizes.peers:
+            result |= {
+                f"{peer}_snapshot_under_writes_rows_per_s": round(rate(sizes.rows, writes[peer])),
+                f"snapshot_under_writes_vs_{peer}": vs(writes, peer),
+            }
+        result["writes_per_s_achieved"] = {name: round(w) for name, w in writes_done.items()}
     result |= {
         "seconds": {
-            phase: {name: [round(t, 2) for t in times] for name, times in sides.items()}
-            for phase, sides in (
+            phase: {name: [round(t, 2) for t in times] for name, times in sides_.items()}
+            for phase, sides_ in (
                 ("snapshot", snaps),
                 ("binlog", binlogs),
                 ("snapshot_under_writes", writes),
             )
-            if sides
+            if sides_
         },
         "sparkcdc_session_start_s": round(side.session_start_s, 2),
-        "flinkcdc_jvm_start_s": round(peer.jvm_start_s, 2),
         "sparkcdc_query_start_s": round(start_s["sparkcdc"], 2),
-        "flinkcdc_job_start_s": round(start_s["flinkcdc"], 2),
-        "flinkcdc_binlog_first_row_s": round(
-            statistics.median(r["first_row_s"] for r in flink_runs["binlog"]), 2
-        ),
+    }
+    # each peer's JVM start once; each run's own start-up (Flink: a MiniCluster and the job
+    # submitted; Debezium: the engine built); the first row of a catch-up from its start
+    for peer, jvm, run_start in (
+        ("flinkcdc", flinkcdc, "job_start_s"),
+        ("debezium", debezium, "engine_start_s"),
+    ):
+        if jvm is not None:
+            result |= {
+                f"{peer}_jvm_start_s": round(jvm.jvm_start_s, 2),
+                f"{peer}_{run_start}": round(start_s[peer], 2),
+                f"{peer}_binlog_first_row_s": round(
+                    statistics.median(r["first_row_s"] for r in peer_runs[f"{peer}-binlog"]), 2
+                ),
+            }
+    result |= {
         "peak_mb": {group: round(mb) for group, mb in memory.peak_mb.items()},
         "binlog_partitions": sizes.binlog_partitions,
         "flinkcdc_poll_interval_ms": sizes.flink_poll_ms,

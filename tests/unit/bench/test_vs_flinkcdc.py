@@ -67,3 +67,18 @@ def test_wrong_counts_stop_the_bench_saying_which(
     with pytest.raises(bench.CountMismatchError, match="no ratio is reported") as stopped:
         bench.check_counts("sparkcdc", "binlog", counted, bench.binlog_kinds(1000))
     assert "sparkcdc read the wrong rows in the binlog phase" in str(stopped.value)
+
+
+def test_both_peers_run_by_default(bench: ModuleType) -> None:
+    assert bench.parse_args([]).peers == ("flinkcdc", "debezium")
+
+
+def test_peers_can_be_chosen(bench: ModuleType) -> None:
+    assert bench.parse_args(["--peers", "debezium"]).peers == ("debezium",)
+    assert bench.parse_args(["--peers", "debezium,flinkcdc"]).peers == ("debezium", "flinkcdc")
+
+
+@pytest.mark.parametrize("peers", ["", "debezium,flink", "kafka"])
+def test_unknown_or_no_peers_are_refused(bench: ModuleType, peers: str) -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--peers", peers])
