@@ -1,7 +1,8 @@
 """A Java harness compiled once per source version against a folder of jars.
 
-The tests' Flink consumer (tests/integration/flink_consumer.py) and the Flink CDC peer of
-``bench/vs_flinkcdc.py`` are single Java files run on Flink's jars; each is compiled into
+The tests' Flink consumer (tests/integration/flink_consumer.py) and the Flink CDC and Debezium
+peers of ``bench/vs_flinkcdc.py`` are single Java files run on their fetched jars (Flink's,
+Debezium's); each is compiled into
 ``$SPARKCDC_DEV_DIR/<name>/<hash of the source>``, so an edited harness is compiled again and
 an unchanged one never is.
 """
