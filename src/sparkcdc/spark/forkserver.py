@@ -3,7 +3,8 @@
 A run on a local master starts about six Python processes one after another: the lookup of
 installed data sources, the source's schema, the streaming source's runner, the read's
 planner, the worker daemon. Each is a new interpreter that imports pyspark, pyarrow, numpy,
-pydantic and the source (~1 s each on two busy cores) before it does its ~0.1 s of work.
+pydantic, the source and its dialect (~1 s each on two busy cores) before it does its ~0.1 s
+of work.
 
 The driver starts this server beside its JVM (``start``): one process that imports all of
 that once (``PRELOADED``) and then forks a child per request. The launcher Spark runs
@@ -42,7 +43,10 @@ from sparkcdc.spark.archives import strip_spark_archives
 SOCKET_ENV = "SPARKCDC_FORKSERVER"
 
 # what Spark's Python processes import before their work: its planner and worker modules,
-# and, unpickling the mysql-cdc source, sparkcdc's source with pyarrow and pydantic
+# and, unpickling the mysql-cdc source, sparkcdc's source with pyarrow and pydantic, and the
+# source's dialect (``model.dialect.SOURCE_TYPES``, imported on first use: the MySQL one
+# brings pymysql, cryptography and sqlglot, ~0.4-0.8 s in each of the source's processes).
+# Not imported by name from ``model.dialect``: the launcher imports this module, and stays light
 PRELOADED = (
     "pyspark.sql.worker.lookup_data_sources",
     "pyspark.sql.worker.create_data_source",
@@ -51,6 +55,8 @@ PRELOADED = (
     "pyspark.worker",
     "pyspark.daemon",
     "sparkcdc.spark.source",
+    "sparkcdc.mysql.dialect",
+    "sparkcdc.postgres.dialect",
 )
 
 # runpy's warning for a module found in sys.modules before it runs it as __main__

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkcdc.model.dialect import SOURCE_TYPES
 from sparkcdc.spark import forkserver
 
 PROBE = """
@@ -22,6 +23,7 @@ print(json.dumps({
     "pid": os.getpid(),
     "ppid": os.getppid(),
     "preloaded": "sparkcdc.spark.source" in sys.modules,
+    "modules": sorted(m for m in sys.modules if m.startswith("sparkcdc.")),
     "argv": sys.argv[1:],
     "cwd": os.getcwd(),
     "marker": os.environ.get("PROBE_MARKER"),
@@ -86,6 +88,10 @@ def test_a_launcher_runs_its_module_in_a_child_of_the_server(
     assert launcher.returncode == 3  # the child's exit code is the launcher's
     assert seen["ppid"] == process.pid and seen["pid"] != launcher.pid
     assert seen["preloaded"]  # the source was imported before the module ran
+    # and every source's dialect, which the source's processes import to parse its options
+    # and unpickle its reader (the MySQL one ~0.4-0.8 s a process)
+    dialects = {target.partition(":")[0] for target in SOURCE_TYPES.values()}
+    assert dialects <= set(seen["modules"])
     assert seen["argv"] == ["a", "b c"]
     assert seen["cwd"] == str(work)
     assert seen["marker"] == "m1"  # the launcher's environment
