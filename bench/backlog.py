@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from vs_flinkcdc import FLINK_COLUMNS, FLINK_JVM_OPTIONS, FLINK_LIBS, ROOT, flink_options
+from vs_flinkcdc import FLINK_COLUMNS, FLINK_LIBS, PEER_JVM_OPTIONS, ROOT, flink_options
 
 from sparkcdc_dev.devkafka import DevKafka
 from sparkcdc_dev.javaharness import compiled_classpath
@@ -285,7 +285,7 @@ class FlinkCdcKafka:
                 "format": "debezium-json",
             },
         }
-        argv = ["java", *FLINK_JVM_OPTIONS, "-cp", self.classpath, "FlinkCdcKafka"]
+        argv = ["java", *PEER_JVM_OPTIONS, "-cp", self.classpath, "FlinkCdcKafka"]
         return watched([*argv, json.dumps(request)], os.environ, topic, log, expected)
 
 
