@@ -29,6 +29,7 @@ from sparkcdc.model.identity import ServerIdentity
 from sparkcdc.model.options import ServerIdRange, SourceOptions
 from sparkcdc.model.schema import Column, TableSchema
 from sparkcdc.model.schema_change import SourceDdl
+from sparkcdc.model.source_types import SOURCE_TYPES
 from sparkcdc.model.tables import TableFilter
 from sparkcdc.model.validation import ValidationIssue
 
@@ -538,13 +539,6 @@ class SourceDialect(ABC, Generic[P]):
     ) -> dict[str, tuple[str, ...]]:
         """Key text -> canonical fields of the rows of ``keys`` (primary key values)."""
         raise NotImplementedError(f"{self.type_name} computes no canonical values")
-
-
-SOURCE_TYPES = {
-    "mysql-cdc": "sparkcdc.mysql.dialect:MySqlDialect",
-    "postgres-cdc": "sparkcdc.postgres.dialect:PostgresDialect",
-}
-"""Source type name -> ``module:class`` of its :class:`SourceDialect`, imported on first use."""
 
 
 def dialect_class(type_name: str, *, where: str = "source.type") -> type[SourceDialect[Any]]:

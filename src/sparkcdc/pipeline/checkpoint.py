@@ -31,7 +31,7 @@ from typing import Any
 
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, as_location, open_location
-from sparkcdc.model.dialect import SOURCE_TYPES
+from sparkcdc.model.source_types import SOURCE_TYPES
 from sparkcdc.model.text import redacted_uri
 
 log = logging.getLogger(__name__)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from sparkcdc.model.source_types import dialect_modules
 from sparkcdc.spark.archives import strip_spark_archives
 
 # the environment variable that names the server's socket to the processes Spark starts
@@ -44,9 +45,9 @@ SOCKET_ENV = "SPARKCDC_FORKSERVER"
 
 # what Spark's Python processes import before their work: its planner and worker modules,
 # and, unpickling the mysql-cdc source, sparkcdc's source with pyarrow and pydantic, and the
-# source's dialect (``model.dialect.SOURCE_TYPES``, imported on first use: the MySQL one
-# brings pymysql, cryptography and sqlglot, ~0.4-0.8 s in each of the source's processes).
-# Not imported by name from ``model.dialect``: the launcher imports this module, and stays light
+# source's dialect (``model.source_types``, imported on first use: the MySQL one brings
+# pymysql, cryptography and sqlglot, ~0.4-0.8 s in each of the source's processes). Named by
+# the light registry, not ``model.dialect``: the launcher imports this module, and stays light
 PRELOADED = (
     "pyspark.sql.worker.lookup_data_sources",
     "pyspark.sql.worker.create_data_source",
@@ -55,8 +56,7 @@ PRELOADED = (
     "pyspark.worker",
     "pyspark.daemon",
     "sparkcdc.spark.source",
-    "sparkcdc.mysql.dialect",
-    "sparkcdc.postgres.dialect",
+    *dialect_modules(),
 )
 
 # runpy's warning for a module found in sys.modules before it runs it as __main__

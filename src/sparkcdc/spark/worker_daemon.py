@@ -28,11 +28,13 @@ import contextlib
 import importlib
 import runpy
 
+from sparkcdc.model.source_types import dialect_modules
 from sparkcdc.spark.archives import strip_spark_archives
 
 # the modules a worker imports before its first row: Spark's worker (the daemon imports it
-# in each fork) and, unpickling the mysql-cdc reader, sparkcdc's source
-PRELOADED = ("pyspark.worker", "sparkcdc.spark.source")
+# in each fork) and, unpickling the mysql-cdc reader, sparkcdc's source, and the dialects
+# its reads import on first use
+PRELOADED = ("pyspark.worker", "sparkcdc.spark.source", *dialect_modules())
 
 
 def preload() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcdc.model.dialect import SOURCE_TYPES
+from sparkcdc.model.source_types import SOURCE_TYPES
 from sparkcdc.spark import forkserver
 
 PROBE = """

@@ -84,16 +84,19 @@ def _src() -> str:
     return str(Path(sparkcdc.__file__).resolve().parents[1])
 
 
-def test_the_daemon_preloads_the_source_and_leaves_a_failing_module_to_the_worker() -> None:
+def test_the_daemon_preloads_the_source_and_its_dialects_and_leaves_a_bad_one() -> None:
     script = (
         "import sys\n"
         "from sparkcdc.spark import worker_daemon\n"
         "worker_daemon.PRELOADED = ('sparkcdc_no_such_module', *worker_daemon.PRELOADED)\n"
         "worker_daemon.preload()\n"
-        "print(sorted(n for n in ('pyspark.worker', 'sparkcdc.spark.source', 'pyarrow') "
+        "print(sorted(n for n in ('pyspark.worker', 'sparkcdc.spark.source', 'pyarrow', "
+        "'sparkcdc.mysql.dialect') "
         "if n in sys.modules))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['pyarrow', 'pyspark.worker', 'sparkcdc.spark.source']"
+    assert out.strip() == (
+        "['pyarrow', 'pyspark.worker', 'sparkcdc.mysql.dialect', 'sparkcdc.spark.source']"
+    )
