@@ -13,7 +13,7 @@ own standard streams (passed over the socket), environment, working directory an
 ``sys.path``; the child's exit code is the launcher's. The server serves only launchers whose
 ``sys.path`` is its own (the same code), and a launcher that cannot be served (no server,
 not ready to accept, another path) runs the module itself, as without a server. A
-signal that ends the launcher ends its child too (``_forward_signals``).
+signal that ends the launcher ends its child too (``_SignalForward``).
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ def run_forked(module: str, args: Sequence[str]) -> int | None:
     path = os.environ.get(SOCKET_ENV)
     if not path:
         return None
+    forward = _SignalForward()  # before the request: the child may run before the reply
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         client.connect(path)
@@ -208,8 +209,9 @@ def run_forked(module: str, args: Sequence[str]) -> int | None:
         started = None
     if started is None:
         client.close()
+        forward.undo()
         return None
-    _forward_signals(started)
+    forward.to(started)
     code = _read_int(client)
     return 1 if code is None else code
 
@@ -225,17 +227,41 @@ def _read_int(conn: socket.socket) -> int | None:
     return int(value)
 
 
-def _forward_signals(pid: int) -> None:
+class _SignalForward:
     """Spark ends a Python process it started with SIGTERM (``Process.destroy``): the
-    launcher passes that on to the child that does its work, then exits."""
+    launcher passes that on to the child that does its work, then exits. The handlers are
+    set before the request is sent, since the child can run (and be seen running) before
+    its pid reaches the launcher: a signal in between waits for the pid, or, when no child
+    was started, is taken by the launcher itself as it would have been."""
 
-    def forward(signum: int, _: object) -> None:
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._child: int | None = None
+        self._pending: int | None = None
+        self._before = {signum: signal.signal(signum, self._on_signal) for signum in self.SIGNALS}
+
+    def _on_signal(self, signum: int, _: object) -> None:
+        if self._child is None:
+            self._pending = self._pending or signum
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
+            os.kill(self._child, signum)
         os._exit(128 + signum)
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
+    def to(self, pid: int) -> None:
+        """Forward to ``pid`` from now on, and a signal that came before it now."""
+        self._child = pid
+        if self._pending is not None:
+            self._on_signal(self._pending, None)
+
+    def undo(self) -> None:
+        """No child: the launcher's own handlers again, and a signal that came meanwhile
+        delivered to itself under them."""
+        for signum, handler in self._before.items():
+            signal.signal(signum, handler)
+        if self._pending is not None:
+            os.kill(os.getpid(), self._pending)
 
 
 def socket_path(folder: str) -> str:

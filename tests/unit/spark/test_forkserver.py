@@ -42,6 +42,14 @@ def _wait_for(condition: object, what: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 @pytest.fixture
 def probe_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "forkprobe.py").write_text(PROBE)
@@ -129,14 +137,7 @@ def test_a_signal_to_the_launcher_ends_its_child(
     launcher.send_signal(signal.SIGTERM)
     assert launcher.wait(timeout=60) == 128 + signal.SIGTERM
 
-    def gone() -> bool:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    _wait_for(gone, "end of the child after its launcher's SIGTERM")
+    _wait_for(lambda: _gone(child), "end of the child after its launcher's SIGTERM")
 
 
 def test_a_preloaded_module_runs_quietly_and_ctrl_c_leaves_the_server_serving(
@@ -155,3 +156,37 @@ def test_a_preloaded_module_runs_quietly_and_ctrl_c_leaves_the_server_serving(
     second = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True)
     assert second.returncode == 0 and "RuntimeWarning" not in second.stderr, second.stderr
     assert process.poll() is None, "the server ended on SIGINT"
+
+
+EARLY_SIGNAL = """
+import os, signal, subprocess, sys
+from sparkcdc.spark.forkserver import _SignalForward
+forward = _SignalForward()
+os.kill(os.getpid(), signal.SIGTERM)  # before the child's pid is known: held
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+if sys.argv[1] == "child":
+    forward.to(child.pid)  # the held signal goes to the child, the launcher exits
+else:
+    child.kill()
+    forward.undo()  # no child: the launcher takes it itself, as if never held
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.parametrize("then", ["child", "none"])
+def test_a_signal_before_the_child_is_known_is_not_lost(then: str) -> None:
+    """The server's child may run (and Spark may end the launcher) before the child's pid
+    reaches the launcher: that SIGTERM must still end the child, or the launcher itself."""
+    run = subprocess.run(
+        [sys.executable, "-c", EARLY_SIGNAL, then], capture_output=True, text=True, timeout=120
+    )
+    lines = run.stdout.split()
+    assert "survived" not in lines, run.stderr
+    if then == "child":
+        assert run.returncode == 128 + signal.SIGTERM, run.stderr
+        child = int(lines[0])
+
+        _wait_for(lambda: _gone(child), "end of the child the held SIGTERM was passed to")
+    else:
+        assert run.returncode == -signal.SIGTERM, run.stderr
