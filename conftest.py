@@ -35,7 +35,6 @@ import pytest
 from _pytest.doctest import DoctestItem
 from hypothesis import settings
 
-
 from sparkcdc_dev.lanes import lane_environment, lane_of
 
 os.environ.update(lane_environment(lane_of(os.environ), os.environ))
