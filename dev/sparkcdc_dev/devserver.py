@@ -64,6 +64,10 @@ class DevServer:
         self.socket = self.base_dir / "mysqld.sock"
         self.pid_file = self.base_dir / "mysqld.pid"
         self.log_file = self.base_dir / "error.log"
+        # a server's temporary tables in a folder of its own: a mariadbd starting removes the
+        # stale "#sql*" files of its tmpdir, which were another lane's bootstrap's in a shared
+        # /tmp (its mariadb-install-db then failed: "Unknown table 'mysql.tmp_user_sys'")
+        self.tmpdir = self.base_dir / "tmp"
         self.settings = DevSettings("127.0.0.1", port, DEV_USER, DEV_PASSWORD, str(self.socket))
 
     @classmethod
@@ -78,7 +82,7 @@ class DevServer:
             self._ensure_users()
             return self.settings
         mariadbd = _binary("mariadbd", "/usr/sbin/mariadbd")
-        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.tmpdir.mkdir(parents=True, exist_ok=True)
         if not (self.datadir / "mysql").exists():
             self._install_db()
         self.tls.ensure()
@@ -89,6 +93,7 @@ class DevServer:
             f"--socket={self.socket}",
             f"--pid-file={self.pid_file}",
             f"--log-error={self.log_file}",
+            f"--tmpdir={self.tmpdir}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             "--skip-name-resolve",
@@ -218,11 +223,17 @@ class DevServer:
     # -- internals -------------------------------------------------------------------
 
     def _install_db(self) -> None:
+        """The system tables, written beside the data directory and moved into its place
+        only once complete: a bootstrap that fails leaves no data directory a later start
+        would take for an installed one."""
         install = _binary("mariadb-install-db", "/usr/bin/mariadb-install-db")
+        partial = self.datadir.with_name(self.datadir.name + ".installing")
+        shutil.rmtree(partial, ignore_errors=True)
         cmd = [
             install,
             "--no-defaults",
-            f"--datadir={self.datadir}",
+            f"--datadir={partial}",
+            f"--tmpdir={self.tmpdir}",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
         ]
@@ -234,6 +245,8 @@ class DevServer:
                 f"mariadb-install-db failed for {self.datadir} (exit {result.returncode}):\n"
                 f"{result.stderr[-2000:]}"
             )
+        shutil.rmtree(self.datadir, ignore_errors=True)  # none, or one without system tables
+        partial.rename(self.datadir)
 
     def _ensure_users(self) -> None:
         with self.root_connection() as conn, conn.cursor() as cur:
