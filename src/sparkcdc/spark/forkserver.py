@@ -232,14 +232,21 @@ class _SignalForward:
     launcher passes that on to the child that does its work, then exits. The handlers are
     set before the request is sent, since the child can run (and be seen running) before
     its pid reaches the launcher: a signal in between waits for the pid, or, when no child
-    was started, is taken by the launcher itself as it would have been."""
+    was started, is taken by the launcher itself as it would have been.
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    A terminal's Ctrl-C is not passed on: it reaches the launcher only as a member of the
+    driver's foreground process group, the driver stops the run and Spark ends its processes
+    with SIGTERM. Spark's daemon, run by a launcher itself, leaves that group
+    (``pyspark.daemon`` calls ``setpgid``); forked, its launcher stays in it, and a SIGINT
+    passed on printed a worker's KeyboardInterrupt stack into ``sparkcdc run``'s terminal."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self._child: int | None = None
         self._pending: int | None = None
         self._before = {signum: signal.signal(signum, self._on_signal) for signum in self.SIGNALS}
+        self._before[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def _on_signal(self, signum: int, _: object) -> None:
         if self._child is None:

@@ -190,3 +190,19 @@ def test_a_signal_before_the_child_is_known_is_not_lost(then: str) -> None:
         _wait_for(lambda: _gone(child), "end of the child the held SIGTERM was passed to")
     else:
         assert run.returncode == -signal.SIGTERM, run.stderr
+
+
+def test_a_terminals_ctrl_c_to_the_launcher_is_not_passed_on(
+    forks: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    """Ctrl-C reaches a served launcher as a member of the driver's foreground group: the
+    driver stops the run and Spark ends the launcher with SIGTERM; passed on, it printed a
+    forked worker's KeyboardInterrupt stack into the terminal (test_cli_console)."""
+    _, path = forks
+    launcher = _launch(["wait"], path, tmp_path, stdin=subprocess.PIPE)
+    assert launcher.stdout is not None and launcher.stdin is not None
+    child = json.loads(launcher.stdout.readline())["pid"]
+    launcher.send_signal(signal.SIGINT)
+    launcher.stdin.close()  # the child reads its stdin to the end, then exits with PROBE_EXIT
+    assert launcher.wait(timeout=60) == 3
+    _wait_for(lambda: _gone(child), "end of the child")
