@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from sparkcdc.model.source_types import dialect_modules
 from sparkcdc.spark.archives import strip_spark_archives
+from sparkcdc.spark.worker_daemon import PRELOADED as WORKER_PRELOADED
+from sparkcdc.spark.worker_daemon import first_use
 
 # the environment variable that names the server's socket to the processes Spark starts
 SOCKET_ENV = "SPARKCDC_FORKSERVER"
@@ -47,16 +48,15 @@ SOCKET_ENV = "SPARKCDC_FORKSERVER"
 # and, unpickling the mysql-cdc source, sparkcdc's source with pyarrow and pydantic, and the
 # source's dialect (``model.source_types``, imported on first use: the MySQL one brings
 # pymysql, cryptography and sqlglot, ~0.4-0.8 s in each of the source's processes). Named by
-# the light registry, not ``model.dialect``: the launcher imports this module, and stays light
+# the light registry, not ``model.dialect``: the launcher imports this module, and stays light.
+# A worker's share (the daemon's own list, as it preloads without a server) ends the list
 PRELOADED = (
     "pyspark.sql.worker.lookup_data_sources",
     "pyspark.sql.worker.create_data_source",
     "pyspark.sql.worker.plan_data_source_read",
     "pyspark.sql.streaming.python_streaming_source_runner",
-    "pyspark.worker",
     "pyspark.daemon",
-    "sparkcdc.spark.source",
-    *dialect_modules(),
+    *WORKER_PRELOADED,
 )
 
 # runpy's warning for a module found in sys.modules before it runs it as __main__
@@ -78,7 +78,8 @@ def start(socket_path: str) -> subprocess.Popen[bytes]:
 
 def serve(socket_path: str) -> NoReturn:
     """Listen on ``socket_path`` (before the imports, so that a launcher that comes early
-    waits for them rather than importing everything itself), import ``PRELOADED``, then
+    waits for them rather than importing everything itself), import ``PRELOADED`` (and a
+    worker's ``first_use``), then
     fork a child per request until stdin closes; then exit."""
     # the terminal's Ctrl-C goes to the whole foreground process group, this server too: it
     # ends with the driver's pipe (stdin), not on a signal, and prints no stack; a child gets
@@ -92,6 +93,8 @@ def serve(socket_path: str) -> NoReturn:
     for name in PRELOADED:
         with contextlib.suppress(Exception):  # the child that needs it meets its error
             importlib.import_module(name)
+    with contextlib.suppress(Exception):
+        first_use()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     with selectors.DefaultSelector() as selector:
         selector.register(listener, selectors.EVENT_READ)

@@ -17,7 +17,8 @@ writes for local masters (every Python process Spark starts runs through
 ``sparkcdc.spark.launch``).
 
 The daemon also imports what every worker it forks imports first (``PRELOADED``): Spark's
-worker and sparkcdc's source with pyarrow, ~1 s of a fresh process here. Forked, a worker
+worker and sparkcdc's source with pyarrow, ~1 s of a fresh process here, and what a first
+read imports more (``first_use``: pandas, through pyarrow). Forked, a worker
 has them already; without this each of a session's workers imported them in its first
 task (a snapshot read's two tasks here each spent 0.7-1 s of their ~9 s on it).
 """
@@ -37,12 +38,26 @@ from sparkcdc.spark.archives import strip_spark_archives
 PRELOADED = ("pyspark.worker", "sparkcdc.spark.source", *dialect_modules())
 
 
+def first_use() -> None:
+    """Do once what a worker's first read imports more: pyarrow imports pandas (and its
+    shim for it) when it first builds an array or scalar from Python values, as a snapshot
+    chunk's metadata columns are built (~0.3-0.45 s of a first task here), and a connection
+    to a host named as text imports the idna codec."""
+    import pyarrow as pa
+
+    pa.array([0], pa.int64())
+    "localhost".encode("idna")
+
+
 def preload() -> None:
-    """Import ``PRELOADED`` here, for every fork to inherit. One that does not import is
-    left to the worker that needs it, which reports its error with the task's."""
+    """Import ``PRELOADED`` here, and ``first_use``'s imports, for every fork to inherit.
+    One that does not import is left to the worker that needs it, which reports its error
+    with the task's."""
     for name in PRELOADED:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    with contextlib.suppress(Exception):
+        first_use()
 
 
 if __name__ == "__main__":

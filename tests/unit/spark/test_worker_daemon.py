@@ -100,3 +100,25 @@ def test_the_daemon_preloads_the_source_and_its_dialects_and_leaves_a_bad_one() 
     assert out.strip() == (
         "['pyarrow', 'pyspark.worker', 'sparkcdc.mysql.dialect', 'sparkcdc.spark.source']"
     )
+
+
+def test_a_workers_first_arrays_import_nothing_the_daemon_did_not() -> None:
+    """pyarrow imports pandas when it first builds an array or scalar from Python values
+    (as a snapshot chunk's metadata columns are built), and a connection to a named host
+    the idna codec: a forked worker finds them imported by the daemon, not in its task."""
+    probe = (
+        "import sys\n"
+        "from sparkcdc.spark import worker_daemon\n"
+        "worker_daemon.preload()\n"
+        "before = set(sys.modules)\n"
+        "import pyarrow as pa\n"
+        "pa.array([1, 2], pa.int64()); pa.scalar('+I', pa.string())\n"
+        "'localhost'.encode('idna')\n"
+        "print(sorted(m for m in set(sys.modules) - before if not m.startswith('_')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": _src()}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
