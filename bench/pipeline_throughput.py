@@ -52,7 +52,10 @@ with ``local[2]`` everywhere:
   - the peak RSS of the Spark Python workers of every process the benchmark started;
   - ``class_archive``: whether the ``sparkcdc run`` drivers mapped the class-data archive
     ``sparkcdc prepare`` writes (``scripts/setup.sh`` runs it): they start ~2.5 s sooner
-    with it. They also compile with C2 later (``spark/jit.py``). The plain copies and the
+    with it (~7.5 s against ~13 s to the first commit of the fixed cost, quiet machine).
+    The bench runs ``sparkcdc prepare`` first when the archive is missing, as set-up does
+    (``prepare_s``: its seconds, null when there was one), unless ``--no-prepare``. The drivers
+    also compile with C2 later (``spark/jit.py``). The plain copies and the
     MERGE run in sessions without either, as plain Spark starts.
 Row counts of the Delta tables (and of the Iceberg table after its snapshot) are checked
 against the source after the snapshot and after the catch-up; ``--verify`` adds
@@ -917,6 +920,11 @@ def main() -> None:
         "--fixed-only", action="store_true", help="measure the fixed cost of a run alone"
     )
     parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="run without the class-data archive when there is none (no `sparkcdc prepare`)",
+    )
+    parser.add_argument(
         "--backlog",
         type=int,
         default=0,
@@ -951,6 +959,12 @@ def main() -> None:
         return
     changes = Changes.plan(args.rows, args.changes or args.rows * 3 // 10)
     class_archive = pipelines_map_class_archive()
+    prepare_s = None
+    if not class_archive and not args.no_prepare:  # as scripts/setup.sh does
+        print("no class-data archive for these drivers: `sparkcdc prepare` first", file=sys.stderr)
+        prepare_s = round(sparkcdc(["prepare"], Path(os.devnull)), 1)
+        class_archive = pipelines_map_class_archive()
+    archive = {"class_archive": class_archive, "prepare_s": prepare_s}
 
     server = DevServer.from_env()
     server.start()
@@ -963,7 +977,7 @@ def main() -> None:
     print(f"the commands' output goes to {log}", file=sys.stderr)
     if args.backlog:
         try:
-            print(json.dumps(backlogs(server, work, args, log)))
+            print(json.dumps({**backlogs(server, work, args, log), **archive}))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
@@ -974,7 +988,7 @@ def main() -> None:
         if args.fixed_only:
             shutil.rmtree(work, ignore_errors=True)
     if args.fixed_only:
-        print(json.dumps({**fixed, "class_archive": class_archive}))
+        print(json.dumps({**fixed, **archive}))
         return
     load(server, TABLE, args.rows)
     print(f"table loaded: {TABLE} {args.rows} rows", file=sys.stderr)
@@ -1053,7 +1067,7 @@ def main() -> None:
             None if alone is None else round(alone.mariadb_cores * 100_000 / alone.changes_per_s, 2)
         ),
         "peak_executor_rss_mb": round(rss.peak_mb),
-        "class_archive": class_archive,
+        **archive,
         **fixed,
     }
     if verified is not None:

@@ -185,6 +185,32 @@ def test_open_creates_missing_topics(spark: Any, servers: str, tmp_path: Any) ->
     assert len(topics[table.name].partitions) == 1
 
 
+def test_begin_open_creates_missing_topics_in_the_background_and_ready_waits(
+    spark: Any, servers: str, tmp_path: Any
+) -> None:
+    table = orders_table()
+    sink = make_sink(spark, tmp_path, **{"properties.bootstrap.servers": servers})
+    sink.begin_open([table])
+    sink.ready()
+    admin = AdminClient({"bootstrap.servers": servers})
+    assert table.name in admin.list_topics(timeout=10).topics
+    # brokers out of reach fail at once; a topic the broker refuses (its name collides with
+    # another's: '.' and '_' clash in metric names) fails at ready(), in this thread, once
+    with pytest.raises(SinkError, match=r"127\.0\.0\.1:1"):
+        make_sink(spark, tmp_path).begin_open([table])
+    taken = f"taken_{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(taken, 1, 1)])[taken].result(timeout=30)
+    clashing = make_sink(
+        spark,
+        tmp_path,
+        **{"properties.bootstrap.servers": servers, "topic": taken.replace("_", ".")},
+    )
+    clashing.begin_open([table])
+    with pytest.raises(SinkError, match="collides"):
+        clashing.ready()
+    clashing.ready()
+
+
 def test_debezium_json(spark: Any, servers: str, tmp_path: Any) -> None:
     table = orders_table()  # default topic: the sink table's name
     sink = make_sink(spark, tmp_path, **{"properties.bootstrap.servers": servers})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,18 @@ class KafkaSink(SchemalessSink):
         return self.options
 
     def open(self, tables: Sequence[SinkTable]) -> None:
+        ensure_topics(self.spark, self.kafka_options, self._checked_topics(tables))
+
+    def begin_open(self, tables: Sequence[SinkTable]) -> None:
+        """The topics' names and the brokers are checked now; the absent topics are created
+        in a thread (an admin client's start, ~0.4 s of a run's) while the stream starts."""
+        topics = self._checked_topics(tables)
+        self._create_in_background(
+            [functools.partial(ensure_topics, self.spark, self.kafka_options, topics)]
+        )
+
+    def _checked_topics(self, tables: Sequence[SinkTable]) -> list[str]:
+        """The topics of ``tables``, their names checked, the brokers reachable."""
         options = self.kafka_options
         topics = sorted({options.topic_for(t) for t in tables})
         for topic in topics:
@@ -77,7 +90,7 @@ class KafkaSink(SchemalessSink):
                     "'sink.tableId-to-topic.mapping'"
                 ) from None
         check_reachable(options.bootstrap_servers)
-        ensure_topics(self.spark, options, topics)
+        return topics
 
     def write(
         self, table: SinkTable, changes: DataFrame, batch_id: int, *, size: int | None = None
