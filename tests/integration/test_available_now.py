@@ -457,3 +457,44 @@ def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_repla
     result = replay(changelog(batches), ["id"])
     assert result.violations == [], result.violations[:10]
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+
+
+@AVAILABLE_NOW
+def test_a_first_batch_share_of_one_reads_whole_budgets_from_the_start(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """``scan.first-batch.share: 1`` (what pipelines into Delta and Iceberg set: a MERGE
+    reads the table whatever the batch holds): the first batch reads a whole budget, the
+    snapshot's 40 chunks and the 12 MB backlog each in one batch, and the changelog equals
+    the source."""
+    sql.execute(ITEMS_DDL)
+    rng = random.Random(87)
+    sql.executemany(
+        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        [random_row(rng, k) for k in range(1, 4_001)],
+    )
+    batches: dict[int, list[dict[str, Any]]] = {}
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches[batch_id] = [r.asDict() for r in batch.collect()]
+
+    opts = items_options(dev_server, database, tmp_path, "5860-5869", chunks_per_batch=40)
+    opts["scan.incremental.snapshot.chunk.size"] = "100"
+    opts["scan.binlog.max-bytes-per-batch"] = "64m"
+    opts["scan.first-batch.share"] = "1"
+    first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert first.awaitTermination(600) and first.exception() is None
+    snapshot_rows = [sum(r["_op"] == "+I" for r in batches[b]) for b in sorted(batches)]
+    assert snapshot_rows[0] == 4_000, snapshot_rows  # all 40 chunks in the first batch
+    for _ in range(40):
+        sql.execute("UPDATE items SET qty = COALESCE(qty, 0) + 1")
+    with dev_server.connection() as conn:
+        files = server.binlog_files(conn)
+    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
+    assert second.awaitTermination(600) and second.exception() is None
+    ranges = binlog_ranges(second)
+    sizes = [server.binlog_bytes(b, e, files) for b, e in ranges]
+    assert len(ranges) == 1 and sizes[0] > 8 << 20, sizes  # past the floor, one batch
+    result = replay(changelog(batches), ["id"])
+    assert result.violations == [], result.violations[:10]
+    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []

@@ -177,6 +177,10 @@ class SourceOptions(BaseModel):
     binlog_max_bytes_per_batch: int = Field(
         DEFAULT_BINLOG_MAX_BYTES_PER_BATCH, alias="scan.binlog.max-bytes-per-batch", ge=0
     )
+    # the first batch a query plans reads one N-th of those budgets (chunks and binlog
+    # bytes; never below 8 chunks, 8 MiB), so that a backlog's first rows reach the sink
+    # sooner, at the cost of a batch more (spark/compat.py opening_budget); 1: as any batch
+    first_batch_share: int = Field(8, alias="scan.first-batch.share", ge=1)
     # an ALTER TABLE that adds or removes rows with no row image (DROP / TRUNCATE / EXCHANGE
     # PARTITION, DISCARD TABLESPACE): stop the stream, or deliver the statement and go on
     # (the sink keeps its rows; mysql/stream/binlog_range.py refuse_row_changing_ddl)

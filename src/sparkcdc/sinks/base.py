@@ -183,6 +183,11 @@ class Sink(ABC):
     # True: one batch's writes of different tables may run at once, each in threads of its
     # own and in a session of its own (a clone of the batch's: settings set there stay there)
     concurrent_writes: ClassVar[bool] = False
+    # True: the pipeline's first batch reads a share of the batch budgets, so a backlog's
+    # first rows reach the sink sooner, for a batch more (scan.first-batch.share, DESIGN.md
+    # §2.4). False where a batch costs a pass over the sink table whatever its rows (a MERGE
+    # reads the table for the batch's keys): there a batch more costs more than it gives
+    short_first_batch: ClassVar[bool] = True
 
     def __init__(self, options: SinkOptions, spark: SparkSession, context: SinkContext) -> None:
         self.options = options

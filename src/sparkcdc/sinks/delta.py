@@ -115,6 +115,7 @@ class DeltaSink(Sink):
     options_model = DeltaOptions
     guarantee = "exactly-once"
     appends = True
+    short_first_batch = False  # a batch's MERGE reads the table (Sink.short_first_batch)
     concurrent_writes = True  # each table's commit on its own, its settings in its session
     _root: Location | None = None  # sink.path on its filesystem, opened at first use
 

@@ -218,6 +218,7 @@ class IcebergSink(Sink):
     options_model = IcebergOptions
     guarantee = "exactly-once"
     appends = True
+    short_first_batch = False  # a batch's MERGE reads the table (Sink.short_first_batch)
 
     @property
     def _options(self) -> IcebergOptions:

@@ -21,8 +21,8 @@ and the JVM's ``PythonMicroBatchStreamWithTriggerAvailableNow``):
 
 The source expresses ``scan.incremental.snapshot.chunks-per-batch`` as ``ReadMaxRows`` of
 that many chunks' rows (``chunk.size`` each, the most rows a chunk is cut to hold), and reads
-a limit back as a number of chunks here. The first batch a query plans reads an
-OPENING_SHARE of either budget (``opening_budget``, DESIGN.md §2.4).
+a limit back as a number of chunks here. The first batch a query plans reads a share of
+either budget (``scan.first-batch.share``, ``opening_budget``, DESIGN.md §2.4).
 """
 
 from __future__ import annotations
@@ -70,38 +70,39 @@ def default_read_limit(chunks_per_batch: int, chunk_size: int, binlog_bytes: int
     return _streaming.ReadAllAvailable()
 
 
-# the first batch a query plans reads 1/OPENING_SHARE of a large budget: a backlog's first
-# rows reach the sink after that share is read, not after a whole budget (a batch costs its
-# rows' time plus ~1-3 s of its own); a budget at or below the floor (8 chunks, the source's
-# default; 8 MiB of binlog, ~80,000 changes) is read whole, the share never below it
-OPENING_SHARE = 8
+# the first batch a query plans reads a share of a large budget (scan.first-batch.share, 8 by
+# default: an eighth): a backlog's first rows reach the sink after that share is read, not
+# after a whole budget (a batch costs its rows' time plus ~1-3 s of its own); a budget at or
+# below the floor (8 chunks, the source's default; 8 MiB of binlog, ~80,000 changes) is read
+# whole, the share never below it
 OPENING_FLOOR_CHUNKS = 8
 OPENING_FLOOR_BYTES = 8 << 20
 
 
-def opening_budget(budget: int, opening: bool, floor: int) -> int:
-    """``budget`` (0: unbounded) for a batch; for the query's first (``opening``) an
-    OPENING_SHARE of it, but not below ``floor`` (nor above the budget). An unbounded
-    budget stays unbounded (``Trigger.Once`` reads everything in its one batch).
+def opening_budget(budget: int, share: int, floor: int) -> int:
+    """``budget`` (0: unbounded) for a batch, of which the query's first reads one
+    ``share``-th (any other batch, or a share of 1: all of it), but not below ``floor``
+    (nor above the budget). An unbounded budget stays unbounded (``Trigger.Once`` reads
+    everything in its one batch).
 
-    >>> opening_budget(123, True, 8), opening_budget(123, False, 8), opening_budget(0, True, 8)
+    >>> opening_budget(123, 8, 8), opening_budget(123, 1, 8), opening_budget(0, 8, 8)
     (15, 123, 0)
-    >>> opening_budget(40, True, 8), opening_budget(3, True, 8)
+    >>> opening_budget(40, 8, 8), opening_budget(3, 8, 8)
     (8, 3)
     """
-    if not opening or budget == 0:
+    if share <= 1 or budget == 0:
         return budget
-    return max(min(budget, floor), budget // OPENING_SHARE)
+    return max(min(budget, floor), budget // share)
 
 
-def binlog_budget(limit: Any, binlog_bytes: int, opening: bool = False) -> int:
+def binlog_budget(limit: Any, binlog_bytes: int, share: int = 1) -> int:
     """How many bytes of binlog a batch planned under ``limit`` may read (0: all available).
 
     ``limit`` is None on PySpark 4.1, which runs a ``Trigger.AvailableNow`` query as one
     batch: a bound there would end the run short of what was available, so 4.1 reads all.
     ``ReadAllAvailable`` (``Trigger.Once``): all. ``ReadMaxBytes(n)``: ``n``. Any other
     limit (the chunks' ``ReadMaxRows``): the configured ``binlog_bytes``. The query's first
-    batch (``opening``) takes ``opening_budget`` of it.
+    batch (a ``share`` above 1) takes ``opening_budget`` of it.
 
     >>> binlog_budget(None, 1 << 20)
     0
@@ -111,18 +112,18 @@ def binlog_budget(limit: Any, binlog_bytes: int, opening: bool = False) -> int:
     if isinstance(limit, _streaming.ReadAllAvailable):
         return 0
     if isinstance(limit, _streaming.ReadMaxBytes):
-        return opening_budget(max(1, int(limit.max_bytes)), opening, OPENING_FLOOR_BYTES)
-    return opening_budget(binlog_bytes, opening, OPENING_FLOOR_BYTES)
+        return opening_budget(max(1, int(limit.max_bytes)), share, OPENING_FLOOR_BYTES)
+    return opening_budget(binlog_bytes, share, OPENING_FLOOR_BYTES)
 
 
-def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int, opening: bool = False) -> int:
+def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int, share: int = 1) -> int:
     """How many snapshot chunks a batch planned under ``limit`` may take (0: all remaining).
 
     ``limit`` is None on PySpark 4.1 (no admission control): the configured
     ``chunks_per_batch``. ``ReadAllAvailable`` (``Trigger.Once``, or a source option of 0):
     every remaining chunk. ``ReadMaxRows(n)``: ``n // chunk_size`` chunks, at least one, so
     every batch makes progress. Any other built-in limit has no meaning for chunks of rows;
-    the configured number holds. The query's first batch (``opening``) takes
+    the configured number holds. The query's first batch (a ``share`` above 1) takes
     ``opening_budget`` of it. On 4.1 the budget is whole: an AvailableNow run is one batch.
 
     >>> chunk_budget(None, 8, 400)
@@ -134,5 +135,5 @@ def chunk_budget(limit: Any, chunks_per_batch: int, chunk_size: int, opening: bo
         return 0
     if isinstance(limit, _streaming.ReadMaxRows):
         chunks = max(1, int(limit.max_rows) // max(1, chunk_size))
-        return opening_budget(chunks, opening, OPENING_FLOOR_CHUNKS)
-    return opening_budget(chunks_per_batch, opening, OPENING_FLOOR_CHUNKS)
+        return opening_budget(chunks, share, OPENING_FLOOR_CHUNKS)
+    return opening_budget(chunks_per_batch, share, OPENING_FLOOR_CHUNKS)

@@ -122,7 +122,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         self._versions: str | None = None  # a stream without its rows' column metadata only
         self._schemas_at: StartSchemas | None = None  # a stream without DDL only
         self._target: AvailableNowTarget | None = None  # set by Trigger.AvailableNow
-        # the first batch this query plans reads a share of the budget (compat.opening_budget)
+        # the first batch this query plans reads a share of the budgets (scan.first-batch.share)
         self._opening = True
 
     # The coordinator holds a live connection: it stays on the driver.
@@ -406,9 +406,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         if self._target is not None and self._caught_up(base, self._target):
             return base  # Spark ends the AvailableNow run
         opening, self._opening = self._opening, False
-        chunks = chunk_budget(
-            limit, self.options.chunks_per_batch, self.options.chunk_size, opening
-        )
+        share = self.options.first_batch_share if opening else 1
+        chunks = chunk_budget(limit, self.options.chunks_per_batch, self.options.chunk_size, share)
         identity = offset_identity(base)
         failover: dict[str, Any] | None = None
         if view is None or located is None:
@@ -423,7 +422,7 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
             position = max(position, here)
             place = self._placer(base, view) if moved else None
             position = self._bounded(
-                here, position, view, (limit, opening), base.get("snapshot"), place
+                here, position, view, (limit, share), base.get("snapshot"), place
             )
             identity = view.identity
             if moved and identity != offset_identity(base):
@@ -494,13 +493,14 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         here: Any,
         end: Any,
         view: Any,
-        limit: tuple[Any, bool],
+        limit: tuple[Any, int],
         snapshot: dict[str, Any] | None,
         place: Callable[[Any], Any] | None = None,
     ) -> Any:
         """The batch's binlog end: ``end``, or a transaction boundary before it when the
         range is more than the batch's binlog budget (``scan.binlog.max-bytes-per-batch``,
-        or Spark's read limit; ``limit`` is that and whether the batch is the query's first).
+        or Spark's read limit; ``limit`` is that and the share of it the batch reads, 1 but
+        for the query's first: ``scan.first-batch.share``).
         A backlog (a query stopped for a day, a snapshot that ran
         for hours) is then read in bounded batches, each committed on its own, rather than
         as one batch whose rows all wait in the executors.
@@ -513,8 +513,8 @@ class MySqlCdcStreamReader(DataSourceStreamReader, AvailableNowBase):  # type: i
         or past the server's end, so past any end before it. ``place`` maps those HWs to
         this server after a failover (``StreamFollower.high_on``).
         """
-        read_limit, opening = limit
-        budget = binlog_budget(read_limit, self.options.binlog_max_bytes_per_batch, opening)
+        read_limit, share = limit
+        budget = binlog_budget(read_limit, self.options.binlog_max_bytes_per_batch, share)
 
         def high() -> Any | None:
             # the HWs are staged metadata (a read each, a GET on an object store): asked

@@ -391,6 +391,28 @@ def test_source_options_are_what_the_mysql_cdc_source_reads() -> None:
     assert options["scan.binlog.max-bytes-per-batch"] == str(32 << 20)
 
 
+@pytest.mark.parametrize(
+    ("sink", "share"),
+    [
+        ({"type": "delta", "path": "/lake"}, "1"),
+        ({"type": "iceberg", "catalog.properties.warehouse": "/wh"}, "1"),
+        ({"type": "kafka", "properties.bootstrap.servers": "k:9092"}, None),
+        ({"type": "console"}, None),
+    ],
+)
+def test_a_merge_sinks_first_batch_reads_whole_budgets(
+    sink: dict[str, Any], share: str | None
+) -> None:
+    """A batch into Delta or Iceberg is a MERGE that reads the table whatever the batch's
+    size, so their pipelines read the first batch as any other; a topic's first messages
+    come sooner from a first batch of an eighth (the source's default)."""
+    options = parse(pipeline(sink=sink, pipeline={"name": "p"})).source_options()
+    assert options.get("scan.first-batch.share") == share
+    told = {**SOURCE, "scan.first-batch.share": 4}
+    options = parse(pipeline(told, sink=sink, pipeline={"name": "p"})).source_options()
+    assert options["scan.first-batch.share"] == "4"
+
+
 def test_source_options_leave_out_unset_options() -> None:
     options = parse(pipeline(without(SOURCE, "password"))).source_options()
     assert "password" not in options and "port" not in options
