@@ -7,7 +7,7 @@ plan, or the part of it they need, instead of working it out again.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +174,17 @@ class SessionSettings:
 
     def open(self, spark: Any = None) -> Any:
         """``spark`` (or a new session on ``session_master``'s choice) set up for the
-        pipeline: the mysql-cdc source registered, ``conf`` applied.
+        pipeline: the mysql-cdc source registered, ``conf`` applied (:meth:`opening`, its
+        sources' registration waited for)."""
+        opened = self.opening(spark)
+        opened.ready()
+        return opened.spark
+
+    def opening(self, spark: Any = None) -> OpenedSession:
+        """``spark`` (or a new session) set up for the pipeline as :meth:`open` says, but a
+        new session's sources are registered on a thread (``spark.session.Registering``:
+        Spark's look-up of installed data sources runs while the run takes its lease and
+        plans); ``ready`` waits for it and raises its error.
 
         A new session's console progress bars are off when stderr is not a terminal: they
         rewrite their line several times a second, a flood in a log (the pipeline's own
@@ -188,7 +198,7 @@ class SessionSettings:
         ``available_now`` (``spark/jit.py``)."""
         from sparkcdc.spark.jvm import configured_master
         from sparkcdc.spark.masters import connect_refusal, is_connect_session
-        from sparkcdc.spark.session import register, spark_session
+        from sparkcdc.spark.session import Registering, register, spark_session
 
         config = self.config
         if spark is None:
@@ -203,22 +213,36 @@ class SessionSettings:
                 defaults=PIPELINE_DEFAULTS,
                 pipeline_driver=True,
                 available_now=self.available_now,
+                register_sources=False,
             )
             spark.sparkContext.setLogLevel("WARN")
-        elif is_connect_session(spark):
+            return OpenedSession(spark, Registering(spark).wait)
+        if is_connect_session(spark):
             raise connect_refusal("the session given is a Spark Connect client's")
-        else:
-            register(spark)
-            for key, value in self.conf.items():
-                # a sink's default of a setting fixed when a session starts is for new sessions
-                if (
-                    key in self.sink_conf
-                    and key not in self.user_conf
-                    and not spark.conf.isModifiable(key)
-                ):
-                    continue
-                spark.conf.set(key, value)
-        return spark
+        register(spark)
+        for key, value in self.conf.items():
+            # a sink's default of a setting fixed when a session starts is for new sessions
+            if (
+                key in self.sink_conf
+                and key not in self.user_conf
+                and not spark.conf.isModifiable(key)
+            ):
+                continue
+            spark.conf.set(key, value)
+        return OpenedSession(spark, _registered)
+
+
+def _registered() -> None:
+    """The ``ready`` of a session whose sources were registered at once."""
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A pipeline's session (:meth:`SessionSettings.opening`) and what waits until its
+    sources are registered: nothing may read them before."""
+
+    spark: Any
+    ready: Callable[[], None]
 
 
 @dataclass(frozen=True)

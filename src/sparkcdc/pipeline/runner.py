@@ -131,14 +131,16 @@ def run_pipeline(
 
 @dataclass(frozen=True)
 class _Held:
-    """What a run holds once its checks passed: its session, its locations, the
-    checkpoint's lease and its server ids (both kept as it polls), the tables it captures."""
+    """What a run holds once its checks passed: its session (and the wait for its sources'
+    registration), its locations, the checkpoint's lease and its server ids (both kept as it
+    polls), the tables it captures."""
 
     spark: Any
     where: RunLocations
     lease: CheckpointLease
     ids: ReaderClaim | None
     capture: CapturePlan
+    sources_ready: Callable[[], None]  # waits until the session's sources are registered
 
 
 def _run_once(
@@ -155,22 +157,26 @@ def _run_once(
     plan.dialect.check_server()
     capture = plan_capture(plan.options, plan.dialect)
     _check_pipeline(plan, capture)
-    spark = plan.session.open(spark)
-    hadoop = plan.hadoop(spark)
-    probe_locations(plan.config, hadoop)  # as validate does: exit 2, not an OSError mid-run
-    where = plan.locations(hadoop)
-    lease = CheckpointLease.take(where.checkpoint)  # before anything under it is touched
-    ids: ReaderClaim | None = None
+    opened = plan.session.opening(spark)  # its sources registered meanwhile (_start waits)
+    spark = opened.spark
     try:
-        if plan.options.server_id:  # a random default range is the source's, unknown here
-            ids = plan.dialect.claim_readers(ServerIdRange.parse(plan.options.server_id))
-        return _run_leased(
-            plan, _Held(spark, where, lease, ids, capture), out, on_batch, max_seconds
-        )
+        hadoop = plan.hadoop(spark)
+        probe_locations(plan.config, hadoop)  # as validate does: exit 2, not an OSError mid-run
+        where = plan.locations(hadoop)
+        lease = CheckpointLease.take(where.checkpoint)  # before anything under it is touched
+        ids: ReaderClaim | None = None
+        try:
+            if plan.options.server_id:  # a random default range is the source's, unknown here
+                ids = plan.dialect.claim_readers(ServerIdRange.parse(plan.options.server_id))
+            held = _Held(spark, where, lease, ids, capture, opened.ready)
+            return _run_leased(plan, held, out, on_batch, max_seconds)
+        finally:
+            if ids is not None:
+                ids.close()
+            lease.release()
     finally:
-        if ids is not None:
-            ids.close()
-        lease.release()
+        with contextlib.suppress(Exception):  # _start raised its error; or the run failed
+            opened.ready()  # the registration ends within the run
 
 
 def _check_pipeline(plan: RunPlan, capture: CapturePlan) -> None:
@@ -333,6 +339,7 @@ def _start(
 
         hold = BatchHold(config.state_location, where.state_hadoop)
         hold.clear()  # one an earlier run left (stopped hard after setting it)
+        held.sources_ready()
         reader = spark.readStream.format(run.dialect.type_name)
         for key, value in {**state_options(where.state_hadoop), **run.source_options}.items():
             reader = reader.option(key, value)

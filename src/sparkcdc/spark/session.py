@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -71,8 +72,10 @@ def spark_session(
     defaults: Mapping[str, str] | None = None,
     pipeline_driver: bool = False,
     available_now: bool = False,
+    register_sources: bool = True,
 ) -> SparkSession:
-    """A SparkSession with the mysql-cdc source registered.
+    """A SparkSession with the mysql-cdc source registered (unless ``register_sources`` is
+    False: the caller registers them, e.g. with :class:`Registering`).
 
     ``master``: any Spark master URL; None takes the one already configured (spark-submit's,
     ``SPARK_MASTER``), else ``local[2]``. See ``plan_session`` for what else is set, and the
@@ -124,7 +127,7 @@ def spark_session(
         if pipeline_driver
         else plan.settings
     )
-    return started_session(plan.settings)
+    return started_session(plan.settings, register_sources=register_sources)
 
 
 def _pipeline_driver_settings(
@@ -140,9 +143,9 @@ def _pipeline_driver_settings(
     return sharing_settings(compiling_settings(settings, available_now=available_now))
 
 
-def started_session(settings: Mapping[str, str]) -> SparkSession:
+def started_session(settings: Mapping[str, str], *, register_sources: bool = True) -> SparkSession:
     """The session of ``settings`` on the JVM started already, made the JVM's active and
-    default one, the mysql-cdc source registered."""
+    default one, the mysql-cdc source registered (with ``register_sources``)."""
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -154,8 +157,39 @@ def started_session(settings: Mapping[str, str]) -> SparkSession:
     jvm_session = jvm.org.apache.spark.sql.SparkSession
     jvm_session.setActiveSession(spark._jsparkSession)
     jvm_session.setDefaultSession(spark._jsparkSession)
-    register(spark)
+    if register_sources:
+        register(spark)
     return spark
+
+
+class Registering:
+    """``register`` of a session on a thread of its own, begun now: the first registration
+    of a session has Spark look up the installed Python data sources, a Python process of
+    its own (~0.4 s of a run's start on a quiet machine), which a pipeline lets run while it
+    takes its lease, opens its checkpoint and plans. :meth:`wait` joins it and raises its
+    error, once; nothing may read the sources before."""
+
+    def __init__(self, spark: Any) -> None:
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                register(spark)
+            except BaseException as exc:  # raised again by wait(), in the caller's thread
+                self._error = exc
+
+        self._thread: threading.Thread | None = threading.Thread(
+            target=run, name="sparkcdc-register", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 def register(spark: Any) -> None:
