@@ -288,7 +288,10 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
 
     def spark_session(*args: Any, conf: dict[str, str], **kwargs: Any) -> SimpleNamespace:
         made.update(conf)
-        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+        return SimpleNamespace(  # what the pipeline sets and registers its sources on
+            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
+            dataSource=SimpleNamespace(register=lambda source: None),
+        )
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     monkeypatch.setattr("sys.stderr", stderr)
@@ -326,7 +329,10 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
         short.append(kwargs.pop("available_now", False))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
-        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+        return SimpleNamespace(  # what the pipeline sets and registers its sources on
+            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
+            dataSource=SimpleNamespace(register=lambda source: None),
+        )
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     for spark_conf in ("", f"\n  spark.conf: {{{key}: '{told}'}}"):

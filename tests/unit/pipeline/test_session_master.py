@@ -59,7 +59,10 @@ def test_the_session_gets_the_master_and_py_files(monkeypatch: pytest.MonkeyPatc
 
     def spark_session(name: str, master: str, *, conf: dict[str, str], **kw: Any) -> Any:
         made.update(master=master, conf=conf)
-        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
+        return SimpleNamespace(  # what the pipeline sets and registers its sources on
+            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
+            dataSource=SimpleNamespace(register=lambda source: None),
+        )
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     monkeypatch.setattr("sparkcdc.spark.jvm.configured_master", lambda: None)
