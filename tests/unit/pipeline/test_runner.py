@@ -323,10 +323,12 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
     planned: list[dict[str, str]] = []
     archives: list[bool] = []
     short: list[bool] = []
+    registered: list[bool] = []  # by spark_session itself
 
     def spark_session(*args: Any, **kwargs: Any) -> SimpleNamespace:
         archives.append(kwargs.pop("pipeline_driver", False))
         short.append(kwargs.pop("available_now", False))
+        registered.append(kwargs.pop("register_sources", True))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
         return SimpleNamespace(  # what the pipeline sets and registers its sources on
@@ -343,3 +345,4 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
     assert archives == [True, True]
     pipeline_session(parse_pipeline(PIPELINE + "pipeline:\n  name: p", env={}), available_now=True)
     assert short == [False, False, True]
+    assert registered == [False, False, False]  # the pipeline's thread registers them
