@@ -6,11 +6,13 @@ plan, or the part of it they need, instead of working it out again.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sparkcdc.background import Background
 from sparkcdc.errors import ConfigError
 from sparkcdc.locations import Location, open_location, s3a_settings, session_hadoop_settings
 from sparkcdc.model.dialect import SourceDialect, dialect_for
@@ -182,7 +184,7 @@ class SessionSettings:
 
     def opening(self, spark: Any = None) -> OpenedSession:
         """``spark`` (or a new session) set up for the pipeline as :meth:`open` says, but a
-        new session's sources are registered on a thread (``spark.session.Registering``:
+        new session's sources are registered on a thread (``background.Background``:
         Spark's look-up of installed data sources runs while the run takes its lease and
         plans); ``ready`` waits for it and raises its error.
 
@@ -198,7 +200,7 @@ class SessionSettings:
         ``available_now`` (``spark/jit.py``)."""
         from sparkcdc.spark.jvm import configured_master
         from sparkcdc.spark.masters import connect_refusal, is_connect_session
-        from sparkcdc.spark.session import Registering, register, spark_session
+        from sparkcdc.spark.session import register, spark_session
 
         config = self.config
         if spark is None:
@@ -216,7 +218,8 @@ class SessionSettings:
                 register_sources=False,
             )
             spark.sparkContext.setLogLevel("WARN")
-            return OpenedSession(spark, Registering(spark).wait)
+            registering = Background(functools.partial(register, spark), "sparkcdc-register")
+            return OpenedSession(spark, registering.wait)
         if is_connect_session(spark):
             raise connect_refusal("the session given is a Spark Connect client's")
         register(spark)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sparkcdc.background import Background
 from sparkcdc.errors import ConfigError, SinkError, did_you_mean
 from sparkcdc.model.changelog import (
     DELETED,
@@ -195,8 +195,7 @@ class Sink(ABC):
         self.context = context
         # names of the tables ``open`` created: empty, no need to ask them for rows
         self.created: set[str] = set()
-        self._opening: threading.Thread | None = None  # begin_open's creations
-        self._opening_error: BaseException | None = None
+        self._opening: Background | None = None  # begin_open's creations
 
     @classmethod
     def spark_conf(cls, options: SinkOptions) -> dict[str, str]:
@@ -266,24 +265,17 @@ class Sink(ABC):
         """Run ``creations`` in order in a thread :meth:`ready` waits for; the first error
         stops them and is raised there."""
 
-        def run() -> None:
-            try:
-                for create in creations:
-                    create()
-            except BaseException as exc:  # raised again by ready(), in the caller's thread
-                self._opening_error = exc
+        def create_all() -> None:
+            for create in creations:
+                create()
 
-        self._opening = threading.Thread(target=run, name="sparkcdc-sink-open", daemon=True)
-        self._opening.start()
+        self._opening = Background(create_all, "sparkcdc-sink-open")
 
     def ready(self) -> None:
         """Wait until what :meth:`begin_open` left running is done; raise its error (once)."""
         opening, self._opening = self._opening, None
         if opening is not None:
-            opening.join()
-        error, self._opening_error = self._opening_error, None
-        if error is not None:
-            raise error
+            opening.wait()
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass

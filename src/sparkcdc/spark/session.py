@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -75,7 +74,7 @@ def spark_session(
     register_sources: bool = True,
 ) -> SparkSession:
     """A SparkSession with the mysql-cdc source registered (unless ``register_sources`` is
-    False: the caller registers them, e.g. with :class:`Registering`).
+    False: the caller registers them, e.g. on a thread: ``background.Background``).
 
     ``master``: any Spark master URL; None takes the one already configured (spark-submit's,
     ``SPARK_MASTER``), else ``local[2]``. See ``plan_session`` for what else is set, and the
@@ -160,36 +159,6 @@ def started_session(settings: Mapping[str, str], *, register_sources: bool = Tru
     if register_sources:
         register(spark)
     return spark
-
-
-class Registering:
-    """``register`` of a session on a thread of its own, begun now: the first registration
-    of a session has Spark look up the installed Python data sources, a Python process of
-    its own (~0.4 s of a run's start on a quiet machine), which a pipeline lets run while it
-    takes its lease, opens its checkpoint and plans. :meth:`wait` joins it and raises its
-    error, once; nothing may read the sources before."""
-
-    def __init__(self, spark: Any) -> None:
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                register(spark)
-            except BaseException as exc:  # raised again by wait(), in the caller's thread
-                self._error = exc
-
-        self._thread: threading.Thread | None = threading.Thread(
-            target=run, name="sparkcdc-register", daemon=True
-        )
-        self._thread.start()
-
-    def wait(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
 
 
 def register(spark: Any) -> None:

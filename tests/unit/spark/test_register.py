@@ -1,16 +1,14 @@
-"""register(): the class it registers carries the session's parallelism, when there is one;
-Registering: the same on a thread, waited for."""
+"""register(): the class it registers carries the session's parallelism, when there is one."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from pyspark import cloudpickle
 from pyspark.errors import PySparkNotImplementedError
 
-from sparkcdc.spark.session import Registering, register
+from sparkcdc.spark.session import register
 from sparkcdc.spark.source import MySqlCdcDataSource
 
 
@@ -43,19 +41,3 @@ def test_a_session_without_a_spark_context_registers_without_a_parallelism() -> 
     session = _Session(None)
     register(session)
     assert session.registered[0].default_parallelism is None
-
-
-def test_registering_on_a_thread_is_waited_for_and_raises_its_error_once() -> None:
-    session = _Session(SimpleNamespace(defaultParallelism=2))
-    Registering(session).wait()
-    assert [cls.name() for cls in session.registered] == ["mysql-cdc", "postgres-cdc"]
-
-    def refuse(cls: type) -> None:
-        raise RuntimeError("the data-source lookup failed")
-
-    failing = _Session(SimpleNamespace(defaultParallelism=2))
-    failing.dataSource = SimpleNamespace(register=refuse)
-    registering = Registering(failing)
-    with pytest.raises(RuntimeError, match="lookup failed"):
-        registering.wait()
-    registering.wait()  # raised once, in the caller's thread
