@@ -18,6 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; a module may import its own layer and the ones before it
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors"}),  # the error hierarchy: imports nothing of sparkcdc
+    frozenset({"background"}),  # work begun on a thread, waited for: imports nothing of ours
     frozenset({"files"}),  # local/remote file access (errors only)
     frozenset({"model"}),  # the vocabulary every layer speaks
     frozenset({"locations"}),  # where checkpoints and tables live (model, files)
