@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import runpy
@@ -39,7 +38,7 @@ from typing import NoReturn
 
 from sparkcdc.spark.archives import strip_spark_archives
 from sparkcdc.spark.worker_daemon import PRELOADED as WORKER_PRELOADED
-from sparkcdc.spark.worker_daemon import first_use
+from sparkcdc.spark.worker_daemon import preload
 
 # the environment variable that names the server's socket to the processes Spark starts
 SOCKET_ENV = "SPARKCDC_FORKSERVER"
@@ -90,11 +89,7 @@ def serve(socket_path: str) -> NoReturn:
     listener.listen(64)
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)  # `-m` put the working directory first; a launcher has its own there
-    for name in PRELOADED:
-        with contextlib.suppress(Exception):  # the child that needs it meets its error
-            importlib.import_module(name)
-    with contextlib.suppress(Exception):
-        first_use()
+    preload(PRELOADED)  # one that does not import: the child that needs it meets its error
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     with selectors.DefaultSelector() as selector:
         selector.register(listener, selectors.EVENT_READ)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import runpy
+from collections.abc import Sequence
 
 from sparkcdc.model.source_types import dialect_modules
 from sparkcdc.spark.archives import strip_spark_archives
@@ -49,11 +50,11 @@ def first_use() -> None:
     "localhost".encode("idna")
 
 
-def preload() -> None:
-    """Import ``PRELOADED`` here, and ``first_use``'s imports, for every fork to inherit.
-    One that does not import is left to the worker that needs it, which reports its error
-    with the task's."""
-    for name in PRELOADED:
+def preload(modules: Sequence[str] | None = None) -> None:
+    """Import ``modules`` (``PRELOADED`` by default; the fork server passes its own list)
+    here, and ``first_use``'s imports, for every fork to inherit. One that does not import is
+    left to the process that needs it, which reports its error with its work's."""
+    for name in PRELOADED if modules is None else modules:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     with contextlib.suppress(Exception):
