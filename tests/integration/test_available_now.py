@@ -409,36 +409,39 @@ def test_a_binlog_backlog_is_read_in_bounded_batches_cut_between_transactions(
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
 
 
-@AVAILABLE_NOW
-def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_replays_exactly(
-    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
-) -> None:
-    """A budget larger than the floor (8 chunks, 8 MiB of binlog): the first batch of each
-    run reads an eighth of it (at least the floor), so a backlog's first rows reach the sink
-    before the whole budget is read; the batches after read whole budgets, and the
-    changelog equals the source (DESIGN.md §2.4)."""
+def _first_batches(
+    spark: Any,
+    dev_server: DevServer,
+    database: str,
+    sql: Any,
+    tmp_path: Path,
+    server_ids: str,
+    seed: int,
+    options: dict[str, str],
+) -> tuple[list[int], list[int], int]:
+    """40 chunks of 100 keys read by a run under a budget of 40 chunks and 64 MiB of binlog
+    (``options`` on top), then a backlog of 40 updates of every row (~0.3 MB of binlog each)
+    read by a second run: the snapshot rows of each batch of the first run, the binlog bytes
+    of each batch of the second, and the whole backlog's bytes. The changelog of both runs
+    is checked to equal the source."""
     sql.execute(ITEMS_DDL)
-    rng = random.Random(86)
+    rng = random.Random(seed)
     sql.executemany(
         "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
         [random_row(rng, k) for k in range(1, 4_001)],
-    )  # 40 chunks of 100 keys
+    )
     batches: dict[int, list[dict[str, Any]]] = {}
 
     def collect(batch: Any, batch_id: int) -> None:
         batches[batch_id] = [r.asDict() for r in batch.collect()]
 
-    opts = items_options(dev_server, database, tmp_path, "5850-5859", chunks_per_batch=40)
+    opts = items_options(dev_server, database, tmp_path, server_ids, chunks_per_batch=40)
     opts["scan.incremental.snapshot.chunk.size"] = "100"
     opts["scan.binlog.max-bytes-per-batch"] = "64m"
+    opts.update(options)
     first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
     assert first.awaitTermination(600) and first.exception() is None
     snapshot_rows = [sum(r["_op"] == "+I" for r in batches[b]) for b in sorted(batches)]
-    assert sum(snapshot_rows) == 4_000, snapshot_rows
-    # 40 chunks under a budget of 40: 8 of them first (the floor; 40 / 8 is less), then 32
-    assert len([n for n in snapshot_rows if n]) >= 2, snapshot_rows
-    assert 0 < snapshot_rows[0] <= 8 * 100, snapshot_rows
-    # the backlog: 40 updates of every row (~0.3 MB of binlog each), more than the floor
     begin = BinlogPosition.from_offset(
         offset_of(first.lastProgress["sources"][0]["endOffset"])["binlog"]
     )
@@ -450,13 +453,33 @@ def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_repla
     assert second.awaitTermination(600) and second.exception() is None
     ranges = binlog_ranges(second)
     sizes = [server.binlog_bytes(b, e, files) for b, e in ranges]
-    assert server.binlog_bytes(begin, ranges[-1][1], files) > 8 << 20, sizes
-    # the first batch ends at the first transaction past 8 MiB; the next one reads the rest
-    assert len(ranges) == 2, sizes
-    assert (8 << 20) <= sizes[0] < (16 << 20), sizes
+    backlog = server.binlog_bytes(begin, ranges[-1][1], files)
     result = replay(changelog(batches), ["id"])
     assert result.violations == [], result.violations[:10]
     assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+    return snapshot_rows, sizes, backlog
+
+
+@AVAILABLE_NOW
+def test_a_runs_first_batch_reads_an_eighth_of_a_large_budget_and_the_rest_replays_exactly(
+    spark: Any, dev_server: DevServer, database: str, sql: Any, tmp_path: Path
+) -> None:
+    """A budget larger than the floor (8 chunks, 8 MiB of binlog): the first batch of each
+    run reads an eighth of it (at least the floor), so a backlog's first rows reach the sink
+    before the whole budget is read; the batches after read whole budgets, and the
+    changelog equals the source (DESIGN.md §2.4)."""
+    snapshot_rows, sizes, backlog = _first_batches(
+        spark, dev_server, database, sql, tmp_path, "5850-5859", 86, {}
+    )
+    assert sum(snapshot_rows) == 4_000, snapshot_rows
+    # 40 chunks under a budget of 40: 8 of them first (the floor; 40 / 8 is less), then 32
+    assert len([n for n in snapshot_rows if n]) >= 2, snapshot_rows
+    assert 0 < snapshot_rows[0] <= 8 * 100, snapshot_rows
+    # the backlog is more than the floor
+    assert backlog > 8 << 20, sizes
+    # the first batch ends at the first transaction past 8 MiB; the next one reads the rest
+    assert len(sizes) == 2, sizes
+    assert (8 << 20) <= sizes[0] < (16 << 20), sizes
 
 
 @AVAILABLE_NOW
@@ -467,34 +490,8 @@ def test_a_first_batch_share_of_one_reads_whole_budgets_from_the_start(
     reads the table whatever the batch holds): the first batch reads a whole budget, the
     snapshot's 40 chunks and the 12 MB backlog each in one batch, and the changelog equals
     the source."""
-    sql.execute(ITEMS_DDL)
-    rng = random.Random(87)
-    sql.executemany(
-        "INSERT INTO items VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
-        [random_row(rng, k) for k in range(1, 4_001)],
+    snapshot_rows, sizes, _ = _first_batches(
+        spark, dev_server, database, sql, tmp_path, "5860-5869", 87, {"scan.first-batch.share": "1"}
     )
-    batches: dict[int, list[dict[str, Any]]] = {}
-
-    def collect(batch: Any, batch_id: int) -> None:
-        batches[batch_id] = [r.asDict() for r in batch.collect()]
-
-    opts = items_options(dev_server, database, tmp_path, "5860-5869", chunks_per_batch=40)
-    opts["scan.incremental.snapshot.chunk.size"] = "100"
-    opts["scan.binlog.max-bytes-per-batch"] = "64m"
-    opts["scan.first-batch.share"] = "1"
-    first = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
-    assert first.awaitTermination(600) and first.exception() is None
-    snapshot_rows = [sum(r["_op"] == "+I" for r in batches[b]) for b in sorted(batches)]
     assert snapshot_rows[0] == 4_000, snapshot_rows  # all 40 chunks in the first batch
-    for _ in range(40):
-        sql.execute("UPDATE items SET qty = COALESCE(qty, 0) + 1")
-    with dev_server.connection() as conn:
-        files = server.binlog_files(conn)
-    second = run_available_now(spark, opts, tmp_path / "checkpoint", collect)
-    assert second.awaitTermination(600) and second.exception() is None
-    ranges = binlog_ranges(second)
-    sizes = [server.binlog_bytes(b, e, files) for b, e in ranges]
-    assert len(ranges) == 1 and sizes[0] > 8 << 20, sizes  # past the floor, one batch
-    result = replay(changelog(batches), ["id"])
-    assert result.violations == [], result.violations[:10]
-    assert compare(result.state, source_state(dev_server.connection(database), "items")) == []
+    assert len(sizes) == 1 and sizes[0] > 8 << 20, sizes  # past the floor, one batch
