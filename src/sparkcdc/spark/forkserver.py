@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from sparkcdc.spark.archives import strip_spark_archives
-from sparkcdc.spark.worker_daemon import PRELOADED as WORKER_PRELOADED
-from sparkcdc.spark.worker_daemon import preload
+from sparkcdc.spark.preloads import PRELOADED as WORKER_PRELOADED
+from sparkcdc.spark.preloads import preload
 
 # the environment variable that names the server's socket to the processes Spark starts
 SOCKET_ENV = "SPARKCDC_FORKSERVER"
@@ -77,9 +77,9 @@ def start(socket_path: str) -> subprocess.Popen[bytes]:
 
 def serve(socket_path: str) -> NoReturn:
     """Listen on ``socket_path`` (before the imports, so that a launcher that comes early
-    waits for them rather than importing everything itself), import ``PRELOADED`` (and a
-    worker's ``first_use``), then
-    fork a child per request until stdin closes; then exit."""
+    waits for them rather than importing everything itself), import ``PRELOADED`` (and what
+    a worker's first read imports: ``spark/preloads.py``), then fork a child per request
+    until stdin closes; then exit."""
     # the terminal's Ctrl-C goes to the whole foreground process group, this server too: it
     # ends with the driver's pipe (stdin), not on a signal, and prints no stack; a child gets
     # Python's own handler back (``_run_child``)

@@ -16,50 +16,21 @@ The stripping is ``spark/archives.py``'s, shared with the launcher ``spark/sessi
 writes for local masters (every Python process Spark starts runs through
 ``sparkcdc.spark.launch``).
 
-The daemon also imports what every worker it forks imports first (``PRELOADED``): Spark's
-worker and sparkcdc's source with pyarrow, ~1 s of a fresh process here, and what a first
-read imports more (``first_use``: pandas, through pyarrow). Forked, a worker
-has them already; without this each of a session's workers imported them in its first
-task (a snapshot read's two tasks here each spent 0.7-1 s of their ~9 s on it).
+The daemon also imports what every worker it forks imports first (``spark/preloads.py``:
+Spark's worker and sparkcdc's source with pyarrow, ~1 s of a fresh process here, and what a
+first read imports more). Forked, a worker has them already; without this each of a
+session's workers imported them in its first task (a snapshot read's two tasks here each
+spent 0.7-1 s of their ~9 s on it). Nothing imports this module: Python runs it as
+``__main__`` (``-m``), and warns when a module so run was imported before (the fork server
+shares the preloading through ``spark/preloads.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import runpy
-from collections.abc import Sequence
 
-from sparkcdc.model.source_types import dialect_modules
 from sparkcdc.spark.archives import strip_spark_archives
-
-# the modules a worker imports before its first row: Spark's worker (the daemon imports it
-# in each fork) and, unpickling the mysql-cdc reader, sparkcdc's source, and the dialects
-# its reads import on first use
-PRELOADED = ("pyspark.worker", "sparkcdc.spark.source", *dialect_modules())
-
-
-def first_use() -> None:
-    """Do once what a worker's first read imports more: pyarrow imports pandas (and its
-    shim for it) when it first builds an array or scalar from Python values, as a snapshot
-    chunk's metadata columns are built (~0.3-0.45 s of a first task here), and a connection
-    to a host named as text imports the idna codec."""
-    import pyarrow as pa
-
-    pa.array([0], pa.int64())
-    "localhost".encode("idna")
-
-
-def preload(modules: Sequence[str] | None = None) -> None:
-    """Import ``modules`` (``PRELOADED`` by default; the fork server passes its own list)
-    here, and ``first_use``'s imports, for every fork to inherit. One that does not import is
-    left to the process that needs it, which reports its error with its work's."""
-    for name in PRELOADED if modules is None else modules:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-    with contextlib.suppress(Exception):
-        first_use()
-
+from sparkcdc.spark.preloads import preload
 
 if __name__ == "__main__":
     strip_spark_archives()

@@ -1,4 +1,5 @@
-"""The worker daemon: which of Spark's archives it drops from sys.path, what it preloads."""
+"""The worker daemon: which of Spark's archives it drops from sys.path, what it preloads
+(``spark/preloads.py``), and that it starts without a warning."""
 
 from __future__ import annotations
 
@@ -87,9 +88,9 @@ def _src() -> str:
 def test_the_daemon_preloads_the_source_and_its_dialects_and_leaves_a_bad_one() -> None:
     script = (
         "import sys\n"
-        "from sparkcdc.spark import worker_daemon\n"
-        "worker_daemon.PRELOADED = ('sparkcdc_no_such_module', *worker_daemon.PRELOADED)\n"
-        "worker_daemon.preload()\n"
+        "from sparkcdc.spark import preloads\n"
+        "preloads.PRELOADED = ('sparkcdc_no_such_module', *preloads.PRELOADED)\n"
+        "preloads.preload()\n"
         "print(sorted(n for n in ('pyspark.worker', 'sparkcdc.spark.source', 'pyarrow', "
         "'sparkcdc.mysql.dialect') "
         "if n in sys.modules))\n"
@@ -108,8 +109,8 @@ def test_a_workers_first_arrays_import_nothing_the_daemon_did_not() -> None:
     the idna codec: a forked worker finds them imported by the daemon, not in its task."""
     probe = (
         "import sys\n"
-        "from sparkcdc.spark import worker_daemon\n"
-        "worker_daemon.preload()\n"
+        "from sparkcdc.spark import preloads\n"
+        "preloads.preload()\n"
         "before = set(sys.modules)\n"
         "import pyarrow as pa\n"
         "pa.array([1, 2], pa.int64()); pa.scalar('+I', pa.string())\n"
@@ -122,3 +123,27 @@ def test_a_workers_first_arrays_import_nothing_the_daemon_did_not() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_daemon_starts_without_a_fork_server_and_without_a_warning() -> None:
+    """Run as Spark runs it where no fork server serves (another master, ``sparkcdc
+    prepare``, ``SPARKCDC_FORKSERVER`` off): through the launcher, ``-m``. Python warned on
+    its stderr, for every daemon, while the launcher imported the daemon's module (through
+    the fork server's) before running it as ``__main__``."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARKCDC_FORKSERVER"}
+    env["PYTHONPATH"] = _src()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "sparkcdc.spark.launch", "-m", "sparkcdc.spark.worker_daemon"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert daemon.stdout is not None
+        port = int.from_bytes(daemon.stdout.read(4), "big")  # pyspark.daemon is listening
+    finally:
+        daemon.kill()
+        _, err = daemon.communicate(timeout=60)
+    assert 0 < port < 65536, err
+    assert b"Warning" not in err, err.decode(errors="replace")
