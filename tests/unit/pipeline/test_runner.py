@@ -282,16 +282,17 @@ class TtyText(io.StringIO):
     ],
 )
 def test_new_session_has_console_progress_bars_only_on_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, stderr: io.StringIO, spark_conf: str, bars: str
+    monkeypatch: pytest.MonkeyPatch,
+    new_session: SimpleNamespace,
+    stderr: io.StringIO,
+    spark_conf: str,
+    bars: str,
 ) -> None:
     made: dict[str, str] = {}
 
     def spark_session(*args: Any, conf: dict[str, str], **kwargs: Any) -> SimpleNamespace:
         made.update(conf)
-        return SimpleNamespace(  # what the pipeline sets and registers its sources on
-            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
-            dataSource=SimpleNamespace(register=lambda source: None),
-        )
+        return new_session
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     monkeypatch.setattr("sys.stderr", stderr)
@@ -313,7 +314,7 @@ def test_new_session_has_console_progress_bars_only_on_a_terminal(
     ],
 )
 def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_driver(
-    monkeypatch: pytest.MonkeyPatch, key: str, default: str, told: str
+    monkeypatch: pytest.MonkeyPatch, new_session: SimpleNamespace, key: str, default: str, told: str
 ) -> None:
     """The pipeline's own defaults (the cache uncompressed, no call sites recorded, local
     files written without checksum files), which the file's spark.conf (and spark-submit's
@@ -331,10 +332,7 @@ def test_new_session_has_the_pipeline_defaults_unless_told_and_is_a_pipeline_dri
         registered.append(kwargs.pop("register_sources", True))
         kwargs = {k: v for k, v in kwargs.items() if k != "log_file"}
         planned.append(plan_session(*args, **kwargs, configured={}, environ={}).settings)
-        return SimpleNamespace(  # what the pipeline sets and registers its sources on
-            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
-            dataSource=SimpleNamespace(register=lambda source: None),
-        )
+        return new_session
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     for spark_conf in ("", f"\n  spark.conf: {{{key}: '{told}'}}"):

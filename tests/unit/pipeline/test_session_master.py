@@ -54,15 +54,14 @@ def test_two_masters_in_one_file_are_a_config_error() -> None:
         config(f"  spark.master: {CLUSTER}\n  spark.conf: {{spark.master: yarn}}\n")
 
 
-def test_the_session_gets_the_master_and_py_files(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_session_gets_the_master_and_py_files(
+    monkeypatch: pytest.MonkeyPatch, new_session: SimpleNamespace
+) -> None:
     made: dict[str, Any] = {}
 
     def spark_session(name: str, master: str, *, conf: dict[str, str], **kw: Any) -> Any:
         made.update(master=master, conf=conf)
-        return SimpleNamespace(  # what the pipeline sets and registers its sources on
-            sparkContext=SimpleNamespace(setLogLevel=lambda level: None, defaultParallelism=2),
-            dataSource=SimpleNamespace(register=lambda source: None),
-        )
+        return new_session
 
     monkeypatch.setattr("sparkcdc.spark.session.spark_session", spark_session)
     monkeypatch.setattr("sparkcdc.spark.jvm.configured_master", lambda: None)
