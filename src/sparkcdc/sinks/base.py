@@ -273,9 +273,8 @@ class Sink(ABC):
 
     def ready(self) -> None:
         """Wait until what :meth:`begin_open` left running is done; raise its error (once)."""
-        opening, self._opening = self._opening, None
-        if opening is not None:
-            opening.wait()
+        if self._opening is not None:
+            self._opening.wait()  # joins and raises once: a later wait returns
 
     def close(self) -> None:  # noqa: B027 - most sinks hold nothing open
         pass
